@@ -1,0 +1,1 @@
+"""fpt: Frozen Pretrained Transformers."""
