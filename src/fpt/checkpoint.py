@@ -1,0 +1,104 @@
+"""Checkpoints: only the trained tensors, Adam's moments, the step and the RNG state, in one
+safetensors file written atomically (temp file + rename), bound to the backbone's weight hash.
+
+Nothing is ever unpickled: safetensors holds tensors and a string-to-string metadata map.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from fpt.errors import FptError
+
+FORMAT = "fpt-checkpoint-1"
+CHECKPOINT_NAME = "checkpoint.safetensors"
+
+
+@dataclass
+class Checkpoint:
+    step: int
+    params: dict[str, torch.Tensor]
+    optimizer_state: dict  # torch.optim state_dict, keyed by parameter index
+    rng_state: torch.Tensor
+    backbone: str
+    backbone_hash: str
+
+
+def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int,
+                    backbone: str, backbone_hash: str) -> None:
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    tensors = {f"param.{n}": t.contiguous() for n, t in model.trainable_state().items()}
+    state = optimizer.state_dict()
+    for index, moments in state["state"].items():
+        for key, value in moments.items():
+            tensors[f"optim.{names[index]}.{key}"] = value.detach().reshape(-1).clone() if key == "step" else value.contiguous()
+    tensors["rng.torch"] = torch.get_rng_state()
+    metadata = {
+        "format": FORMAT,
+        "step": str(step),
+        "backbone": backbone,
+        "backbone_hash": backbone_hash,
+        "param_names": json.dumps(names),
+        "optimizer_param_groups": json.dumps(state["param_groups"]),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Read a checkpoint, refusing a missing, truncated or foreign file with a clear error."""
+    if not path.is_file():
+        raise FptError(f"no checkpoint at {path}; the run has not saved one yet (it saves at each evaluation)")
+    try:
+        tensors = load_file(str(path))
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise FptError(f"checkpoint {path} is corrupt or truncated ({exc}); delete it and train again") from None
+    if metadata.get("format") != FORMAT:
+        raise FptError(f"{path} is not an fpt checkpoint (format {metadata.get('format')!r}, expected {FORMAT!r})")
+    names = json.loads(metadata["param_names"])
+    index_of = {n: i for i, n in enumerate(names)}
+    optim_state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            name, _, moment = key[len("optim."):].rpartition(".")
+            optim_state.setdefault(index_of[name], {})[moment] = value.reshape(()) if moment == "step" else value
+    groups = json.loads(metadata["optimizer_param_groups"])
+    return Checkpoint(
+        step=int(metadata["step"]),
+        params={k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")},
+        optimizer_state={"state": optim_state, "param_groups": groups},
+        rng_state=tensors["rng.torch"],
+        backbone=metadata["backbone"],
+        backbone_hash=metadata["backbone_hash"],
+    )
+
+
+def restore(model: torch.nn.Module, checkpoint: Checkpoint, backbone_hash: str, path: Path) -> None:
+    """Load trained tensors into the model after checking they belong to this exact backbone."""
+    if checkpoint.backbone_hash != backbone_hash:
+        raise FptError(
+            f"checkpoint {path} was trained on backbone {checkpoint.backbone!r} with other weights "
+            f"(hash {checkpoint.backbone_hash}, this one {backbone_hash}); load it with the same --backbone and --init"
+        )
+    expected = {n for n, p in model.named_parameters() if p.requires_grad}
+    if set(checkpoint.params) != expected:
+        raise FptError(f"checkpoint {path} holds other parameters than this model trains; was the run's config edited?")
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in checkpoint.params.items():
+            if params[name].shape != value.shape:
+                raise FptError(f"checkpoint {path}: {name} has shape {tuple(value.shape)}, the model {tuple(params[name].shape)}")
+            params[name].copy_(value)

@@ -1,0 +1,214 @@
+"""The `fpt` command: train, evaluate, info, backbones, attention.
+
+Every mistake a user can make ends in one line on stderr naming the fix, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+from fpt.errors import FptError
+
+# Task options the CLI exposes; only those given are passed, so each task keeps its own defaults.
+TASK_OPTIONS = {
+    "n_bits": int,
+    "n_strings": int,
+    "patch_size": int,
+    "mask_prob": float,
+    "eval_size": int,
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line, as every other fpt error."""
+
+    def error(self, message: str):
+        raise FptError(f"{message} (see `{self.prog} --help`)")
+
+
+def _default(name: str):
+    from fpt.train import TrainConfig
+
+    return next(f.default for f in dataclasses.fields(TrainConfig) if f.name == name)
+
+
+def _add_config_option(parser: argparse.ArgumentParser, name: str, kind=None, help: str = "", **kwargs) -> None:
+    """An option that fills a TrainConfig field; left unset it keeps TrainConfig's default."""
+    parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
+                        help=f"{help} (default: {_default(name)})".strip(), **kwargs)
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    _add_config_option(parser, "task", str, "task name")
+    _add_config_option(parser, "backbone", str, "registered name, local directory or hub id")
+    _add_config_option(parser, "init", str, "pretrained | random | stats")
+    _add_config_option(parser, "policy", str,
+                       "fpt | full | output-only | output+input | output+position | output+layernorm")
+    parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
+                        help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
+    _add_config_option(parser, "layers", int, "keep only the first K transformer blocks")
+    _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean")
+    _add_config_option(parser, "extra_positions", None, "add a learned position table (for RoPE backbones)",
+                       action=argparse.BooleanOptionalAction)
+    _add_config_option(parser, "dropout", float)
+    _add_config_option(parser, "seed", int)
+    for name, kind in TASK_OPTIONS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=f"task option {name} (default: the task's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fpt", description="Frozen Pretrained Transformers: train only the input, "
+                     "output, layer norms and positions of a language-pretrained transformer.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = commands.add_parser("train", help="train a model on a task; prints held-out accuracy and the run directory")
+    _add_model_options(train)
+    _add_config_option(train, "steps", int)
+    _add_config_option(train, "batch_size", int)
+    _add_config_option(train, "micro_batch_size", int, "split each batch into micro-batches (same gradients)")
+    _add_config_option(train, "lr", float, "Adam learning rate")
+    _add_config_option(train, "grad_clip", float, "gradient-norm clip")
+    _add_config_option(train, "eval_every", int, "evaluate and checkpoint every N steps")
+    _add_config_option(train, "eval_batch_size", int)
+    _add_config_option(train, "target_accuracy", float, "stop once held-out accuracy reaches this fraction")
+    train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
+    train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
+    train.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+
+    evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
+    evaluate.add_argument("run_dir", type=Path)
+
+    info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
+    _add_model_options(info)
+
+    commands.add_parser("backbones", help="list backbones, whether each loads here, how to get it")
+
+    attention = commands.add_parser("attention", help="PNG of a run's mean attention over heads")
+    attention.add_argument("run_dir", type=Path)
+    attention.add_argument("--layer", type=int, default=0)
+    attention.add_argument("--examples", type=int, default=64, help="held-out inputs to average over")
+    attention.add_argument("--out", type=Path, help="PNG path (default: RUN_DIR/attention_layer<L>.png)")
+    return parser
+
+
+def _config_from_args(args: argparse.Namespace):
+    from fpt.train import TrainConfig
+
+    task_options = {k: getattr(args, k) for k in TASK_OPTIONS if getattr(args, k) is not None}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    if args.train_groups:
+        values["policy"] = args.train_groups
+    return TrainConfig(**values, task_options=task_options)
+
+
+def _resume_conflicts(args: argparse.Namespace) -> list[str]:
+    """Options that would change a resumed run: only --steps may (to extend it)."""
+    from fpt.train import TrainConfig
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options"}
+    given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out"}) if getattr(args, k, None) is not None]
+    return ["--" + k.replace("_", "-") for k in given]
+
+
+def _report(summary: dict, run_dir: Path) -> None:
+    final = summary["final"]
+    reached = summary["target_reached_at_step"]
+    where = f" (target reached at step {reached})" if reached else ""
+    print(f"{final['split']} accuracy {final['accuracy']:.4f} on {final['examples']} examples "
+          f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s")
+    print(f"run directory: {run_dir}")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    import torch
+
+    from fpt.train import resume, train
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise FptError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    if args.resume is not None:
+        conflicts = _resume_conflicts(args)
+        if conflicts:
+            raise FptError(f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
+                           "(only --steps may change, to extend the run)")
+        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress)
+    else:
+        summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress)
+    _report(summary, run_dir)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from fpt.runs import write_json
+    from fpt.train import evaluate, load_run
+
+    config, task, model, trainer = load_run(args.run_dir)
+    result = {"step": trainer.step, **evaluate(model, task, config.eval_batch_size)}
+    write_json(args.run_dir / "evaluation.json", result)
+    print(json.dumps(result, indent=2))
+
+
+def cmd_info(args: argparse.Namespace) -> None:
+    from fpt.groups import format_group_table
+    from fpt.train import build
+
+    config = _config_from_args(args)
+    _, model = build(config)
+    print(f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
+          f"task {config.task}, policy {config.policy}")
+    print(format_group_table(model.group_rows))
+
+
+def cmd_backbones(args: argparse.Namespace) -> None:
+    from fpt.backbones import list_backbones
+
+    print(f"{'name':<14} {'here':<5} description / how to get it")
+    for entry in list_backbones():
+        here = "yes" if entry.is_available() else "no"
+        print(f"{entry.name:<14} {here:<5} {entry.description}")
+        print(f"{'':<20} get: {entry.how_to_get}")
+    print("Any Hugging Face hub id or local save_pretrained directory also works as --backbone.")
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from fpt.plots import mean_attention, plot_attention
+    from fpt.train import load_run
+
+    if args.examples < 1:
+        raise FptError(f"--examples must be at least 1, got {args.examples}")
+    config, task, model, trainer = load_run(args.run_dir)
+    attention = mean_attention(model, task, args.layer, args.examples)
+    out = args.out or args.run_dir / f"attention_layer{args.layer}.png"
+    title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.step})"
+    print(plot_attention(attention, out, title, task.spec.last_k))
+
+
+COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
+            "attention": cmd_attention}
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        args = build_parser().parse_args(argv)
+        COMMANDS[args.command](args)
+    except FptError as exc:
+        print(f"fpt: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Parameter groups and freeze policies.
+
+Every parameter of a model is put in exactly one group: input, output, layernorm, position,
+attention or feedforward. Per-family rules are kept as data (model_type -> ordered regex rules);
+a parameter no family rule claims falls back to its module's type. A parameter that nothing
+classifies is an error that lists it: fpt never freezes (or trains) something silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from torch import nn
+
+from fpt.errors import FptError
+
+GROUPS = ("input", "output", "layernorm", "position", "attention", "feedforward")
+
+# model_type -> ordered (group, regex on the parameter name inside the backbone); first match wins.
+FAMILY_RULES: dict[str, tuple[tuple[str, str], ...]] = {
+    "gpt2": (
+        ("input", r"^wte\."),
+        ("position", r"^wpe\."),
+        ("layernorm", r"(^|\.)ln_(\d|f)\."),
+        ("attention", r"\.attn\."),
+        ("feedforward", r"\.mlp\."),
+    ),
+    "bert": (
+        ("layernorm", r"LayerNorm\."),
+        ("position", r"position_embeddings\."),
+        ("input", r"(word|token_type)_embeddings\."),
+        ("attention", r"\.attention\."),
+        ("feedforward", r"\.(intermediate|output)\.dense\."),
+        ("output", r"^pooler\."),
+    ),
+    "llama": (
+        ("input", r"^embed_tokens\."),
+        ("layernorm", r"(layernorm|(^|\.)norm)\.weight$"),
+        ("attention", r"\.self_attn\."),
+        ("feedforward", r"\.mlp\."),
+    ),
+    "vit": (
+        ("layernorm", r"layernorm(_before|_after)?\."),
+        ("position", r"position_embeddings$"),
+        ("input", r"(patch_embeddings|cls_token|mask_token)"),
+        ("attention", r"\.attention\."),
+        ("feedforward", r"\.(intermediate|output)\.dense\."),
+        ("output", r"^pooler\."),
+    ),
+}
+
+_ATTENTION_WORDS = ("attn", "attention")
+_FEEDFORWARD_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "intermediate")
+
+POLICIES: dict[str, frozenset[str]] = {
+    "fpt": frozenset({"input", "output", "layernorm", "position"}),
+    "full": frozenset(GROUPS),
+    "output-only": frozenset({"output"}),
+    "output+input": frozenset({"output", "input"}),
+    "output+position": frozenset({"output", "position"}),
+    "output+layernorm": frozenset({"output", "layernorm"}),
+}
+
+
+def _by_module_type(module: nn.Module, module_name: str, param_name: str) -> str | None:
+    """Fallback for families without rules: decide from the owning module's type and path."""
+    kind = type(module).__name__.lower()
+    if isinstance(module, nn.LayerNorm) or "norm" in kind:
+        return "layernorm"
+    if isinstance(module, nn.Embedding):
+        return "position" if "pos" in module_name else "input"
+    if "position" in param_name:
+        return "position"
+    parts = module_name.lower().split(".")
+    if any(word in part for part in parts for word in _ATTENTION_WORDS):
+        return "attention"
+    if any(word in part for part in parts for word in _FEEDFORWARD_WORDS):
+        return "feedforward"
+    return None
+
+
+def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
+    """Map every parameter name of a backbone to its group, or raise listing the unclassified."""
+    rules = [(group, re.compile(pattern)) for group, pattern in FAMILY_RULES.get(family, ())]
+    owners = {}
+    for module_name, module in backbone.named_modules():
+        for param_name, _ in module.named_parameters(recurse=False):
+            full = f"{module_name}.{param_name}" if module_name else param_name
+            owners[full] = (module, module_name, param_name)
+
+    groups, unclassified = {}, []
+    for name, _ in backbone.named_parameters():
+        group = next((g for g, rx in rules if rx.search(name)), None)
+        if group is None:
+            group = _by_module_type(*owners[name])
+        if group is None:
+            unclassified.append(name)
+        else:
+            groups[name] = group
+    if unclassified:
+        shown = ", ".join(unclassified[:8]) + (" ..." if len(unclassified) > 8 else "")
+        raise FptError(
+            f"{len(unclassified)} parameters of this {family!r} backbone fit no group ({shown}); "
+            f"add rules for {family!r} to fpt.groups.FAMILY_RULES"
+        )
+    return groups
+
+
+def parse_policy(policy: str) -> frozenset[str]:
+    """A policy name (fpt, full, output-only, ...) or a comma list of groups -> trained groups."""
+    if policy in POLICIES:
+        return POLICIES[policy]
+    groups = {g.strip() for g in policy.split(",") if g.strip()}
+    unknown = sorted(groups - set(GROUPS))
+    if not groups or unknown:
+        raise FptError(
+            f"unknown policy or group {', '.join(unknown) or policy!r}: use a policy "
+            f"({', '.join(POLICIES)}) or a comma list of groups ({', '.join(GROUPS)})"
+        )
+    return frozenset(groups)
+
+
+@dataclass
+class GroupRow:
+    group: str
+    params: int
+    trained: bool
+
+
+def apply_policy(param_groups: dict[str, str], model: nn.Module, trained: frozenset[str]) -> list[GroupRow]:
+    """Set requires_grad on every parameter by its group; return one row per group for a table."""
+    counts = {g: 0 for g in GROUPS}
+    for name, param in model.named_parameters():
+        group = param_groups[name]
+        param.requires_grad_(group in trained)
+        counts[group] += param.numel()
+    return [GroupRow(g, counts[g], g in trained) for g in GROUPS]
+
+
+def format_group_table(rows: list[GroupRow]) -> str:
+    """The `fpt info` table: group, parameters, trained or frozen, percent of all parameters."""
+    total = sum(r.params for r in rows) or 1
+    trained = sum(r.params for r in rows if r.trained)
+    lines = [f"{'group':<12} {'params':>14} {'state':<8} {'% of total':>10}"]
+    for r in rows:
+        state = "trained" if r.trained else "frozen"
+        lines.append(f"{r.group:<12} {r.params:>14,} {state:<8} {100 * r.params / total:>9.3f}%")
+    lines.append(f"{'total':<12} {total:>14,} {'':<8} {100.0:>9.3f}%")
+    lines.append(f"{'trained':<12} {trained:>14,} {'':<8} {100 * trained / total:>9.3f}%")
+    return "\n".join(lines)

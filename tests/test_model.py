@@ -1,0 +1,52 @@
+import torch
+
+from fpt.backbones import load_backbone
+from fpt.model import FrozenPretrainedTransformer, OutputHead
+from fpt.tasks import TaskSpec, create_task
+
+
+def test_output_head_reads_the_last_real_tokens_under_a_padding_mask():
+    spec = TaskSpec(seq_len=6, num_classes=3, input_dim=1, last_k=2)
+    head = OutputHead(spec, hidden_size=4)
+    hidden = torch.arange(2 * 6 * 4, dtype=torch.float32).reshape(2, 6, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        logits = head(hidden, mask)
+        expected = head.linear(torch.stack([hidden[0, 4:6], hidden[1, 1:3]]))
+    assert logits.shape == (2, 2, 3)
+    assert torch.allclose(logits, expected)
+
+
+def test_mean_pooling_ignores_padding():
+    spec = TaskSpec(seq_len=4, num_classes=2, input_dim=1)
+    head = OutputHead(spec, hidden_size=3, pooling="mean")
+    hidden = torch.randn(1, 4, 3)
+    mask = torch.tensor([[1, 1, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        assert torch.allclose(head(hidden, mask), head.linear(hidden[:, :2].mean(1, keepdim=True)))
+
+
+def test_forward_shapes_for_each_family(tiny_backbones):
+    task = create_task("bit-memory", n_bits=8, n_strings=2, patch_size=4, eval_size=4)
+    for family, path in tiny_backbones.items():
+        model = FrozenPretrainedTransformer(load_backbone(path), task.spec, extra_positions=family == "llama")
+        batch = task.train_batch(0, 3, 0)
+        assert model(batch.x).shape == (3, 8, 2)
+
+
+def test_input_layer_is_orthogonal_with_gain(tiny_backbones):
+    task = create_task("bit-memory", n_bits=8, n_strings=2, patch_size=4)
+    model = FrozenPretrainedTransformer(load_backbone(tiny_backbones["gpt2"]), task.spec)
+    w = model.embedder.linear.weight  # (32, 4): columns orthogonal with norm 1.41
+    assert torch.allclose(w.T @ w, torch.eye(4) * 1.41**2, atol=1e-4)
+    assert torch.count_nonzero(model.embedder.linear.bias) == 0
+
+
+def test_too_long_task_for_the_backbone_is_refused(tiny_backbones):
+    import pytest
+
+    from fpt.errors import FptError
+
+    task = create_task("bit-memory", n_bits=100, n_strings=5, patch_size=2)  # 300 tokens > 128
+    with pytest.raises(FptError, match="positions"):
+        FrozenPretrainedTransformer(load_backbone(tiny_backbones["gpt2"]), task.spec)

@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from fpt.errors import FptError
+from fpt.tasks import create_task
+
+
+def test_bit_memory_matches_the_paper():
+    task = create_task("bit-memory")
+    assert task.spec.seq_len == 120 and task.spec.input_dim == 50
+    assert task.spec.last_k == 20 and task.spec.outputs_per_token == 50 and task.spec.num_outputs == 1000
+    batch = task.train_batch(step=0, batch_size=64, seed=0)
+    assert batch.x.shape == (64, 120, 50) and batch.y.shape == (64, 1000)
+    strings = batch.x[:, :100].reshape(64, 5, 1000)
+    query = batch.x[:, 100:].reshape(64, 1000)
+    assert set(strings.unique().tolist()) == {-1.0, 1.0}
+    target = batch.y.float() * 2 - 1
+    # the target is one of the five strings, and the query is it with some bits zeroed
+    assert all(any(torch.equal(strings[i, j], target[i]) for j in range(5)) for i in range(64))
+    assert torch.all((query == 0) | (query == target))
+    assert (query == 0).float().mean().item() == pytest.approx(0.5, abs=0.01)
+
+
+def test_bit_xor_targets_are_the_xor():
+    task = create_task("bit-xor")
+    batch = task.train_batch(step=3, batch_size=32, seed=1)
+    assert batch.x.shape == (32, 10) and batch.x.dtype == torch.long
+    assert torch.equal(batch.y, batch.x[:, :5] ^ batch.x[:, 5:])
+    patched = create_task("bit-xor", n_bits=6, patch_size=3)
+    b = patched.train_batch(0, 4, 0)
+    assert b.x.shape == (4, 4, 3) and patched.spec.num_outputs == 6
+    bits = (b.x.reshape(4, 2, 6) > 0).long()
+    assert torch.equal(b.y, bits[:, 0] ^ bits[:, 1])
+
+
+def test_batches_depend_only_on_seed_and_step():
+    task = create_task("bit-xor")
+    a, b = task.train_batch(5, 16, seed=0), task.train_batch(5, 16, seed=0)
+    assert torch.equal(a.x, b.x)
+    assert not torch.equal(a.x, task.train_batch(6, 16, seed=0).x)
+    assert not torch.equal(a.x, task.train_batch(5, 16, seed=1).x)
+
+
+def test_heldout_set_is_fixed_and_whole():
+    first = list(create_task("bit-xor", eval_size=300).eval_batches(128))
+    again = list(create_task("bit-xor", eval_size=300).eval_batches(100))
+    assert [len(b) for b in first] == [128, 128, 44]
+    assert torch.equal(torch.cat([b.x for b in first]), torch.cat([b.x for b in again]))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"n_bits": 1000, "patch_size": 30}, "does not divide"),
+    ({"n_strings": 0}, "--n-strings"),
+    ({"mask_prob": 1.5}, "--mask-prob"),
+    ({"eval_size": 0}, "--eval-size"),
+    ({"colour": "red"}, "takes no option colour"),
+])
+def test_bad_task_options(options, message):
+    with pytest.raises(FptError, match=message):
+        create_task("bit-memory", **options)
+
+
+def test_unknown_task():
+    with pytest.raises(FptError, match="bit-xor"):
+        create_task("bit-nand")

@@ -1,0 +1,143 @@
+import json
+
+import pytest
+import torch
+
+from fpt.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from fpt.errors import FptError
+from fpt.train import Trainer, TrainConfig, build, evaluate, load_run, resume, train
+
+
+def _config(backbone, **overrides):
+    base = dict(task="bit-memory", task_options=dict(n_bits=8, n_strings=2, patch_size=4, eval_size=20),
+                backbone=backbone, steps=10, batch_size=4, eval_every=5, seed=3)
+    return TrainConfig(**{**base, **overrides})
+
+
+def _params(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_run_directory_holds_config_metrics_summary_and_a_trainable_only_checkpoint(tiny_gpt2, tmp_path):
+    summary, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
+    assert {p.name for p in run_dir.iterdir()} == {"config.json", "metrics.jsonl", "summary.json", CHECKPOINT_NAME}
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [5, 10] and metrics[-1]["examples"] == 20
+    assert summary["step"] == 10 and summary["final"]["split"] == "heldout"
+    checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
+    _, model = build(_config(tiny_gpt2))
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert set(checkpoint.params) == trained  # nothing frozen is saved
+    assert checkpoint.step == 10 and checkpoint.optimizer_state["state"]
+
+
+def test_checkpoint_round_trip_reproduces_the_model(tiny_gpt2, tmp_path):
+    _, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
+    config, task, reloaded, trainer = load_run(run_dir)
+    assert trainer.step == 10
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert evaluate(reloaded, task)["accuracy"] == summary["final"]["accuracy"]
+
+
+def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path):
+    # dropout stays on (0.1): the resumed run must also restore the RNG state
+    uninterrupted, _ = train(_config(tiny_gpt2), out=tmp_path / "straight", progress=False)
+
+    def crash(step, loss):
+        if step == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(_config(tiny_gpt2), out=tmp_path / "killed", progress=False, on_step=crash)
+    assert load_checkpoint(tmp_path / "killed" / CHECKPOINT_NAME).step == 5
+    resumed, _ = resume(tmp_path / "killed", progress=False)
+    assert resumed["resumed_from_step"] == 5
+    a = load_checkpoint(tmp_path / "straight" / CHECKPOINT_NAME)
+    b = load_checkpoint(tmp_path / "killed" / CHECKPOINT_NAME)
+    for name in a.params:
+        assert torch.equal(a.params[name], b.params[name]), name
+    assert resumed["final"] == uninterrupted["final"]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [5, 10]
+
+
+def test_resume_can_extend_a_finished_run(tiny_gpt2, tmp_path):
+    train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
+    summary, _ = resume(tmp_path / "run", steps=15, progress=False)
+    assert summary["step"] == 15 and load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME).step == 15
+
+
+def test_micro_batches_give_the_same_update_as_the_whole_batch(tiny_gpt2):
+    results = []
+    for micro in (None, 2):
+        config = _config(tiny_gpt2, dropout=0.0, micro_batch_size=micro, batch_size=8)
+        task, model = build(config)
+        trainer = Trainer(model, task, config, progress=False)
+        trainer.train_step(task.train_batch(0, 8, seed=0))
+        results.append(_params(model))
+    for name in results[0]:
+        assert torch.allclose(results[0][name], results[1][name], atol=1e-6), name
+
+
+def test_same_seed_same_numbers_and_other_seed_other_numbers(tiny_gpt2, tmp_path):
+    a, _ = train(_config(tiny_gpt2), out=tmp_path / "a", progress=False)
+    b, _ = train(_config(tiny_gpt2), out=tmp_path / "b", progress=False)
+    c, _ = train(_config(tiny_gpt2, seed=4), out=tmp_path / "c", progress=False)
+    assert a["final"] == b["final"]
+    assert a["final"]["loss"] != c["final"]["loss"]
+
+
+def test_target_accuracy_stops_early_and_reports_the_step(tiny_gpt2, tmp_path):
+    summary, _ = train(_config(tiny_gpt2, steps=50, target_accuracy=0.01), out=tmp_path / "run", progress=False)
+    assert summary["status"] == "target_reached" and summary["target_reached_at_step"] == 5 and summary["step"] == 5
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
+    import fpt.train as train_module
+
+    real = train_module.classification_loss
+    calls = {"n": 0}
+
+    def poisoned(logits, y):
+        calls["n"] += 1
+        loss = real(logits, y)
+        return loss * float("nan") if calls["n"] > 6 else loss
+
+    monkeypatch.setattr(train_module, "classification_loss", poisoned)
+    with pytest.raises(FptError, match=r"loss became nan at step 7.*checkpoint \(step 5\)"):
+        train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
+    assert load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME).step == 5
+
+
+@pytest.mark.parametrize("field, value", [("steps", -1), ("batch_size", 0), ("lr", 0.0), ("eval_every", 0),
+                                          ("micro_batch_size", 99), ("target_accuracy", 2.0)])
+def test_nonsensical_numbers_are_refused_before_anything_is_written(tiny_gpt2, tmp_path, field, value):
+    with pytest.raises(FptError):
+        train(_config(tiny_gpt2, **{field: value}), out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_truncated_checkpoint_is_refused(tiny_gpt2, tmp_path):
+    _, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
+    path = run_dir / CHECKPOINT_NAME
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(FptError, match="corrupt or truncated"):
+        resume(run_dir, progress=False)
+
+
+def test_checkpoint_of_another_backbone_is_refused(tiny_backbones, tmp_path):
+    from conftest import save_tiny
+
+    _, run_dir = train(_config(tiny_backbones["gpt2"]), out=tmp_path / "run", progress=False)
+    # same architecture, different weights, same path: the hash must notice
+    save_tiny("gpt2", tiny_backbones["gpt2"] + "-other", seed=99)
+    config = json.loads((run_dir / "config.json").read_text())
+    config["backbone"] = tiny_backbones["gpt2"] + "-other"
+    (run_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(FptError, match="other weights"):
+        resume(run_dir, progress=False)
+
+
+def test_resume_of_a_missing_directory(tmp_path):
+    with pytest.raises(FptError, match="does not exist"):
+        resume(tmp_path / "nowhere", progress=False)
