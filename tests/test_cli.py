@@ -24,9 +24,10 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     assert config["task_options"] == {"n_bits": 8, "n_strings": 2, "patch_size": 4, "mask_prob": 0.5, "eval_size": 16}
 
     assert main(["evaluate", str(tmp_path / "run")]) == 0
-    result = json.loads(capsys.readouterr().out)
+    assert "heldout: accuracy" in capsys.readouterr().out
+    evaluation = json.loads((tmp_path / "run" / "evaluation.json").read_text())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert result["step"] == 6 and result["accuracy"] == summary["final"]["accuracy"]
+    assert evaluation["step"] == 6 and evaluation["splits"]["heldout"]["accuracy"] == summary["final"]["accuracy"]
 
     assert main(["attention", str(tmp_path / "run"), "--layer", "1", "--examples", "4"]) == 0
     png = tmp_path / "run" / "attention_layer1.png"

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from fpt.backbones import load_backbone
@@ -42,11 +43,15 @@ def test_input_layer_is_orthogonal_with_gain(tiny_backbones):
     assert torch.count_nonzero(model.embedder.linear.bias) == 0
 
 
-def test_too_long_task_for_the_backbone_is_refused(tiny_backbones):
-    import pytest
-
-    from fpt.errors import FptError
-
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_longer_task_grows_the_position_table_by_interpolation(tiny_backbones, family):
+    backbone = load_backbone(tiny_backbones[family])
+    name = "wpe.weight" if family == "gpt2" else "embeddings.position_embeddings.weight"
+    old = dict(backbone.model.named_parameters())[name].detach().clone()
     task = create_task("bit-memory", n_bits=100, n_strings=5, patch_size=2)  # 300 tokens > 128
-    with pytest.raises(FptError, match="positions"):
-        FrozenPretrainedTransformer(load_backbone(tiny_backbones["gpt2"]), task.spec)
+    model = FrozenPretrainedTransformer(backbone, task.spec)
+    new = dict(model.backbone.named_parameters())[name]
+    assert new.shape == (300, 32) and model.extended_positions == (128, 300)
+    assert torch.equal(new[0], old[0]) and torch.allclose(new[-1], old[-1])  # the ends are kept
+    assert new.requires_grad  # positions train under the fpt policy
+    assert model(task.train_batch(0, 2, 0).x).shape == (2, 100, 2)

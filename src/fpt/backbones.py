@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from fpt.errors import FptError
@@ -213,11 +214,44 @@ def keep_first_layers(model: nn.Module, layers: int) -> None:
             setattr(model.config, key, layers)
 
 
-def _max_positions(model: nn.Module) -> int | None:
+def _position_table(model: nn.Module) -> tuple[str, nn.Embedding] | None:
     for name, module in model.named_modules():
         if isinstance(module, nn.Embedding) and ("position" in name or name.endswith("wpe")):
-            return module.num_embeddings
+            return name, module
     return None
+
+
+def _max_positions(model: nn.Module) -> int | None:
+    found = _position_table(model)
+    return None if found is None else found[1].num_embeddings
+
+
+@torch.no_grad()
+def extend_positions(backbone: Backbone, length: int) -> None:
+    """Grow the learned position table to `length` rows by linear interpolation of the old rows.
+
+    Interpolating (as ViT does for a new resolution) keeps neighbouring positions similar and
+    every position distinct; the table is trained under the fpt policy anyway.
+    """
+    name, old = _position_table(backbone.model)
+    if length <= old.num_embeddings:
+        return
+    rows = F.interpolate(old.weight.T[None], size=length, mode="linear", align_corners=True)[0].T
+    new = nn.Embedding(length, old.embedding_dim, dtype=old.weight.dtype)
+    new.weight.copy_(rows)
+    new.weight.requires_grad_(old.weight.requires_grad)
+    parent, _, attr = name.rpartition(".")
+    owner = backbone.model.get_submodule(parent)
+    setattr(owner, attr, new)
+    # BERT-style embeddings keep index buffers as long as the old table: extend them too.
+    for buffer_name, buffer in list(owner.named_buffers(recurse=False)):
+        if buffer.shape[-1] == old.num_embeddings and buffer_name in ("position_ids", "token_type_ids"):
+            grown = torch.arange(length)[None] if buffer_name == "position_ids" else buffer.new_zeros(1, length)
+            owner.register_buffer(buffer_name, grown.to(buffer.dtype), persistent=False)
+    for key in ("max_position_embeddings", "n_positions"):
+        if hasattr(backbone.model.config, key):
+            setattr(backbone.model.config, key, length)
+    backbone.max_positions = length
 
 
 @torch.no_grad()

@@ -16,11 +16,17 @@ from fpt.errors import FptError
 
 # Task options the CLI exposes; only those given are passed, so each task keeps its own defaults.
 TASK_OPTIONS = {
-    "n_bits": int,
-    "n_strings": int,
-    "patch_size": int,
-    "mask_prob": float,
-    "eval_size": int,
+    "n_bits": dict(type=int),
+    "n_strings": dict(type=int),
+    "patch_size": dict(type=int),
+    "mask_prob": dict(type=float),
+    "eval_size": dict(type=int),
+    "data_dir": dict(type=str, help="folder holding the task's files (default: the fpt cache)"),
+    "protocol": dict(type=str, help="listops: lra | paper; cifar10-lra: paper | lra"),
+    "max_len": dict(type=int, help="longest sequence kept; longer ones are cut and counted"),
+    "augment": dict(action=argparse.BooleanOptionalAction, help="image augmentation on training batches"),
+    "test_path": dict(type=str, help="npz: a second file used as the test split"),
+    "heldout_fraction": dict(type=float, help="npz without --test-path: share of the file held out"),
 }
 
 
@@ -57,8 +63,10 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                        action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "dropout", float)
     _add_config_option(parser, "seed", int)
-    for name, kind in TASK_OPTIONS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=f"task option {name} (default: the task's)")
+    for name, kwargs in TASK_OPTIONS.items():
+        kwargs = {"help": f"task option {name}", **kwargs}
+        kwargs["help"] += " (default: the task's)"
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,13 +155,24 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from fpt.plots import plot_confusion
     from fpt.runs import write_json
     from fpt.train import evaluate, load_run
 
     config, task, model, trainer = load_run(args.run_dir)
-    result = {"step": trainer.step, **evaluate(model, task, config.eval_batch_size)}
-    write_json(args.run_dir / "evaluation.json", result)
-    print(json.dumps(result, indent=2))
+    single_label = task.spec.num_outputs == 1
+    results = {}
+    for split in task.eval_splits:
+        result = evaluate(model, task, config.eval_batch_size, split, confusion=single_label)
+        if single_label:
+            png = args.run_dir / f"confusion_{split}.png"
+            plot_confusion(result.pop("confusion"), png, f"{config.task} on {config.backbone}: {split} "
+                           f"(accuracy {result['accuracy']:.4f})")
+            result["confusion_png"] = str(png)
+        results[split] = result
+        print(f"{split}: accuracy {result['accuracy']:.4f} on {result['examples']} examples, loss {result['loss']:.4f}")
+    write_json(args.run_dir / "evaluation.json", {"step": trainer.step, "splits": results})
+    print(f"written: {args.run_dir / 'evaluation.json'}")
 
 
 def cmd_info(args: argparse.Namespace) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fpt.backbones import Backbone
+from fpt.backbones import Backbone, extend_positions
 from fpt.errors import FptError
 from fpt.groups import apply_policy, classify_backbone, parse_policy
 from fpt.tasks.base import TaskSpec
@@ -76,11 +76,10 @@ class FrozenPretrainedTransformer(nn.Module):
     def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
                  dropout: float = 0.1, extra_positions: bool = False):
         super().__init__()
+        self.extended_positions = None
         if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
-            raise FptError(
-                f"the task has {spec.seq_len} tokens but backbone {backbone.name!r} has {backbone.max_positions} "
-                "positions; use a larger --patch-size or another backbone"
-            )
+            self.extended_positions = (backbone.max_positions, spec.seq_len)
+            extend_positions(backbone, spec.seq_len)
         if not 0.0 <= dropout < 1.0:
             raise FptError(f"--dropout must be in [0, 1), got {dropout}")
         self.spec = spec

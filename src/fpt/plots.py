@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fpt.errors import FptError  # noqa: E402
@@ -51,8 +52,35 @@ def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int)
         ax.tick_params(labelsize=7)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="mean attention weight")
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    """Write the figure atomically and close it."""
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp)
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
+    """Row-normalised confusion matrix (rows: true class, columns: predicted)."""
+    counts = torch.tensor(matrix, dtype=torch.float64)
+    rates = counts / counts.sum(1, keepdim=True).clamp_min(1)
+    n = len(matrix)
+    fig, ax = plt.subplots(figsize=(5.5, 4.8), dpi=120)
+    image = ax.imshow(rates.numpy(), cmap="Blues", vmin=0, vmax=1)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    ax.set_title(title, fontsize=10)
+    if n <= 20:
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+        for (i, j), value in np.ndenumerate(rates.numpy()):
+            if value >= 0.005:
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
+                        color="white" if value > 0.5 else "black")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    fig.tight_layout()
+    return _save(fig, path)

@@ -21,7 +21,7 @@ from fpt.groups import parse_policy
 from fpt.model import POOLINGS, FrozenPretrainedTransformer
 from fpt.runs import (append_metrics, create_run_dir, default_run_dir, existing_run_dir, read_json,
                       truncate_metrics, write_json)
-from fpt.tasks import Task, create_task
+from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 
 
@@ -92,22 +92,39 @@ def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def evaluate(model: FrozenPretrainedTransformer, task: Task, batch_size: int = 256) -> dict:
-    """Loss and accuracy on the task's whole held-out split (every example, no dropped remainder)."""
+def evaluate(model: FrozenPretrainedTransformer, task: Task, batch_size: int = 256, split: str | None = None,
+             confusion: bool = False) -> dict:
+    """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
+
+    With confusion=True (single-label tasks) also the confusion matrix (rows: true class) and
+    per-class accuracy.
+    """
     was_training = model.training
     model.eval()
+    num_classes = task.spec.num_classes
+    matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
-    for batch in task.eval_batches(batch_size):
+    for batch in task.eval_batches(batch_size, split):
         logits = model(batch.x, batch.mask)
-        loss_sum += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.y.reshape(-1), reduction="sum").item()
-        hits = logits.argmax(-1) == batch.y
+        loss_sum += F.cross_entropy(logits.reshape(-1, num_classes), batch.y.reshape(-1), reduction="sum").item()
+        predicted = logits.argmax(-1)
+        hits = predicted == batch.y
         correct += hits.sum().item()
         exact += hits.all(dim=1).sum().item()
         labels += batch.y.numel()
         examples += len(batch)
+        if confusion:
+            matrix += torch.bincount(batch.y.reshape(-1) * num_classes + predicted.reshape(-1),
+                                     minlength=num_classes**2).reshape(num_classes, num_classes)
     model.train(was_training)
-    return {"split": task.eval_split, "loss": loss_sum / labels, "accuracy": correct / labels,
-            "exact_match": exact / examples, "examples": examples}
+    result = {"split": split or task.eval_split, "loss": loss_sum / labels, "accuracy": correct / labels,
+              "exact_match": exact / examples, "examples": examples}
+    if confusion:
+        support = matrix.sum(1)
+        result["confusion"] = matrix.tolist()
+        result["per_class_accuracy"] = [(matrix[c, c] / support[c]).item() if support[c] else None
+                                        for c in range(num_classes)]
+    return result
 
 
 class Trainer:
@@ -210,6 +227,8 @@ class Trainer:
             "trained_params": sum(p.numel() for p in self.params),
             "total_params": sum(p.numel() for p in self.model.parameters()),
             "backbone_hash": self.model.backbone_info.weights_hash,
+            "extended_positions": self.model.extended_positions,
+            "task_notes": getattr(self.task, "notes", {}),
         }
         if self.run_dir is not None:
             write_json(self.run_dir / "summary.json", summary)
@@ -219,8 +238,8 @@ class Trainer:
 def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
           on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train."""
+    config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
     task, model = build(config)
-    config.task_options = task.options()  # record every option, defaults included
     run_dir = create_run_dir(out or default_run_dir(config.task, config.backbone))
     write_json(run_dir / "config.json", dataclasses.asdict(config))
     trainer = Trainer(model, task, config, run_dir, progress, on_step)

@@ -25,18 +25,33 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
-def create_task(name: str, **options) -> Task:
-    """Build a task by name; options the task does not take are an error, not ignored."""
+def _registered_name(name: str, options: dict) -> tuple[str, dict]:
+    """`npz:PATH` is the npz task with its path; every other name is looked up as it is."""
+    if name.startswith("npz:"):
+        return "npz", {**options, "path": name[len("npz:"):]}
+    return name, options
+
+
+def task_options(name: str, options: dict) -> dict:
+    """Every option of the task with defaults filled in; options it does not take are an error."""
+    name, options = _registered_name(name, options)
     if name not in _TASKS:
         raise FptError(f"unknown task {name!r}; choose one of {', '.join(list_tasks())}")
-    factory = _TASKS[name]
-    accepted = inspect.signature(factory).parameters
+    accepted = inspect.signature(_TASKS[name]).parameters
     unknown = sorted(k for k in options if k not in accepted)
     if unknown:
         raise FptError(f"task {name!r} takes no option {', '.join(unknown)}; it takes {', '.join(accepted)}")
-    return factory(**options)
+    bound = inspect.signature(_TASKS[name]).bind(**options)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
-from fpt.tasks import bits  # noqa: E402,F401  (registers the bit tasks)
+def create_task(name: str, **options) -> Task:
+    """Build a task by name with its options (see `task_options`)."""
+    resolved = task_options(name, options)
+    return _TASKS[_registered_name(name, options)[0]](**resolved)
 
-__all__ = ["Batch", "Task", "TaskSpec", "create_task", "list_tasks", "register_task"]
+
+from fpt.tasks import bits, images, sequences  # noqa: E402,F401  (each module registers its tasks)
+
+__all__ = ["Batch", "Task", "TaskSpec", "create_task", "list_tasks", "register_task", "task_options"]

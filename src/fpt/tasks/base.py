@@ -63,10 +63,11 @@ class Task(ABC):
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
         """The training batch of `step`; the same arguments always give the same batch."""
 
-    @abstractmethod
-    def eval_batches(self, batch_size: int) -> Iterator[Batch]:
-        """The whole held-out split, in order, in batches of at most batch_size."""
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        """Every split `fpt evaluate` reports; training evaluates `eval_split`."""
+        return (self.eval_split,)
 
-    def options(self) -> dict:
-        """The task's options, recorded in config.json so a run can be rebuilt."""
-        return {}
+    @abstractmethod
+    def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        """A whole evaluation split (default `eval_split`), in order, in batches of at most batch_size."""

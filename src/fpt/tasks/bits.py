@@ -43,7 +43,9 @@ class _BitTask(Task):
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
         return self._generate(batch_size, step_generator(seed, step))
 
-    def eval_batches(self, batch_size: int) -> Iterator[Batch]:
+    def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        if split not in (None, self.eval_split):
+            raise FptError(f"task {self.name!r} has only the {self.eval_split!r} split, not {split!r}")
         if self._heldout is None:
             self._heldout = self._generate(self.eval_size, torch.Generator().manual_seed(HELDOUT_SEED))
         for start in range(0, self.eval_size, batch_size):
@@ -81,9 +83,6 @@ class BitMemory(_BitTask):
         x = torch.cat([strings.reshape(n, -1), query], dim=1).reshape(n, -1, self.patch_size)
         return Batch(x=x, y=(target > 0).long())
 
-    def options(self) -> dict:
-        return dict(n_bits=self.n_bits, n_strings=self.n_strings, patch_size=self.patch_size,
-                    mask_prob=self.mask_prob, eval_size=self.eval_size)
 
 
 @register_task("bit-xor")
@@ -117,5 +116,3 @@ class BitXor(_BitTask):
             x = (bits.float() * 2 - 1).reshape(n, -1, self.patch_size)
         return Batch(x=x, y=y)
 
-    def options(self) -> dict:
-        return dict(n_bits=self.n_bits, patch_size=self.patch_size, eval_size=self.eval_size)

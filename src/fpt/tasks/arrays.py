@@ -1,0 +1,93 @@
+"""Classification over in-memory splits: the base of every dataset task.
+
+Rows are stored compactly (uint8 pixels, small-int tokens) and turned into model inputs one
+batch at a time (`prepare`), so augmentation is fresh per step and memory stays small.
+Variable-length rows carry their lengths; a batch is cut to its own longest row and masked.
+Training order is a fresh permutation per epoch, seeded by (seed, epoch), and the batch of a
+step depends only on (seed, step): a resumed run sees exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from fpt.errors import FptError
+from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
+
+
+@dataclass
+class Split:
+    """x: stored rows (N, ...); y: labels (N,); lengths: real tokens per row for padded rows."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    lengths: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    @classmethod
+    def from_numpy(cls, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> "Split":
+        lengths = None if mask is None else torch.from_numpy(mask.sum(1).astype(np.int64))
+        return cls(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64)), lengths)
+
+
+def check_labels(split: Split, num_classes: int, where: str) -> None:
+    if len(split) and (split.y.min() < 0 or split.y.max() >= num_classes):
+        raise FptError(f"{where}: labels must lie in 0..{num_classes - 1}, found {split.y.min()}..{split.y.max()}")
+
+
+class ArrayTask(Task):
+    """A single-label classification task; subclasses set `spec` and may override `prepare`."""
+
+    def __init__(self, train: Split, evals: dict[str, Split], eval_split: str):
+        if len(train) == 0:
+            raise FptError(f"task {self.name!r} has an empty training split")
+        self.train, self.evals, self.eval_split = train, evals, eval_split
+        self._epoch: tuple[int, int, torch.Tensor] | None = None  # (seed, epoch, permutation)
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return tuple(self.evals)
+
+    def prepare(self, x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+        """Stored rows -> model inputs; `gen` is given for training batches (augmentation)."""
+        return x.long() if not torch.is_floating_point(x) else x
+
+    def _permutation(self, seed: int, epoch: int) -> torch.Tensor:
+        if self._epoch is None or self._epoch[:2] != (seed, epoch):
+            gen = torch.Generator().manual_seed((seed * 7_919 + epoch * 104_729) % (2**63))
+            self._epoch = (seed, epoch, torch.randperm(len(self.train), generator=gen))
+        return self._epoch[2]
+
+    def _batch(self, split: Split, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
+        x, mask = split.x[index], None
+        if split.lengths is not None:
+            lengths = split.lengths[index]
+            width = int(lengths.max())
+            x = x[:, :width]
+            mask = torch.arange(width) < lengths[:, None]
+        return Batch(self.prepare(x, gen), split.y[index].unsqueeze(1), mask)
+
+    def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
+        n, start = len(self.train), step * batch_size
+        parts = []
+        while batch_size > 0:
+            epoch, offset = divmod(start, n)
+            take = self._permutation(seed, epoch)[offset: offset + batch_size]
+            parts.append(take)
+            start, batch_size = start + len(take), batch_size - len(take)
+        return self._batch(self.train, torch.cat(parts), step_generator(seed, step))
+
+    def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        name = split or self.eval_split
+        if name not in self.evals:
+            raise FptError(f"task {self.name!r} has no split {name!r}; it has {', '.join(self.evals)}")
+        data = self.evals[name]
+        for start in range(0, len(data), batch_size):
+            yield self._batch(data, torch.arange(start, min(start + batch_size, len(data))), None)
+

@@ -1,0 +1,155 @@
+"""Dataset tasks on small files written in the real formats: batches, splits, options, errors."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_data_readers import homology_records, write_binary_batches, write_mnist
+
+from fpt.cli import main
+from fpt.data.lra_tsv import write_listops_tsv
+from fpt.errors import FptError
+from fpt.tasks import create_task
+from fpt.train import TrainConfig, build, evaluate
+
+
+@pytest.fixture
+def mnist_dir(tmp_path):
+    images = {split: write_mnist(tmp_path / "mnist", split, n, seed=i)
+              for i, (split, n) in enumerate([("train", 10), ("test", 7)])}
+    return tmp_path / "mnist", images
+
+
+def test_mnist_patches_scaling_and_whole_test_split(mnist_dir):
+    folder, images = mnist_dir
+    task = create_task("mnist", data_dir=str(folder))
+    assert task.spec.seq_len == 49 and task.spec.input_dim == 16 and task.spec.num_classes == 10
+    batches = list(task.eval_batches(4))
+    assert [len(b) for b in batches] == [4, 3]  # every test image, remainder included
+    first = batches[0]
+    assert first.x.shape == (4, 49, 16) and first.y.shape == (4, 1)
+    test_images, test_labels = images["test"]
+    assert torch.allclose(first.x[0, 0], torch.from_numpy(test_images[0, :4, :4].reshape(-1) / 255).float())
+    assert torch.allclose(first.x[0, 1], torch.from_numpy(test_images[0, :4, 4:8].reshape(-1) / 255).float())
+    assert first.y[:, 0].tolist() == test_labels[:4].tolist()
+    assert create_task("mnist", data_dir=str(folder), patch_size=7).spec.seq_len == 16
+
+
+def test_training_batches_cover_each_epoch_once_and_depend_on_seed_and_step(mnist_dir):
+    folder, images = mnist_dir
+    task = create_task("mnist", data_dir=str(folder))
+    seen = torch.cat([task.train_batch(step, 5, seed=0).x[:, 0, 0] for step in range(2)])
+    first_pixels = torch.from_numpy(images["train"][0][:, 0, 0] / 255).float()
+    assert sorted(seen.tolist()) == sorted(first_pixels.tolist())  # epoch 0: each image once
+    again = create_task("mnist", data_dir=str(folder))
+    assert torch.equal(task.train_batch(7, 4, seed=2).x, again.train_batch(7, 4, seed=2).x)
+    # another seed, another order (10! orders: the same one by chance is out of the question)
+    assert not torch.equal(task.train_batch(0, 10, seed=0).x, task.train_batch(0, 10, seed=1).x)
+
+
+def test_cifar10_augments_training_batches_only(tmp_path):
+    write_binary_batches(tmp_path / "cifar-10-batches-bin", n=4)
+    task = create_task("cifar10", data_dir=str(tmp_path))
+    assert task.spec.seq_len == 64 and task.spec.input_dim == 48
+    plain = create_task("cifar10", data_dir=str(tmp_path), augment=False)
+    a, b = task.train_batch(0, 8, seed=0), plain.train_batch(0, 8, seed=0)
+    assert torch.equal(a.y, b.y) and not torch.allclose(a.x, b.x)
+    e1, e2 = next(task.eval_batches(8)), next(plain.eval_batches(8))
+    assert torch.equal(e1.x, e2.x)
+    # normalised with the paper's CIFAR mean and std
+    raw = torch.from_numpy(np.fromfile(tmp_path / "cifar-10-batches-bin" / "test_batch.bin", dtype=np.uint8)[1:3073])
+    red = raw[:1024].reshape(32, 32)[0, 0].item() / 255
+    assert e1.x[0, 0, 0].item() == pytest.approx((red - 0.4914) / 0.2023, abs=1e-5)
+
+
+def test_cifar10_lra_protocols(tmp_path):
+    write_binary_batches(tmp_path, n=4)  # 20 training and 4 test images
+    lra = create_task("cifar10-lra", data_dir=str(tmp_path), protocol="lra")
+    assert lra.spec.vocab_size == 256 and lra.spec.seq_len == 1024
+    assert lra.eval_splits == ("val", "test") and len(lra.train) == 18 and len(lra.evals["val"]) == 2
+    batch = lra.train_batch(0, 3, seed=0)
+    assert batch.x.dtype == torch.long and batch.x.shape == (3, 1024) and batch.x.max() < 256
+    paper = create_task("cifar10-lra", data_dir=str(tmp_path))
+    assert paper.spec.input_dim == 1 and paper.eval_splits == ("test",)
+    with pytest.raises(FptError, match="no augmentation"):
+        create_task("cifar10-lra", data_dir=str(tmp_path), protocol="lra", augment=True)
+    with pytest.raises(FptError, match="protocol"):
+        create_task("cifar10-lra", data_dir=str(tmp_path), protocol="imagenet")
+
+
+def _write_listops(folder, lengths=(4, 8, 12)):
+    sources = {4: "[MAX 2 9 ]", 8: "[MIN 4 [SM 3 5 ] 1 ]", 12: "[MED 1 [MAX 2 [MIN 3 4 ] 5 ] 7 ]"}
+    values = {4: 9, 8: 1, 12: 5}
+    for split in ("train", "val", "test"):
+        write_listops_tsv(folder / f"basic_{split}.tsv", [sources[n] for n in lengths], [values[n] for n in lengths])
+
+
+def test_listops_from_lra_tsv_keeps_brackets_masks_and_counts_truncation(tmp_path):
+    _write_listops(tmp_path)
+    task = create_task("listops", data_dir=str(tmp_path))
+    assert task.spec.seq_len == 2000 and task.spec.vocab_size == 16 and task.eval_split == "val"
+    batch = next(task.eval_batches(8))
+    assert batch.x.shape == (3, 12) and batch.mask.sum(1).tolist() == [4, 8, 12]
+    assert batch.y[:, 0].tolist() == [9, 1, 5]
+    cut = create_task("listops", data_dir=str(tmp_path), max_len=5)
+    assert cut.notes["truncated"] == {"train": 2, "val": 2, "test": 2}
+    paper = create_task("listops", data_dir=str(tmp_path), protocol="paper")
+    assert next(paper.eval_batches(8)).mask.sum(1).tolist() == [3, 6, 9]  # brackets stripped
+
+
+def test_remote_homology_reports_every_holdout(tmp_path):
+    folder = tmp_path / "remote_homology"
+    folder.mkdir()
+    splits = ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
+    for i, split in enumerate(splits):
+        records = homology_records(5, seed=i)
+        for r in records:
+            r.pop("evolutionary")
+        (folder / f"remote_homology_{split}.json").write_text(json.dumps(records))
+    task = create_task("remote-homology", data_dir=str(tmp_path), max_len=8)
+    assert task.spec.num_classes == 1195 and task.spec.vocab_size == 30
+    assert task.eval_splits == splits[1:] and task.eval_split == "valid"
+    assert sum(task.notes["truncated"].values()) > 0  # sequences of up to 11 residues, cut to 6
+
+
+def test_npz_task_with_and_without_a_test_file(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "train.npz", x=rng.normal(size=(20, 6, 3)).astype(np.float32), y=rng.integers(0, 4, 20))
+    np.savez(tmp_path / "test.npz", x=rng.normal(size=(5, 6, 3)).astype(np.float32), y=rng.integers(0, 4, 5))
+    task = create_task(f"npz:{tmp_path / 'train.npz'}", test_path=str(tmp_path / "test.npz"))
+    assert task.spec.input_dim == 3 and task.spec.seq_len == 6 and task.eval_split == "test"
+    assert sum(len(b) for b in task.eval_batches(2)) == 5
+    held = create_task(f"npz:{tmp_path / 'train.npz'}")
+    assert len(held.train) == 18 and len(held.evals["heldout"]) == 2
+    np.savez(tmp_path / "tokens.npz", x=rng.integers(0, 7, (5, 6)), y=rng.integers(0, 4, 5))
+    with pytest.raises(FptError, match="same kind of rows"):
+        create_task(f"npz:{tmp_path / 'train.npz'}", test_path=str(tmp_path / "tokens.npz"))
+
+
+def test_missing_data_directory_names_the_fetch_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(FptError, match="fpt data get mnist"):
+        create_task("mnist")
+
+
+def test_confusion_matrix_and_per_class_accuracy(mnist_dir, tiny_gpt2):
+    folder, images = mnist_dir
+    config = TrainConfig(task="mnist", task_options={"data_dir": str(folder)}, backbone=tiny_gpt2)
+    task, model = build(config)
+    result = evaluate(model, task, batch_size=3, confusion=True)
+    matrix = np.array(result["confusion"])
+    assert matrix.shape == (10, 10) and matrix.sum() == 7
+    assert np.array_equal(matrix.sum(1), np.bincount(images["test"][1], minlength=10))
+    assert result["accuracy"] == pytest.approx(np.trace(matrix) / 7)
+
+
+def test_train_and_evaluate_mnist_through_the_cli(mnist_dir, tiny_gpt2, tmp_path, capsys):
+    folder, _ = mnist_dir
+    run = tmp_path / "run"
+    assert main(["train", "--task", "mnist", "--data-dir", str(folder), "--backbone", tiny_gpt2, "--steps", "4",
+                 "--eval-every", "2", "--batch-size", "4", "--out", str(run), "--no-progress"]) == 0
+    assert main(["evaluate", str(run)]) == 0
+    evaluation = json.loads((run / "evaluation.json").read_text())["splits"]["test"]
+    assert evaluation["examples"] == 7 and len(evaluation["per_class_accuracy"]) == 10
+    assert (run / "confusion_test.png").read_bytes()[:4] == b"\x89PNG"
