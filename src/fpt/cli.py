@@ -27,6 +27,8 @@ TASK_OPTIONS = {
     "augment": dict(action=argparse.BooleanOptionalAction, help="image augmentation on training batches"),
     "test_path": dict(type=str, help="npz: a second file used as the test split"),
     "heldout_fraction": dict(type=float, help="npz without --test-path: share of the file held out"),
+    "dataset": dict(type=str, help="ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
+    "znorm": dict(action=argparse.BooleanOptionalAction, help="ucr: z-normalise each series per channel"),
 }
 
 
@@ -102,6 +104,26 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--layer", type=int, default=0)
     attention.add_argument("--examples", type=int, default=64, help="held-out inputs to average over")
     attention.add_argument("--out", type=Path, help="PNG path (default: RUN_DIR/attention_layer<L>.png)")
+    data = commands.add_parser("data", help="get a dataset into the folder its task reads by default")
+    data_commands = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+    get = data_commands.add_parser("get", help="fetch (or generate) a dataset; prints the folder to read")
+    get.add_argument("name", help="mnist | fashion-mnist | cifar10 | listops | remote-homology")
+    get.add_argument("--dest", type=Path,
+                     help="folder to fill (default: the fpt cache's data/NAME, where tasks look without --data-dir)")
+
+    sweep = commands.add_parser("sweep", help="run a grid of runs from a YAML spec (resumable)")
+    sweep.add_argument("spec", type=Path)
+    sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
+    sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+
+    reproduce = commands.add_parser("reproduce", help="a ready-made sweep beside one of the paper's tables")
+    reproduce.add_argument("table", help="table1 | table2 | table3 | stats-init | table12 | table18 | table20 | finetune-more")
+    reproduce.add_argument("--budget", type=int, default=500, help="training steps per run (default: 500)")
+    reproduce.add_argument("--backbone", default="minilm")
+    reproduce.add_argument("--seeds", type=int, default=3)
+    reproduce.add_argument("--parallel", type=int, default=1, help="runs at once")
+    reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
+    reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
     return parser
 
 
@@ -120,7 +142,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options that would change a resumed run: only --steps may (to extend it)."""
     from fpt.train import TrainConfig
 
-    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options"}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads"}
     given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out"}) if getattr(args, k, None) is not None]
     return ["--" + k.replace("_", "-") for k in given]
 
@@ -210,8 +232,40 @@ def cmd_attention(args: argparse.Namespace) -> None:
     print(plot_attention(attention, out, title, task.spec.last_k))
 
 
+def cmd_data(args: argparse.Namespace) -> None:
+    from fpt.data.fetch import get_dataset
+
+    path = get_dataset(args.name, args.dest)
+    print(f"{args.name}: {path}")
+    if args.dest is not None:
+        print(f"train on it with --data-dir {path}")
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from fpt.sweep import load_spec, run_sweep, write_reports
+
+    spec = load_spec(args.spec)
+    out = args.out or Path("runs") / f"sweep-{spec.name}"
+    rows = run_sweep(spec, out, progress=args.progress)
+    report = write_reports(rows, spec, out, paper_table=None, row_key="row")
+    print(report.read_text())
+    print(f"sweep directory: {out}")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from fpt.sweep import reproduce_spec, run_sweep, write_reports
+
+    spec, paper_table, row_key = reproduce_spec(args.table, args.budget, args.backbone, args.seeds, args.parallel)
+    out = args.out or Path("runs") / f"reproduce-{args.table}"
+    rows = run_sweep(spec, out, progress=args.progress)
+    report = write_reports(rows, spec, out, paper_table, row_key)
+    print(report.read_text())
+    print(f"sweep directory: {out}")
+
+
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
-            "attention": cmd_attention}
+            "attention": cmd_attention, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
+            "data": cmd_data}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,4 +148,7 @@ def format_group_table(rows: list[GroupRow]) -> str:
         lines.append(f"{r.group:<12} {r.params:>14,} {state:<8} {100 * r.params / total:>9.3f}%")
     lines.append(f"{'total':<12} {total:>14,} {'':<8} {100.0:>9.3f}%")
     lines.append(f"{'trained':<12} {trained:>14,} {'':<8} {100 * trained / total:>9.3f}%")
+    # the paper quotes the trained share without the position table (< 0.1% for GPT-2)
+    no_positions = sum(r.params for r in rows if r.trained and r.group != "position")
+    lines.append(f"{'  w/o pos.':<12} {no_positions:>14,} {'':<8} {100 * no_positions / total:>9.3f}%")
     return "\n".join(lines)

@@ -52,6 +52,6 @@ def create_task(name: str, **options) -> Task:
     return _TASKS[_registered_name(name, options)[0]](**resolved)
 
 
-from fpt.tasks import bits, images, sequences  # noqa: E402,F401  (each module registers its tasks)
+from fpt.tasks import bits, images, sequences, timeseries  # noqa: E402,F401  (each module registers its tasks)
 
 __all__ = ["Batch", "Task", "TaskSpec", "create_task", "list_tasks", "register_task", "task_options"]

@@ -1,0 +1,1 @@
+"""Fully trained baselines of the paper: LSTM, LSTM* and the tutorial CNN."""

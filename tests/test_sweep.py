@@ -1,0 +1,105 @@
+"""Sweeps: grids of runs, resumable, failures recorded, specs checked before anything runs."""
+
+import csv
+import json
+
+import pytest
+
+from fpt.cli import main
+from fpt.errors import FptError
+from fpt.sweep import load_spec, reproduce_spec, run_sweep, write_reports
+from fpt.tables import markdown_table
+
+
+def _spec(tmp_path, backbone, extra=""):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"""name: tiny
+grid:
+  task: [bit-xor]
+  variant: [fpt, random]
+  seed: [0, 1]
+options:
+  steps: 4
+  eval_every: 2
+  backbone: {backbone}
+  eval_size: 16
+parallel: 2
+{extra}""")
+    return path
+
+
+def _rows(sweep_dir):
+    with open(sweep_dir / "results.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(tiny_gpt2, tmp_path, capsys):
+    sweep_dir = tmp_path / "sweep"
+    assert main(["sweep", str(_spec(tmp_path, tiny_gpt2)), "--out", str(sweep_dir), "--no-progress"]) == 0
+    rows = _rows(sweep_dir)
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"done"}
+    assert {(r["variant"], r["seed"]) for r in rows} == {("fpt", "0"), ("fpt", "1"), ("random", "0"), ("random", "1")}
+    report = (sweep_dir / "results.md").read_text()
+    assert "| variant=fpt |" in report and "(n=2)" in report
+    assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    config = json.loads((sweep_dir / "runs" / "task=bit-xor,variant=random,seed=1" / "config.json").read_text())
+    assert config["init"] == "random" and config["seed"] == 1 and config["steps"] == 4
+
+    summaries = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
+    assert main(["sweep", str(_spec(tmp_path, tiny_gpt2)), "--out", str(sweep_dir), "--no-progress"]) == 0
+    assert summaries == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
+
+
+def test_a_killed_cell_is_resumed_from_its_checkpoint(tiny_gpt2, tmp_path):
+    spec = load_spec(_spec(tmp_path, tiny_gpt2))
+    sweep_dir = tmp_path / "sweep"
+    run_sweep(spec, sweep_dir, progress=False)
+    cell = sweep_dir / "runs" / "task=bit-xor,variant=fpt,seed=0"
+    (cell / "summary.json").unlink()  # as if killed after its step-2 checkpoint... then finished
+    rows = run_sweep(spec, sweep_dir, progress=False)
+    assert all(r["status"] == "done" for r in rows)
+    assert json.loads((cell / "summary.json").read_text())["resumed_from_step"] == 4
+
+
+def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"grid:\n  task: [bit-xor, mnist]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n"
+                    f"  data_dir: {tmp_path / 'no-data'}\n")
+    rows = run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+    by_task = {r["task"]: r for r in rows}
+    assert by_task["bit-xor"]["status"] == "failed"  # bit-xor takes no data_dir: a clear error, not a crash
+    assert "takes no option data_dir" in by_task["bit-xor"]["error"]
+    assert by_task["mnist"]["status"] == "failed" and "no mnist data" in by_task["mnist"]["error"]
+    assert "data not on this machine" in markdown_table(rows, "t", row_key="row")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("grid:\n  task: [bit-xor]\nbogus: 1\n", "line 3: unknown key 'bogus'"),
+    ("grid:\n  task: [bit-xor]\n  colour: [red]\n", "line 3: unknown grid key 'colour'"),
+    ("grid:\n  task: [bit-xor, bit-nand]\n", "line 2: unknown task 'bit-nand'"),
+    ("grid:\n  task: [bit-xor]\n  variant: [fpt, gpt5]\n", "line 3: unknown variant 'gpt5'"),
+    ("options:\n  steps: 3\ngrid:\n  task: bit-xor\n", "line 4: grid values of 'task' must be a non-empty list"),
+    ("grid: [1, 2\n", "not valid YAML"),
+])
+def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, text, message, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(FptError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        load_spec(path)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
+    spec, paper_table, row_key = reproduce_spec("table18", budget=10, backbone="minilm", seeds=2)
+    assert spec.options == {"steps": 10, "backbone": "minilm"} and spec.grid["seed"] == [0, 1]
+    rows = [{"task": "bit-xor", "variant": "output+layernorm", "status": "done", "accuracy": a} for a in (0.9, 1.0)]
+    rows.append({"task": "cifar10", "variant": "output+layernorm", "status": "failed",
+                 "error": "fpt: error: no cifar10 data at /x: run `fpt data get cifar10` or pass --data-dir DIR"})
+    table = markdown_table(rows, "t", paper_table, row_key)
+    assert "95.0 ± 7.1 (n=2) (paper 98)" in table
+    assert "data not on this machine (paper 54)" in table
+    with pytest.raises(FptError, match="unknown table"):
+        reproduce_spec("table99", 10, "minilm", 1)
+    path = write_reports(rows[:2], spec, tmp_path, paper_table, row_key)
+    assert "output+layernorm" in path.read_text()

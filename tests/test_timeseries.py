@@ -1,0 +1,173 @@
+"""The ucr task on .ts files written here in the real format, plus sktime's bundled GunPoint."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_data_readers import raises_naming
+
+import fpt.tasks.timeseries as timeseries  # registers "ucr"
+from fpt.tasks import create_task
+from fpt.train import TrainConfig, build, evaluate
+
+# Every .ts file is read by sktime's loader: without sktime only the error saying so is testable.
+needs_sktime = pytest.mark.skipif(importlib.util.find_spec("sktime") is None,
+                                  reason="the ucr task reads .ts files with sktime (pip install sktime)")
+
+
+def write_ts(path: Path, cases: list[tuple[list[list[float | None]], str]], *, name: str = "Tiny",
+             label_line: str | None = None) -> Path:
+    """A .ts file as timeseriesclassification.com writes it: header, then one case a line,
+    channels separated by ':', values by ',', the class label last, '?' for a missing value."""
+    channels = len(cases[0][0])
+    lengths = {len(c) for series, _ in cases for c in series}
+    labels = sorted({label for _, label in cases})
+    header = ["# written by fpt's tests", f"@problemName {name}", "@timeStamps false",
+              f"@missing {'true' if any(v is None for s, _ in cases for c in s for v in c) else 'false'}",
+              f"@univariate {'true' if channels == 1 else 'false'}"]
+    if channels > 1:
+        header.append(f"@dimensions {channels}")
+    header.append(f"@equalLength {'true' if len(lengths) == 1 else 'false'}")
+    if len(lengths) == 1:
+        header.append(f"@seriesLength {lengths.pop()}")
+    header += [label_line or f"@classLabel true {' '.join(labels)}", "@data"]
+    rows = [":".join(",".join("?" if v is None else repr(float(v)) for v in channel) for channel in series) + f":{label}"
+            for series, label in cases]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(header + rows) + "\n")
+    return path
+
+
+def znorm(values) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    return (v - v.mean()) / v.std()
+
+
+UNIVARIATE_TRAIN = [([[1, 2, 3, 4, 5, 6]], "10"), ([[6, 5, 4, 3, 2, 1]], "9"),
+                    ([[0, 0, 1, 1, 0, 0]], "2"), ([[3, 1, 3, 1, 3, 1]], "10")]
+UNIVARIATE_TEST = [([[2, 4, 6, 8, 10, 12]], "9"), ([[5, 5, 5, 5, 5, 5]], "2"), ([[1, 0, 1, 0, 1, 0]], "10")]
+
+
+@pytest.fixture
+def univariate(tmp_path):
+    write_ts(tmp_path / "Tiny" / "Tiny_TRAIN.ts", UNIVARIATE_TRAIN)
+    write_ts(tmp_path / "Tiny" / "Tiny_TEST.ts", UNIVARIATE_TEST)
+    return tmp_path
+
+
+@needs_sktime
+def test_univariate_tokens_labels_and_znorm(univariate):
+    task = create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=2)
+    assert task.spec.seq_len == 3 and task.spec.input_dim == 2 and task.spec.num_classes == 3
+    assert task.notes["classes"] == ["2", "9", "10"]  # numeric order, not "10" < "2"
+    assert task.eval_split == "test" and task.eval_splits == ("test",)
+    assert task.notes["series_length"] == 6 and task.notes["channels"] == 1 and task.notes["tokens"] == 3
+    assert task.train.lengths is None  # equal lengths: no mask
+
+    batch = next(task.eval_batches(8))  # the official TEST split, in file order
+    assert batch.x.shape == (3, 3, 2) and batch.mask is None
+    assert batch.y[:, 0].tolist() == [1, 0, 2]
+    expected = znorm([2, 4, 6, 8, 10, 12]).reshape(3, 2)  # token t = steps 2t, 2t+1
+    assert torch.allclose(batch.x[0], torch.from_numpy(expected).float(), atol=1e-6)
+    assert torch.equal(batch.x[1], torch.zeros(3, 2))  # a constant series becomes 0, not NaN
+
+    labels = sorted(task.train.y.tolist())
+    assert labels == [0, 1, 2, 2]
+    raw = create_task("ucr", dataset="Tiny", data_dir=str(univariate / "Tiny"), patch_size=2, znorm=False)
+    assert torch.equal(next(raw.eval_batches(8)).x[0].flatten(), torch.tensor([2., 4, 6, 8, 10, 12]))
+
+
+@needs_sktime
+def test_patch_that_does_not_divide_pads_the_last_token(univariate):
+    task = create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=4)
+    x = next(task.eval_batches(8)).x
+    assert x.shape == (3, 2, 4)
+    assert torch.equal(x[:, 1, 2:], torch.zeros(3, 2))  # steps 6 and 7 do not exist
+
+
+@needs_sktime
+def test_multivariate_unequal_lengths_are_masked_and_missing_values_zeroed(tmp_path):
+    train = [([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]], "walk"),
+             ([[1, 3, None], [2, 2, 4]], "run"),
+             ([[0, 1, 0, 1, 0, 1, 0], [1, 1, 1, 2, 2, 2, 3]], "walk")]
+    test = [([[9, 8, 7], [1, 2, 3]], "run")]
+    write_ts(tmp_path / "Motion" / "Motion_TRAIN.ts", train, name="Motion")
+    write_ts(tmp_path / "Motion" / "Motion_TEST.ts", test, name="Motion")
+    task = create_task("ucr", dataset="Motion", data_dir=str(tmp_path), patch_size=2)
+    assert task.spec.seq_len == 4 and task.spec.input_dim == 4  # 7 steps -> 4 tokens of 2 steps x 2 channels
+    assert task.notes["classes"] == ["run", "walk"] and task.notes["missing_values"] == 1
+    assert task.notes["min_length"] == 3 and task.notes["series_length"] == 7
+    assert task.train.lengths.tolist() == [3, 2, 4]  # ceil(length / patch)
+
+    batch = task._batch(task.train, torch.tensor([0, 1]), None)  # cut to the longest member
+    assert batch.x.shape == (2, 3, 4)
+    assert batch.mask.tolist() == [[True, True, True], [True, True, False]]
+    # case 1: channel 0 is (1, 3, ?): z-normalised over the observed steps, the gap becomes 0
+    a, b = znorm([1, 3]), znorm([2, 2, 4])
+    token0 = torch.tensor([a[0], b[0], a[1], b[1]], dtype=torch.float32)  # (step, channel) order
+    assert torch.allclose(batch.x[1, 0], token0, atol=1e-6)
+    assert torch.allclose(batch.x[1, 1], torch.tensor([0.0, b[2], 0.0, 0.0], dtype=torch.float32), atol=1e-6)
+    assert torch.equal(batch.x[1, 2], torch.zeros(4))
+    assert batch.y[:, 0].tolist() == [1, 0]
+
+
+@needs_sktime
+def test_default_patch_keeps_series_within_64_tokens(tmp_path):
+    rng = np.random.default_rng(0)
+    for steps, patch, tokens in [(150, 3, 50), (20, 1, 20), (65, 2, 33)]:
+        name = f"Len{steps}"
+        cases = [([rng.normal(size=steps).tolist()], str(i % 2)) for i in range(4)]
+        write_ts(tmp_path / name / f"{name}_TRAIN.ts", cases, name=name)
+        write_ts(tmp_path / name / f"{name}_TEST.ts", cases[:2], name=name)
+        task = create_task("ucr", dataset=name, data_dir=str(tmp_path))
+        assert (task.notes["patch_size"], task.spec.seq_len) == (patch, tokens)
+
+
+@needs_sktime
+def test_mistakes_end_in_one_line(tmp_path, univariate, monkeypatch):
+    raises_naming(lambda: create_task("ucr", dataset="Nope", data_dir=str(tmp_path)),
+                  "Nope_TRAIN.ts", "Nope_TEST.ts", timeseries.ARCHIVE_URL)
+    raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=0), "--patch-size")
+    write_ts(tmp_path / "Reg" / "Reg_TRAIN.ts", [([[1, 2]], "0.5")], name="Reg", label_line="@targetLabel true")
+    write_ts(tmp_path / "Reg" / "Reg_TEST.ts", [([[1, 2]], "0.5")], name="Reg", label_line="@targetLabel true")
+    raises_naming(lambda: create_task("ucr", dataset="Reg", data_dir=str(tmp_path)), "Reg_TRAIN.ts", "regression")
+    bad = tmp_path / "Bad"
+    write_ts(bad / "Bad_TEST.ts", UNIVARIATE_TEST, name="Bad")
+    (bad / "Bad_TRAIN.ts").write_text("@problemName Bad\n@classLabel true 1 2\n@data\n1,2,x,4:1\n")
+    raises_naming(lambda: create_task("ucr", dataset="Bad", data_dir=str(tmp_path)), "Bad_TRAIN.ts", "not a readable .ts")
+    raises_naming(lambda: create_task("ucr", dataset="NoSuchSet"), "NoSuchSet", "GunPoint", "--data-dir")
+
+
+def test_without_sktime_the_error_names_the_install(univariate, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sktime", None)
+    monkeypatch.setitem(sys.modules, "sktime.datasets", None)
+    raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate)), "pip install sktime")
+    raises_naming(lambda: create_task("ucr"), "pip install sktime")
+
+
+@needs_sktime
+def test_tiny_backbone_trains_and_evaluates_on_masked_series(tmp_path, tiny_gpt2):
+    train = [([list(np.sin(np.arange(n) * (k + 1)))], str(k)) for k in range(2) for n in (9, 12, 15)]
+    write_ts(tmp_path / "Waves" / "Waves_TRAIN.ts", train, name="Waves")
+    write_ts(tmp_path / "Waves" / "Waves_TEST.ts", train[:4], name="Waves")
+    config = TrainConfig(task="ucr", task_options={"dataset": "Waves", "data_dir": str(tmp_path)}, backbone=tiny_gpt2)
+    task, model = build(config)
+    result = evaluate(model, task, batch_size=3)
+    assert result["examples"] == 4 and 0 <= result["accuracy"] <= 1
+
+
+@needs_sktime
+def test_bundled_gunpoint_offline():
+    assert "GunPoint" in timeseries.ucr_datasets()
+    task = create_task("ucr")  # GunPoint by default, from sktime's own copy
+    assert (len(task.train), len(task.evals["test"])) == (50, 150)
+    assert task.spec.seq_len == 50 and task.spec.input_dim == 3 and task.spec.num_classes == 2
+    x = task.train.x.reshape(50, -1)  # patches of 3 x 50 tokens = the 150 steps
+    assert torch.allclose(x.mean(1), torch.zeros(50), atol=1e-5)
+    assert torch.allclose(x.std(1, unbiased=False), torch.ones(50), atol=1e-4)
+    assert sorted(torch.bincount(task.evals["test"].y).tolist()) == [74, 76]
