@@ -8,6 +8,7 @@ so the table and the head are never used and are not kept in memory.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import os
@@ -264,12 +265,47 @@ def _statistics_init(model: nn.Module, seed: int) -> None:
         param.copy_(noise * std + param.float().mean())
 
 
+def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype) -> nn.Module:
+    """from_pretrained, but the token table (dropped anyway) is never read into memory.
+
+    The model is declared with a one-row vocabulary, so the checkpoint's table does not fit and
+    is skipped (ignore_mismatched_sizes) instead of being copied in: for SmolLM2 that is 113 MB
+    less at the loading peak. Every other tensor must still match. Where a family cannot be built
+    that way, the plain load is used.
+    """
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and vocab > 1:
+        small = copy.deepcopy(config)
+        pad = getattr(small, "pad_token_id", None)
+        small.vocab_size = pad + 1 if isinstance(pad, int) and 0 <= pad < vocab else 1
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the skipped table is reported as a mismatch: expected
+        try:
+            model = AutoModel.from_pretrained(source, config=small, dtype=dtype, trust_remote_code=False,
+                                              ignore_mismatched_sizes=True)
+            model.config.vocab_size = vocab  # the architecture's own value, for anyone reading it
+            return model
+        except (OSError, ValueError):
+            raise
+        except Exception:  # pragma: no cover - a family whose modules depend on the vocabulary size
+            pass
+        finally:
+            hf_logging.set_verbosity(verbosity)
+    return AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False)
+
+
 def weights_hash(model: nn.Module) -> str:
     """A short hash of every parameter and buffer: ties checkpoints to the exact weights."""
     digest = hashlib.blake2b(digest_size=16)
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().contiguous().cpu().numpy().tobytes())
+        tensor = tensor.detach().contiguous().cpu()
+        if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
+            tensor = tensor.view(torch.int16)
+        digest.update(tensor.numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -313,7 +349,7 @@ def load_backbone(
         model = AutoModel.from_config(config, dtype=dtype)
     else:
         try:
-            model = AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False)
+            model = _from_pretrained_without_token_table(source, config, dtype)
         except (OSError, ValueError) as exc:
             raise FptError(f"cannot load the weights of backbone {name!r}: {exc}".splitlines()[0]) from None
     if layers is not None:

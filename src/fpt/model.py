@@ -8,6 +8,7 @@ from torch import nn
 from fpt.backbones import Backbone, extend_positions
 from fpt.errors import FptError
 from fpt.groups import apply_policy, classify_backbone, parse_policy
+from fpt.speed import CompiledBackbone, compute_dtype, enable_checkpointing, store_frozen_weights
 from fpt.tasks.base import TaskSpec
 
 POOLINGS = ("last", "mean")
@@ -71,10 +72,16 @@ class OutputHead(nn.Module):
 
 
 class FrozenPretrainedTransformer(nn.Module):
-    """A backbone body between a new input embedder and a new output head, frozen by a policy."""
+    """A backbone body between a new input embedder and a new output head, frozen by a policy.
+
+    Speed options (see fpt.speed): precision "bf16" keeps frozen weights in bfloat16 and runs the
+    backbone under autocast (changes numerics); checkpointing recomputes blocks in backward
+    (same numbers, far less memory); compile runs the backbone through torch.compile.
+    """
 
     def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
-                 dropout: float = 0.1, extra_positions: bool = False):
+                 dropout: float = 0.1, extra_positions: bool = False, precision: str = "fp32",
+                 checkpointing: bool = False, compile: bool = False):
         super().__init__()
         self.extended_positions = None
         if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
@@ -95,6 +102,14 @@ class FrozenPretrainedTransformer(nn.Module):
                 setattr(self.backbone.config, key, dropout)
         self.param_groups = self._classify()
         self.group_rows = apply_policy(self.param_groups, self, parse_policy(policy))
+        self.compute_dtype = compute_dtype(precision)
+        if self.compute_dtype != torch.float32:
+            store_frozen_weights(self.backbone, self.compute_dtype)
+        if hasattr(self.backbone.config, "use_cache"):
+            self.backbone.config.use_cache = False  # a decoder's key/value cache is never read here
+        if checkpointing:
+            enable_checkpointing(self.backbone)
+        self._compiled = CompiledBackbone(self.backbone) if compile else None  # not a submodule
 
     def _classify(self) -> dict[str, str]:
         groups = {f"backbone.{k}": g for k, g in classify_backbone(self.backbone, self.backbone_info.family).items()}
@@ -111,7 +126,8 @@ class FrozenPretrainedTransformer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
         embeds = self.embedder(x)
         attention_mask = None if mask is None else mask.long()
-        out = self.backbone(inputs_embeds=embeds, attention_mask=attention_mask,
-                            output_attentions=output_attentions)
-        logits = self.head(out.last_hidden_state, mask)
+        with torch.autocast("cpu", dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
+            out = (self._compiled or self.backbone)(inputs_embeds=embeds, attention_mask=attention_mask,
+                                                    output_attentions=output_attentions)
+        logits = self.head(out.last_hidden_state.float(), mask)
         return (logits, out.attentions) if output_attentions else logits

@@ -21,6 +21,7 @@ from fpt.groups import parse_policy
 from fpt.model import POOLINGS, FrozenPretrainedTransformer
 from fpt.runs import (append_metrics, create_run_dir, default_run_dir, existing_run_dir, read_json,
                       truncate_metrics, write_json)
+from fpt.speed import LengthBucketedTask, compute_dtype, set_threads
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 
@@ -47,6 +48,12 @@ class TrainConfig:
     eval_batch_size: int = 256
     target_accuracy: float | None = None  # stop once held-out accuracy reaches this
     seed: int = 0
+    # Speed (fpt.speed). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
+    precision: str = "fp32"  # fp32 | bf16 (frozen weights in bfloat16, backbone under autocast)
+    checkpointing: bool = False  # recompute each block in backward: much less memory, ~1/3 more compute
+    compile: bool = False  # torch.compile the backbone (eager where unavailable)
+    bucket_window: int | None = None  # batch variable-length sequences of similar length, per window of N batches
+    threads: int | None = None  # torch intra-op threads (default: one per core)
 
     def validate(self) -> None:
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
@@ -66,6 +73,11 @@ class TrainConfig:
             raise FptError(f"unknown --init {self.init!r}; choose one of {', '.join(INITS)}")
         if self.pooling not in POOLINGS:
             raise FptError(f"unknown --pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
+        compute_dtype(self.precision)
+        if self.bucket_window is not None and self.bucket_window < 1:
+            raise FptError(f"--bucket-window must be at least 1, got {self.bucket_window}")
+        if self.threads is not None and self.threads < 1:
+            raise FptError(f"--threads must be at least 1, got {self.threads}")
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
@@ -79,11 +91,16 @@ class TrainConfig:
 def build(config: TrainConfig) -> tuple[Task, FrozenPretrainedTransformer]:
     """Task + backbone + model from a config, with the policy applied. Writes nothing."""
     config.validate()
+    set_threads(config.threads)
     task = create_task(config.task, **config.task_options)
+    if config.bucket_window is not None:
+        task = LengthBucketedTask(task, config.bucket_window)
     backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers)
     torch.manual_seed(config.seed)  # the new input and output layers
     model = FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
-                                        dropout=config.dropout, extra_positions=config.extra_positions)
+                                        dropout=config.dropout, extra_positions=config.extra_positions,
+                                        precision=config.precision, checkpointing=config.checkpointing,
+                                        compile=config.compile)
     return task, model
 
 

@@ -1,1 +1,57 @@
-"""Fully trained baselines of the paper: LSTM, LSTM* and the tutorial CNN."""
+"""Fully trained baselines of the paper: LSTM, LSTM* and the tutorial CNN.
+
+`build_baseline` wraps one so the trainer, checkpoints and reports treat it like a frozen
+transformer: every parameter is trained (group "full"), and its identity for checkpoints is a
+hash of its seeded initial weights.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from fpt.errors import FptError
+from fpt.groups import GroupRow
+
+MODELS = ("fpt", "lstm", "lstm*", "cnn", "cnn-matched")
+
+
+class Baseline(nn.Module):
+    """A fully trained model behind the FrozenPretrainedTransformer interface the trainer uses."""
+
+    def __init__(self, name: str, body: nn.Module):
+        super().__init__()
+        self.body = body
+        from fpt.backbones import weights_hash
+
+        self.backbone_info = SimpleNamespace(name=name, weights_hash=weights_hash(body))
+        self.extended_positions = None
+        self.group_rows = [GroupRow("full", sum(p.numel() for p in body.parameters()), True)]
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.body(x, mask)
+
+
+def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | None = None) -> Baseline:
+    """`lstm` (3 x 768), `lstm*` (12 residual layers + positions), `cnn` (the tutorial CNN) or
+    `cnn-matched` (the same CNN scaled to `match_params` parameters, e.g. the FPT's trained count)."""
+    from fpt.baselines.cnn import TutorialCNN, width_for_params
+    from fpt.baselines.lstm import lstm, lstm_star
+
+    spec = task.spec
+    if kind == "lstm":
+        return Baseline(kind, lstm(spec, dropout=dropout))
+    if kind == "lstm*":
+        return Baseline(kind, lstm_star(spec, dropout=dropout))
+    if kind in ("cnn", "cnn-matched"):
+        geometry = getattr(task, "image_geometry", None)
+        if geometry is None:
+            raise FptError(f"--model {kind} needs an image task (mnist, fashion-mnist, cifar10), not {task.name!r}")
+        scale = width_for_params(match_params, **geometry) if kind == "cnn-matched" else 1.0
+        return Baseline(kind, TutorialCNN(**geometry, num_classes=spec.num_classes, width_scale=scale))
+    raise FptError(f"unknown --model {kind!r}; choose one of {', '.join(MODELS)}")

@@ -65,6 +65,9 @@ class ImageTask(ArrayTask):
         self.patch_size, self.augment, self.grayscale, self.pixel_tokens = patch_size, augment, grayscale, pixel_tokens
         self.mean, self.std = torch.tensor(mean), torch.tensor(std)
         tokens = (height // patch_size) * (width // patch_size)
+        # what a CNN baseline needs to put the patches back into an image
+        self.image_geometry = None if pixel_tokens else dict(height=height, width=width, channels=channels,
+                                                              patch_size=patch_size)
         if pixel_tokens:  # LRA: each 8-bit gray pixel is a token of a 256-entry vocabulary
             self.spec = TaskSpec(seq_len=tokens, num_classes=10, vocab_size=256)
         else:

@@ -1,0 +1,127 @@
+"""`fpt report DIR`: one self-contained HTML page for a run or a sweep.
+
+Everything is inline (CSS, figures as data URIs), so the page can be mailed or attached as it is.
+A run shows its configuration, its results on every split, its learning curve, and the attention
+maps and confusion matrices found in its directory; a sweep shows its table beside the paper's
+numbers, its learning curves and its runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import json
+from pathlib import Path
+
+from fpt.errors import FptError
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+th { background: #f3f3f3; } img { max-width: 100%; margin: 0.4em 0; border: 1px solid #eee; }
+.figures { display: flex; flex-wrap: wrap; gap: 1em; } .figures figure { margin: 0; max-width: 32em; }
+"""
+
+
+def _image(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def _table(header: list[str], rows: list[list], table_id: str = "") -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    attribute = f' id="{table_id}"' if table_id else ""
+    return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _markdown_table(text: str) -> str:
+    """The first Markdown table in `text` as HTML (our results.md tables are simple pipes)."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    if len(lines) < 2:
+        return ""
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return _table(cells[0], [row for row in cells[2:]], table_id="results")
+
+
+def _page(title: str, sections: list[str]) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>")
+
+
+def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
+    from fpt.tables import learning_curves
+
+    config = json.loads((run_dir / "config.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    title = f"fpt run: {config['task']} on {config['backbone']} ({config['policy']}, init {config['init']})"
+    sections = ["<h2>Configuration</h2>" + _table(["option", "value"], sorted(config.items()), "config")]
+    evaluation = run_dir / "evaluation.json"
+    if evaluation.exists():
+        splits = json.loads(evaluation.read_text())["splits"]
+        rows = [[name, f"{r['accuracy']:.4f}", f"{r['loss']:.4f}", r["examples"]] for name, r in splits.items()]
+    elif summary.get("final"):
+        final = summary["final"]
+        rows = [[final["split"], f"{final['accuracy']:.4f}", f"{final['loss']:.4f}", final["examples"]]]
+    else:
+        rows = []
+    sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
+    if summary:
+        facts = [["steps", summary["step"]], ["trained parameters", f"{summary['trained_params']:,}"],
+                 ["all parameters", f"{summary['total_params']:,}"], ["wall time (s)", summary["wall_time_s"]],
+                 ["target reached at step", summary.get("target_reached_at_step")]]
+        sections.append(_table(["", ""], facts, "summary"))
+    figures = []
+    curve = run_dir / "curve.png"
+    row = {"task": config["task"], "status": "done", "run_dir": str(run_dir), "variant": config["policy"]}
+    if learning_curves([row], curve):
+        figures.append(_image(curve, "held-out accuracy during training"))
+    for png in sorted(run_dir.glob("attention_layer*.png")) + sorted(run_dir.glob("confusion_*.png")):
+        figures.append(_image(png, png.stem.replace("_", " ")))
+    sections.append("<h2>Figures</h2><div class='figures'>" + "".join(figures) + "</div>")
+    return title, sections
+
+
+def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
+    spec = json.loads((sweep_dir / "spec.json").read_text()) if (sweep_dir / "spec.json").exists() else {}
+    title = f"fpt sweep: {spec.get('name', sweep_dir.name)}"
+    sections = []
+    if spec:
+        sections.append("<h2>Configuration</h2>" + _table(["", ""], [["grid", json.dumps(spec["grid"])],
+                                                                     ["options", json.dumps(spec["options"])]], "config"))
+    if (sweep_dir / "results.md").exists():
+        text = (sweep_dir / "results.md").read_text()
+        heading = next((line.lstrip("# ") for line in text.splitlines() if line.startswith("#")), "")
+        sections.append(f"<h2>Results</h2><p>{html.escape(heading)}</p>" + _markdown_table(text))
+    if (sweep_dir / "curves.png").exists():
+        sections.append("<h2>Learning curves</h2>" + _image(sweep_dir / "curves.png", "held-out accuracy against step"))
+    with open(sweep_dir / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    if rows:
+        columns = [c for c in rows[0] if c not in ("run_dir", "row")]
+        sections.append("<h2>Runs</h2>" + _table(columns, [[r[c] for c in columns] for r in rows], "runs"))
+    attention = sorted(sweep_dir.glob("runs/*/attention_layer*.png"))
+    if attention:
+        sections.append("<h2>Attention maps</h2><div class='figures'>" +
+                        "".join(_image(p, f"{p.parent.name}: {p.stem}") for p in attention) + "</div>")
+    return title, sections
+
+
+def write_report(directory: Path, out: Path | None = None) -> Path:
+    """Write DIR/report.html (or `out`) for a run directory or a sweep directory."""
+    directory = Path(directory)
+    if (directory / "results.csv").is_file():
+        title, sections = _sweep_sections(directory)
+    elif (directory / "config.json").is_file():
+        title, sections = _run_sections(directory)
+    else:
+        raise FptError(f"{directory} is neither a run directory (config.json) nor a sweep directory (results.csv)")
+    path = out or directory / "report.html"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(_page(title, sections))
+    tmp.replace(path)
+    return path

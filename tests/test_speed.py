@@ -1,0 +1,142 @@
+"""Every speed lever keeps its promise: exact ones give the same numbers, opt-in ones stay close,
+bucketing keeps each example's result in the original order. Speed itself lives in benchmarks/."""
+
+import numpy as np
+import pytest
+import torch
+
+from fpt.errors import FptError
+from fpt.speed import LengthBucketedTask, predict
+from fpt.tasks import create_task
+from fpt.train import Trainer, TrainConfig, build, evaluate
+
+FAMILIES = ("gpt2", "bert", "llama")
+
+
+def _config(backbone, **overrides):
+    base = dict(task="bit-memory", task_options=dict(n_bits=8, n_strings=2, patch_size=4, eval_size=20),
+                backbone=backbone, steps=6, batch_size=4, eval_every=100, seed=3)
+    return TrainConfig(**{**base, **overrides})
+
+
+def _losses(config, steps=6):
+    task, model = build(config)
+    trainer = Trainer(model, task, config, progress=False)
+    model.train()
+    return [trainer.train_step(task.train_batch(step, config.batch_size, config.seed))[0] for step in range(steps)], model
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_checkpointing_gives_the_same_losses_and_weights(tiny_backbones, family):
+    plain, plain_model = _losses(_config(tiny_backbones[family]))
+    recomputed, model = _losses(_config(tiny_backbones[family], checkpointing=True))
+    assert recomputed == pytest.approx(plain, abs=1e-6)  # dropout masks are replayed exactly
+    for (name, a), b in zip(plain_model.trainable_state().items(), model.trainable_state().values()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bf16_keeps_frozen_weights_16_bit_trains_fp32_and_stays_close(tiny_backbones, family):
+    plain, _ = _losses(_config(tiny_backbones[family], dropout=0.0))
+    half, model = _losses(_config(tiny_backbones[family], dropout=0.0, precision="bf16"))
+    assert half == pytest.approx(plain, abs=2e-2)  # bf16 matmuls: a stated, loose tolerance
+    for name, p in model.named_parameters():
+        assert p.dtype == (torch.float32 if p.requires_grad else torch.bfloat16), name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_compile_gives_the_same_outputs_as_eager(tiny_backbones, family):
+    torch._dynamo.reset()
+    config = _config(tiny_backbones[family], dropout=0.0)
+    _, eager = build(config)
+    _, compiled = build(_config(tiny_backbones[family], dropout=0.0, compile=True))
+    compiled.load_state_dict(eager.state_dict())
+    x = torch.randn(3, eager.spec.seq_len, eager.spec.input_dim)
+    eager.eval(), compiled.eval()
+    with torch.no_grad():
+        assert torch.allclose(compiled(x), eager(x), atol=1e-4)
+
+
+def test_compile_falls_back_to_eager_when_compiling_fails(tiny_gpt2, monkeypatch):
+    from torch._dynamo.exc import TorchDynamoException
+
+    _, model = build(_config(tiny_gpt2, compile=True, dropout=0.0))
+
+    def broken(*args, **kwargs):
+        raise TorchDynamoException("backend 'inductor' failed: no C++ compiler")
+
+    monkeypatch.setattr(model.backbone, "_compiled_call_impl", broken)
+    x = torch.randn(2, model.spec.seq_len, model.spec.input_dim)
+    with pytest.warns(RuntimeWarning, match="eager"):
+        out = model(x)
+    assert out.shape == (2, model.spec.num_outputs, 2) and model._compiled.active is False
+
+
+def _variable_npz(tmp_path, n=40, length=12):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(2, length + 1, n)
+    x = rng.integers(1, 9, (n, length))
+    mask = np.arange(length)[None] < lengths[:, None]
+    x = np.where(mask, x, 0)
+    path = tmp_path / "seq.npz"
+    np.savez(path, x=x, y=rng.integers(0, 3, n), mask=mask)
+    return f"npz:{path}"
+
+
+def test_bucketed_training_batches_are_deterministic_short_and_cover_each_window(tmp_path):
+    task = create_task(_variable_npz(tmp_path))
+    bucketed = LengthBucketedTask(task, window=4)
+    plain_width = sum(task.train_batch(s, 4, 0).x.shape[1] for s in range(8))
+    widths = []
+    for window in range(2):
+        steps = range(window * 4, window * 4 + 4)
+        plain = sorted(torch.cat([task.train_batch(s, 4, 0).y[:, 0] for s in steps]).tolist())
+        batches = [bucketed.train_batch(s, 4, 0) for s in steps]
+        assert sorted(torch.cat([b.y[:, 0] for b in batches]).tolist()) == plain  # same examples per window
+        widths += [b.x.shape[1] for b in batches]
+        for b in batches:
+            assert torch.equal(b.mask.sum(1) > 0, torch.ones(len(b), dtype=torch.bool))
+    assert sum(widths) < plain_width
+    again = LengthBucketedTask(create_task(_variable_npz(tmp_path)), window=4)
+    for step in (5, 0, 7):  # any order of asking: the batch depends on (seed, step) only
+        a, b = again.train_batch(step, 4, 0), bucketed.train_batch(step, 4, 0)
+        assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+
+
+def test_bucketed_prediction_is_per_example_in_the_original_order(tmp_path, tiny_backbones):
+    config = TrainConfig(task=_variable_npz(tmp_path), backbone=tiny_backbones["bert"], seed=1)
+    task, model = build(config)
+    bucketed = LengthBucketedTask(task, window=4)
+    plain_logits = predict(model, task, batch_size=7)
+    bucketed_logits = predict(model, bucketed, batch_size=7)
+    assert torch.allclose(bucketed_logits, plain_logits, atol=1e-5)
+    assert torch.equal(bucketed_logits.argmax(-1), plain_logits.argmax(-1))
+    order = bucketed.eval_order()
+    assert not torch.equal(order, torch.arange(len(order)))  # the bucketed pass really reordered
+    plain_eval, bucketed_eval = evaluate(model, task, 7), evaluate(model, bucketed, 7)
+    assert bucketed_eval["accuracy"] == plain_eval["accuracy"]
+    assert bucketed_eval["loss"] == pytest.approx(plain_eval["loss"], abs=1e-5)
+
+
+def test_speed_options_fail_in_one_line(tiny_gpt2):
+    for bad, words in (({"precision": "fp8"}, "--precision"), ({"bucket_window": 0}, "--bucket-window"),
+                       ({"threads": 0}, "--threads")):
+        with pytest.raises(FptError, match=words):
+            _config(tiny_gpt2, **bad).validate()
+    with pytest.raises(FptError, match="variable-length"):
+        build(_config(tiny_gpt2, bucket_window=8))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_loading_skips_the_token_table_and_keeps_every_other_weight(tiny_backbones, family):
+    from transformers import AutoModel
+
+    from fpt.backbones import load_backbone
+
+    plain = AutoModel.from_pretrained(tiny_backbones[family]).state_dict()
+    loaded = load_backbone(tiny_backbones[family]).model
+    state = loaded.state_dict()
+    assert set(plain) - set(state) == {k for k in plain if any(w in k for w in ("wte", "word_embeddings", "embed_tokens", "pooler"))}
+    for key, tensor in state.items():
+        assert torch.equal(tensor, plain[key]), key
+    assert loaded.config.vocab_size == 64
