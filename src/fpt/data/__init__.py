@@ -5,6 +5,20 @@ Each module knows one format and returns plain numpy arrays (no torch):
 ``lra_tsv`` (Long Range Arena ListOps TSV files and their tokenizer), ``listops``
 (the LRA ListOps generator), ``tape`` (TAPE remote homology LMDB / JSON), ``npz``
 (a user's own task as arrays). ``safe_pickle`` is the restricted unpickler the
-CIFAR and TAPE readers share. Every mistake a user can make raises
+CIFAR and TAPE readers share; ``pad_rows`` pads token rows for ListOps and TAPE. Every mistake a user can make raises
 :class:`fpt.errors.FptError` with one line naming the file and the fix.
 """
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pad_rows(rows: list[np.ndarray], pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad 1-d int rows to the longest: ids int64 (N, width) and mask bool (N, width)."""
+    lengths = np.array([row.size for row in rows], dtype=np.int64)
+    width = int(lengths.max(initial=0))
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    for out, row in zip(ids, rows):
+        out[: row.size] = row
+    return ids, np.arange(width) < lengths[:, None]

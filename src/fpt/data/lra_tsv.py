@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from fpt.data import pad_rows
 from fpt.errors import FptError
 
 HEADER = ["Source", "Target"]
@@ -156,9 +157,5 @@ def tokenize_listops(sources: Sequence[str], max_len: int | None = None,
             n_truncated += 1
             ids = ids[:max_len]
         encoded.append(ids)
-    lengths = np.array([ids.size for ids in encoded], dtype=np.int64)
-    width = int(lengths.max(initial=0))
-    out = np.full((len(encoded), width), PAD_ID, dtype=np.int64)
-    for row, ids in zip(out, encoded):
-        row[: ids.size] = ids
-    return out, np.arange(width) < lengths[:, None], n_truncated
+    ids, mask = pad_rows(encoded, PAD_ID)
+    return ids, mask, n_truncated

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fpt.data.safe_pickle import safe_loads
+from fpt.data import pad_rows
 from fpt.errors import FptError
 
 SPLITS = ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
@@ -145,9 +146,5 @@ def encode_proteins(sequences: Sequence[str], max_len: int = 1024) -> tuple[np.n
             n_truncated += 1
             residues = residues[: max_len - 2]
         rows.append(np.concatenate([[CLS_ID], residues, [SEP_ID]]))
-    lengths = np.array([row.size for row in rows], dtype=np.int64)
-    width = int(lengths.max(initial=0))
-    ids = np.full((len(rows), width), PAD_ID, dtype=np.int64)
-    for out, row in zip(ids, rows):
-        out[: row.size] = row
-    return ids, np.arange(width) < lengths[:, None], n_truncated
+    ids, mask = pad_rows(rows, PAD_ID)
+    return ids, mask, n_truncated
