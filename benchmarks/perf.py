@@ -209,7 +209,7 @@ def pad_to(batch: Batch, width: int) -> Batch:
 
 
 def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
-    from fpt.train import Trainer, TrainConfig, evaluate, classification_loss
+    from fpt.train import Trainer, TrainConfig, evaluate
     from fpt.backbones import load_backbone
     from fpt.model import FrozenPretrainedTransformer
     from fpt.speed import LengthBucketedTask, predict

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fpt.errors import FptError
-from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
+from fpt.tasks.base import Batch, Task, step_generator
 
 
 @dataclass
