@@ -103,3 +103,46 @@ def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
         reproduce_spec("table99", 10, "minilm", 1)
     path = write_reports(rows[:2], spec, tmp_path, paper_table, row_key)
     assert "output+layernorm" in path.read_text()
+
+
+def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_variant():
+    from fpt.sweep import _train_args
+
+    args = _train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"}, threads=1)
+    assert args[args.index("--backbone") + 1] == "vit-base" and args.count("--backbone") == 1
+    args = _train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"}, threads=1)
+    assert args[args.index("--init") + 1] == "stats"
+    args = _train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"}, threads=1)
+    assert args[args.index("--model") + 1] == "lstm*-frozen"
+
+
+def test_reproduce_can_be_restricted_to_some_tasks():
+    spec, _, _ = reproduce_spec("table1", 10, "minilm", 1, tasks=["bit-xor", "mnist"])
+    assert spec.grid["task"] == ["bit-xor", "mnist"] and spec.grid["variant"] == ["fpt", "full", "lstm"]
+    with pytest.raises(FptError, match="table12 has no task mnist"):
+        reproduce_spec("table12", 10, "minilm", 1, tasks=["mnist"])
+
+
+def test_table6_counts_steps_to_the_threshold_and_the_speedup(tmp_path):
+    from fpt.tables import steps_table
+
+    def run(name, accuracies, every=10):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": every * (i + 1), "split": "heldout", "accuracy": a}) + "\n"
+            for i, a in enumerate(accuracies)))
+        return str(folder)
+
+    rows = [
+        {"task": "bit-xor", "variant": "fpt", "status": "done", "step": 40, "run_dir": run("f0", [0.5, 0.96, 1, 1])},
+        {"task": "bit-xor", "variant": "fpt", "status": "done", "step": 40, "run_dir": run("f1", [0.5, 0.6, 0.97, 1])},
+        {"task": "bit-xor", "variant": "random", "status": "done", "step": 40, "run_dir": run("r0", [0.5, 0.5, 0.5, 0.99])},
+        {"task": "bit-xor", "variant": "random", "status": "done", "step": 40, "run_dir": run("r1", [0.5, 0.5, 0.5, 0.5])},
+        {"task": "mnist", "variant": "fpt", "status": "done", "step": 40, "run_dir": run("m0", [0.5, 0.6, 0.7, 0.8])},
+    ]
+    table = steps_table(rows, "t")
+    assert "| fpt | 25 (2/2 reached) (paper 5e+02) |" in table  # median of steps 20 and 30
+    assert "40 (1/2 reached) (paper 2e+04)" in table
+    assert "> 40 (0/1 reached)" in table
+    assert "| speedup random/fpt | 1.6x |" in table

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.errors import FptError
+from fpt.vit import ViTBody, is_vit
 
-INITS = ("pretrained", "random", "stats")
+INITS = ("pretrained", "random", "stats", "bit")
 
 
 def default_cache_dir() -> Path:
@@ -136,6 +138,24 @@ for _name, (_hub, _hidden, _layers, _heads) in _GPT2_SIZES.items():
             offline_config=lambda h=_hidden, n=_layers, a=_heads: _gpt2_config(h, n, a),
         )
     )
+
+
+def _vit_config():
+    from transformers import ViTConfig
+
+    return ViTConfig()  # ViT-B/16 at 224 pixels: 12 layers, hidden 768, 196 patch positions
+
+
+register(
+    BackboneEntry(
+        name="vit-base",
+        description="ViT-B/16 pretrained on ImageNet-21k (google/vit-base-patch16-224-in21k): the paper's ViT variant",
+        how_to_get="Hugging Face hub 'google/vit-base-patch16-224-in21k' (needs network once), or a directory from save_pretrained",
+        locate=lambda: "google/vit-base-patch16-224-in21k",
+        is_available=lambda: _hub_cached("google/vit-base-patch16-224-in21k"),
+        offline_config=_vit_config,
+    )
+)
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -297,6 +317,51 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
     return AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False)
 
 
+EXPORT_FORMAT = "fpt-backbone-1"
+
+
+def bit_backbone_path(name: str) -> Path:
+    """Where `--init bit` looks for the Bit Memory-trained weights of backbone `name`."""
+    return default_cache_dir() / "backbones" / "bit-memory" / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".safetensors")
+
+
+def bit_backbone_recipe(name: str) -> str:
+    return (f"fpt train --task bit-memory --backbone {name} --init random --policy full --target-accuracy 0.99 "
+            f"--steps 40000 --out runs/bit-{name} && fpt export-backbone runs/bit-{name} --out {bit_backbone_path(name)}")
+
+
+def export_backbone(model: nn.Module, path: Path, metadata: dict[str, str]) -> None:
+    """Write a backbone body's weights (fp32) as safetensors, atomically."""
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"format": EXPORT_FORMAT, **metadata})
+    os.replace(tmp, path)
+
+
+@torch.no_grad()
+def load_exported_backbone(model: nn.Module, path: Path, name: str) -> None:
+    """Copy weights written by `export_backbone` into a freshly built body of the same architecture."""
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        raise FptError(f"no Bit Memory-trained {name} at {path}; make it with: {bit_backbone_recipe(name)}")
+    try:
+        with safe_open(str(path), "pt") as handle:
+            if (handle.metadata() or {}).get("format") != EXPORT_FORMAT:
+                raise FptError(f"{path} was not written by `fpt export-backbone`")
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except (SafetensorError, OSError) as exc:
+        raise FptError(f"cannot read {path} ({exc}); it may be truncated: export it again") from None
+    state = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
+    if tensors.keys() != state.keys() or any(tensors[k].shape != state[k].shape for k in state):
+        raise FptError(f"{path} does not hold a {name} backbone (different tensor names or shapes); export it again")
+    for key, value in state.items():
+        value.copy_(tensors[key])
+
+
 def weights_hash(model: nn.Module) -> str:
     """A short hash of every parameter and buffer: ties checkpoints to the exact weights."""
     digest = hashlib.blake2b(digest_size=16)
@@ -319,7 +384,9 @@ def load_backbone(
     """Load a backbone body by name, re-initialise it if asked, drop its unused token table.
 
     init: "pretrained" (the weights as published), "random" (the architecture's default init,
-    seeded) or "stats" (each tensor drawn from a normal with the pretrained tensor's mean and std).
+    seeded), "stats" (each tensor drawn from a normal with the pretrained tensor's mean and std)
+    or "bit" (the weights of this architecture fully trained on Bit Memory from random init, as
+    exported by `fpt export-backbone`; the paper's "Bit" variant).
     """
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
@@ -329,7 +396,7 @@ def load_backbone(
         raise FptError(f"unknown --init {init!r}; choose one of {', '.join(INITS)}")
     source, entry = _source_of(name)
 
-    if init == "random" and entry is not None and entry.offline_config is not None:
+    if init in ("random", "bit") and entry is not None and entry.offline_config is not None:
         config = entry.offline_config()  # the architecture is known without any download
     else:
         if entry is not None:
@@ -340,7 +407,10 @@ def load_backbone(
             if hasattr(config, key) and not 1 <= layers <= getattr(config, key):
                 raise FptError(f"--layers must be between 1 and {getattr(config, key)} for {name}, got {layers}")
 
-    if init == "random":
+    if init == "bit":
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config, dtype=dtype)
+    elif init == "random":
         if layers is not None:  # build only the blocks that will be kept
             for key in ("num_hidden_layers", "n_layer"):
                 if hasattr(config, key):
@@ -352,12 +422,17 @@ def load_backbone(
             model = _from_pretrained_without_token_table(source, config, dtype)
         except (OSError, ValueError) as exc:
             raise FptError(f"cannot load the weights of backbone {name!r}: {exc}".splitlines()[0]) from None
+    if is_vit(model):
+        model = ViTBody(model)  # patch embedding, CLS token and pooler dropped
+    else:
+        # Parts fpt never uses: the token table (inputs_embeds is fed instead) and BERT's pooler.
+        model.set_input_embeddings(UnusedTokenTable())
+        if getattr(model, "pooler", None) is not None:
+            model.pooler = None
+    if init == "bit":
+        load_exported_backbone(model, bit_backbone_path(name), name)
     if layers is not None:
         keep_first_layers(model, layers)
-    # Parts fpt never uses: the token table (inputs_embeds is fed instead) and BERT's pooler.
-    model.set_input_embeddings(UnusedTokenTable())
-    if getattr(model, "pooler", None) is not None:
-        model.pooler = None
     if init == "stats":
         _statistics_init(model, seed)
     model.requires_grad_(False)

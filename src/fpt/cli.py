@@ -52,8 +52,12 @@ def _add_config_option(parser: argparse.ArgumentParser, name: str, kind=None, he
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "task", str, "task name")
+    _add_config_option(parser, "model", str, "fpt (a frozen transformer) | lstm | lstm* | cnn | cnn-matched "
+                       "(fully trained baselines; cnn for image tasks, cnn-matched sized to the FPT's trained count) | "
+                       "lstm-frozen | lstm*-frozen (LSTM layers left at random init)")
     _add_config_option(parser, "backbone", str, "registered name, local directory or hub id")
-    _add_config_option(parser, "init", str, "pretrained | random | stats")
+    _add_config_option(parser, "init", str, "pretrained | random | stats | bit (trained on Bit Memory, "
+                       "see `fpt export-backbone`)")
     _add_config_option(parser, "policy", str,
                        "fpt | full | output-only | output+input | output+position | output+layernorm")
     parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
@@ -118,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("--dest", type=Path,
                      help="folder to fill (default: the fpt cache's data/NAME, where tasks look without --data-dir)")
 
+    export = commands.add_parser("export-backbone", help="save a run's trained backbone body (e.g. for --init bit)")
+    export.add_argument("run_dir", type=Path)
+    export.add_argument("--out", type=Path, help="safetensors path (default for a Bit Memory run from random "
+                        "init with every weight trained: where --init bit looks)")
+
     report = commands.add_parser("report", help="a self-contained HTML page for a run or a sweep")
     report.add_argument("directory", type=Path)
     report.add_argument("--out", type=Path, help="HTML path (default: DIRECTORY/report.html)")
@@ -128,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
 
     reproduce = commands.add_parser("reproduce", help="a ready-made sweep beside one of the paper's tables")
-    reproduce.add_argument("table", help="table1 | table2 | table3 | stats-init | table12 | table18 | table20 | finetune-more")
+    reproduce.add_argument("table", help="table1 | table2 | table3 | table6 | stats-init | table12 | table18 | "
+                           "table20 | finetune-more | cnn")
+    reproduce.add_argument("--tasks", help="comma list: only these of the table's tasks")
     reproduce.add_argument("--budget", type=int, default=500, help="training steps per run (default: 500)")
     reproduce.add_argument("--backbone", default="minilm")
     reproduce.add_argument("--seeds", type=int, default=3)
@@ -211,8 +222,11 @@ def cmd_info(args: argparse.Namespace) -> None:
 
     config = _config_from_args(args)
     _, model = build(config)
-    print(f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
-          f"task {config.task}, policy {config.policy}")
+    if config.model != "fpt":
+        print(f"model {config.model} (every parameter trained), task {config.task}")
+    else:
+        print(f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
+              f"task {config.task}, policy {config.policy}")
     print(format_group_table(model.group_rows))
 
 
@@ -249,6 +263,42 @@ def cmd_data(args: argparse.Namespace) -> None:
         print(f"train on it with --data-dir {path}")
 
 
+def cmd_export_backbone(args: argparse.Namespace) -> None:
+    from fpt.backbones import bit_backbone_path, export_backbone
+    from fpt.train import load_run
+
+    config, _, model, trainer = load_run(args.run_dir)
+    if config.model != "fpt":
+        raise FptError(f"{args.run_dir} trained a {config.model}, not a transformer backbone")
+    if model.extended_positions is not None:
+        raise FptError(f"{args.run_dir} grew the position table to {model.extended_positions[1]} rows; "
+                       "export a run whose task fits the backbone's own positions")
+    is_bit = config.task == "bit-memory" and config.init == "random" and config.policy == "full"
+    out = args.out
+    if out is None:
+        if not is_bit:
+            raise FptError("give --out: only a Bit Memory run from --init random with --policy full "
+                           "has a default place (the one --init bit reads)")
+        out = bit_backbone_path(config.backbone)
+    accuracy = read_final_accuracy(args.run_dir)
+    export_backbone(model.backbone, out, {"backbone": config.backbone, "task": config.task, "init": config.init,
+                                          "policy": config.policy, "step": str(trainer.step),
+                                          "accuracy": accuracy, "run": str(args.run_dir)})
+    print(f"backbone {config.backbone} after {trainer.step} steps of {config.task} (held-out accuracy {accuracy}): {out}")
+    if out == bit_backbone_path(config.backbone):
+        print(f"use it with --init bit --backbone {config.backbone}")
+
+
+def read_final_accuracy(run_dir: Path) -> str:
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return "unknown (run not finished)"
+    from fpt.runs import read_json
+
+    final = read_json(summary).get("final") or {}
+    return f"{final['accuracy']:.4f}" if "accuracy" in final else "unknown"
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     from fpt.report import write_report
 
@@ -269,7 +319,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_reproduce(args: argparse.Namespace) -> None:
     from fpt.sweep import reproduce_spec, run_sweep, write_reports
 
-    spec, paper_table, row_key = reproduce_spec(args.table, args.budget, args.backbone, args.seeds, args.parallel)
+    spec, paper_table, row_key = reproduce_spec(args.table, args.budget, args.backbone, args.seeds, args.parallel,
+                                                 args.tasks.split(",") if args.tasks else None)
     out = args.out or Path("runs") / f"reproduce-{args.table}"
     rows = run_sweep(spec, out, progress=args.progress)
     report = write_reports(rows, spec, out, paper_table, row_key)
@@ -279,7 +330,8 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
             "attention": cmd_attention, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
-            "data": cmd_data, "report": cmd_report}
+            "data": cmd_data, "report": cmd_report,
+            "export-backbone": cmd_export_backbone}
 
 
 def main(argv: list[str] | None = None) -> int:

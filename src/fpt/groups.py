@@ -1,7 +1,7 @@
 """Parameter groups and freeze policies.
 
 Every parameter of a model is put in exactly one group: input, output, layernorm, position,
-attention or feedforward. Per-family rules are kept as data (model_type -> ordered regex rules);
+attention (last-attention for the last block's, so it can be trained alone) or feedforward. Per-family rules are kept as data (model_type -> ordered regex rules);
 a parameter no family rule claims falls back to its module's type. A parameter that nothing
 classifies is an error that lists it: fpt never freezes (or trains) something silently.
 """
@@ -15,7 +15,7 @@ from torch import nn
 
 from fpt.errors import FptError
 
-GROUPS = ("input", "output", "layernorm", "position", "attention", "feedforward")
+GROUPS = ("input", "output", "layernorm", "position", "attention", "last-attention", "feedforward")
 
 # model_type -> ordered (group, regex on the parameter name inside the backbone); first match wins.
 FAMILY_RULES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -42,7 +42,7 @@ FAMILY_RULES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "vit": (
         ("layernorm", r"layernorm(_before|_after)?\."),
-        ("position", r"position_embeddings$"),
+        ("position", r"position_embeddings(\.weight)?$"),
         ("input", r"(patch_embeddings|cls_token|mask_token)"),
         ("attention", r"\.attention\."),
         ("feedforward", r"\.(intermediate|output)\.dense\."),
@@ -60,6 +60,9 @@ POLICIES: dict[str, frozenset[str]] = {
     "output+input": frozenset({"output", "input"}),
     "output+position": frozenset({"output", "position"}),
     "output+layernorm": frozenset({"output", "layernorm"}),
+    # "Finetuning more" (the paper's CIFAR-10 ablation)
+    "fpt+feedforward": frozenset({"input", "output", "layernorm", "position", "feedforward"}),
+    "fpt+last-attention": frozenset({"input", "output", "layernorm", "position", "feedforward", "last-attention"}),
 }
 
 
@@ -98,6 +101,7 @@ def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
             unclassified.append(name)
         else:
             groups[name] = group
+    _split_last_attention(groups)
     if unclassified:
         shown = ", ".join(unclassified[:8]) + (" ..." if len(unclassified) > 8 else "")
         raise FptError(
@@ -105,6 +109,17 @@ def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
             f"add rules for {family!r} to fpt.groups.FAMILY_RULES"
         )
     return groups
+
+
+def _split_last_attention(groups: dict[str, str]) -> None:
+    """Move the attention parameters of the last block (the highest block number) to last-attention."""
+    block = {name: int(m.group(1)) for name, group in groups.items()
+             if group == "attention" and (m := re.search(r"(?:^|\.)(\d+)\.", name))}
+    if block:
+        last = max(block.values())
+        for name, index in block.items():
+            if index == last:
+                groups[name] = "last-attention"
 
 
 def parse_policy(policy: str) -> frozenset[str]:
@@ -118,6 +133,8 @@ def parse_policy(policy: str) -> frozenset[str]:
             f"unknown policy or group {', '.join(unknown) or policy!r}: use a policy "
             f"({', '.join(POLICIES)}) or a comma list of groups ({', '.join(GROUPS)})"
         )
+    if "attention" in groups:  # "attention" means every block's
+        groups.add("last-attention")
     return frozenset(groups)
 
 
@@ -142,13 +159,13 @@ def format_group_table(rows: list[GroupRow]) -> str:
     """The `fpt info` table: group, parameters, trained or frozen, percent of all parameters."""
     total = sum(r.params for r in rows) or 1
     trained = sum(r.params for r in rows if r.trained)
-    lines = [f"{'group':<12} {'params':>14} {'state':<8} {'% of total':>10}"]
+    lines = [f"{'group':<14} {'params':>14} {'state':<8} {'% of total':>10}"]
     for r in rows:
         state = "trained" if r.trained else "frozen"
-        lines.append(f"{r.group:<12} {r.params:>14,} {state:<8} {100 * r.params / total:>9.3f}%")
-    lines.append(f"{'total':<12} {total:>14,} {'':<8} {100.0:>9.3f}%")
-    lines.append(f"{'trained':<12} {trained:>14,} {'':<8} {100 * trained / total:>9.3f}%")
+        lines.append(f"{r.group:<14} {r.params:>14,} {state:<8} {100 * r.params / total:>9.3f}%")
+    lines.append(f"{'total':<14} {total:>14,} {'':<8} {100.0:>9.3f}%")
+    lines.append(f"{'trained':<14} {trained:>14,} {'':<8} {100 * trained / total:>9.3f}%")
     # the paper quotes the trained share without the position table (< 0.1% for GPT-2)
     no_positions = sum(r.params for r in rows if r.trained and r.group != "position")
-    lines.append(f"{'  w/o pos.':<12} {no_positions:>14,} {'':<8} {100 * no_positions / total:>9.3f}%")
+    lines.append(f"{'  w/o pos.':<14} {no_positions:>14,} {'':<8} {100 * no_positions / total:>9.3f}%")
     return "\n".join(lines)

@@ -37,6 +37,14 @@ VARIANTS: dict[str, dict] = {
     "full": {"policy": "full", "init": "pretrained"},
     "random": {"policy": "fpt", "init": "random"},
     "stats": {"policy": "fpt", "init": "stats"},
+    "bit": {"policy": "fpt", "init": "bit"},  # needs `fpt export-backbone` of a Bit Memory run first
+    "vit": {"policy": "fpt", "init": "pretrained", "backbone": "vit-base"},
+    "lstm": {"model": "lstm"},
+    "lstm*": {"model": "lstm*"},
+    "lstm-frozen": {"model": "lstm-frozen"},
+    "lstm*-frozen": {"model": "lstm*-frozen"},
+    "cnn": {"model": "cnn"},
+    "cnn-matched": {"model": "cnn-matched"},
     "output-only": {"policy": "output-only"},
     "output+input": {"policy": "output+input"},
     "output+position": {"policy": "output+position"},
@@ -45,7 +53,8 @@ VARIANTS: dict[str, dict] = {
     "random-output+input": {"policy": "output+input", "init": "random"},
     "random-output+position": {"policy": "output+position", "init": "random"},
     "random-output+layernorm": {"policy": "output+layernorm", "init": "random"},
-    "fpt+feedforward": {"policy": "input,output,layernorm,position,feedforward"},
+    "fpt+feedforward": {"policy": "fpt+feedforward"},
+    "fpt+last-attention": {"policy": "fpt+last-attention"},
 }
 SPEC_KEYS = {"name", "grid", "options", "parallel"}
 
@@ -138,9 +147,11 @@ def load_spec(path: Path) -> SweepSpec:
     return SweepSpec(data.get("name") or path.stem, grid, options, parallel)
 
 
-def _train_args(values: dict, threads: int) -> list[str]:
-    """The `fpt train` arguments of one cell: the variant's bundle, then the cell's own values."""
-    merged = dict(VARIANTS[values["variant"]]) if "variant" in values else {}
+def _train_args(options: dict, values: dict, threads: int) -> list[str]:
+    """The `fpt train` arguments of one cell: the spec's options, overridden by the variant's
+    bundle (so `vit` wins over a spec-wide backbone), overridden by the cell's own grid values."""
+    merged = dict(options)
+    merged.update(VARIANTS[values["variant"]] if "variant" in values else {})
     merged.update({k: v for k, v in values.items() if k != "variant"})
     args = ["--threads", str(threads), "--no-progress"]
     for key, value in merged.items():
@@ -171,7 +182,7 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
             command = ["train", "--resume", str(run_dir), "--threads", str(threads), "--no-progress"]
         else:
             shutil.rmtree(run_dir, ignore_errors=True)  # a cell killed before its first checkpoint
-            command = ["train", *_train_args({**spec.options, **cell.values}, threads), "--out", str(run_dir)]
+            command = ["train", *_train_args(spec.options, cell.values, threads), "--out", str(run_dir)]
         with open(log, "a") as handle:
             proc = subprocess.run([sys.executable, "-m", "fpt.cli", *command], stdout=handle,
                                   stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -217,12 +228,14 @@ def write_results_csv(rows: list[dict], path: Path) -> None:
     tmp.replace(path)
 
 
-ALL_TASKS = ["bit-memory", "bit-xor", "listops", "mnist", "cifar10", "cifar10-lra", "remote-homology"]
+ALL_TASKS = ["bit-memory", "bit-xor", "listops", "mnist", "fashion-mnist", "cifar10", "cifar10-lra", "remote-homology"]
+IMAGE_TASKS = ["mnist", "fashion-mnist", "cifar10"]
 # name -> (grid, the paper table it sits beside, the grid key that names a table row)
 REPRODUCIBLE: dict[str, tuple[dict, str | None, str]] = {
-    "table1": ({"task": ALL_TASKS, "variant": ["fpt", "full"]}, "table1", "variant"),
-    "table2": ({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table2", "variant"),
-    "table3": ({"task": ALL_TASKS, "variant": ["random"]}, "table3", "variant"),
+    "table1": ({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm"]}, "table1", "variant"),
+    "table2": ({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
+    "table3": ({"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]}, "table3", "variant"),
+    "table6": ({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table6", "variant"),
     "stats-init": ({"task": ALL_TASKS, "variant": ["fpt", "stats", "random"]}, "stats-init", "variant"),
     "table18": ({"task": ALL_TASKS, "variant": ["output-only", "output+input", "output+position",
                                                 "output+layernorm"]}, "table18", "variant"),
@@ -230,29 +243,46 @@ REPRODUCIBLE: dict[str, tuple[dict, str | None, str]] = {
                                                 "random-output+position", "random-output+layernorm"]},
                 "table20", "variant"),
     "table12": ({"task": ["listops"], "variant": ["output-only"], "layers": [1, 3, 6]}, None, "layers"),
-    "finetune-more": ({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward"]}, None, "variant"),
+    "finetune-more": ({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
+                      "finetune-more", "variant"),
+    "cnn": ({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
 }
 
 
-def reproduce_spec(name: str, budget: int, backbone: str, seeds: int, parallel: int = 1) -> tuple[SweepSpec, str | None, str]:
+def reproduce_spec(name: str, budget: int, backbone: str, seeds: int, parallel: int = 1,
+                   tasks: list[str] | None = None) -> tuple[SweepSpec, str | None, str]:
+    """The ready-made sweep `name`, optionally restricted to some of its tasks."""
     if name not in REPRODUCIBLE:
         raise FptError(f"unknown table {name!r}; choose from {', '.join(REPRODUCIBLE)}")
     if budget < 1 or seeds < 1:
         raise FptError("--budget and --seeds must be at least 1")
     grid, paper_table, row_key = REPRODUCIBLE[name]
-    spec = SweepSpec(name, {**grid, "seed": list(range(seeds))}, {"steps": budget, "backbone": backbone}, parallel)
+    grid = dict(grid)
+    if tasks:
+        unknown = [t for t in tasks if t not in grid["task"]]
+        if unknown:
+            raise FptError(f"{name} has no task {', '.join(unknown)}; its tasks are {', '.join(grid['task'])}")
+        grid["task"] = [t for t in grid["task"] if t in tasks]
+    options = {"steps": budget, "backbone": backbone}
+    if name == "table6":  # the step a threshold is first reached is read from the evaluations
+        options["eval_every"] = max(1, budget // 20)
+    spec = SweepSpec(name, {**grid, "seed": list(range(seeds))}, options, parallel)
     return spec, paper_table, row_key
 
 
 def write_reports(rows: list[dict], spec: SweepSpec, sweep_dir: Path, paper_table: str | None,
                   row_key: str = "variant") -> Path:
     """results.md (our numbers beside the paper's) and curves.png."""
-    from fpt.tables import learning_curves, markdown_table
+    from fpt.tables import learning_curves, markdown_table, steps_table
 
     options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
     seeds = len(spec.grid.get("seed", [0]))
-    title = f"{spec.name}: {options}; {seeds} seed(s); test accuracy in %, paper in parentheses"
-    text = markdown_table(rows, title, paper_table, row_key)
+    if paper_table == "table6":
+        title = f"{spec.name}: {options}; {seeds} seed(s); steps to reach the held-out threshold, paper in parentheses"
+        text = steps_table(rows, title, row_key)
+    else:
+        title = f"{spec.name}: {options}; {seeds} seed(s); test accuracy in %, paper in parentheses"
+        text = markdown_table(rows, title, paper_table, row_key)
     failed = [r for r in rows if r["status"] == "failed"]
     if failed:
         text += "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed)

@@ -22,6 +22,7 @@ from fpt.model import POOLINGS, FrozenPretrainedTransformer
 from fpt.runs import (append_metrics, create_run_dir, default_run_dir, existing_run_dir, read_json,
                       truncate_metrics, write_json)
 from fpt.speed import LengthBucketedTask, compute_dtype, set_threads
+from fpt.baselines import MODELS, Baseline, build_baseline
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 
@@ -32,6 +33,7 @@ class TrainConfig:
 
     task: str = "bit-xor"
     task_options: dict = field(default_factory=dict)  # e.g. {"n_bits": 1000, "patch_size": 50}
+    model: str = "fpt"  # fpt (a frozen backbone) | lstm | lstm* | cnn | cnn-matched (fully trained baselines)
     backbone: str = "minilm"
     init: str = "pretrained"  # pretrained | random | stats
     policy: str = "fpt"  # a policy name or a comma list of groups
@@ -74,6 +76,10 @@ class TrainConfig:
         if self.pooling not in POOLINGS:
             raise FptError(f"unknown --pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
         compute_dtype(self.precision)
+        if self.model not in MODELS:
+            raise FptError(f"unknown --model {self.model!r}; choose one of {', '.join(MODELS)}")
+        if self.model != "fpt" and (self.precision != "fp32" or self.checkpointing or self.compile):
+            raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
         if self.bucket_window is not None and self.bucket_window < 1:
             raise FptError(f"--bucket-window must be at least 1, got {self.bucket_window}")
         if self.threads is not None and self.threads < 1:
@@ -95,13 +101,26 @@ def build(config: TrainConfig) -> tuple[Task, FrozenPretrainedTransformer]:
     task = create_task(config.task, **config.task_options)
     if config.bucket_window is not None:
         task = LengthBucketedTask(task, config.bucket_window)
+    if config.model != "fpt":
+        return task, _build_baseline(config, task)
+    return task, _build_transformer(config, task)
+
+
+def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
     backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers)
     torch.manual_seed(config.seed)  # the new input and output layers
-    model = FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
-                                        dropout=config.dropout, extra_positions=config.extra_positions,
-                                        precision=config.precision, checkpointing=config.checkpointing,
-                                        compile=config.compile)
-    return task, model
+    return FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
+                                       dropout=config.dropout, extra_positions=config.extra_positions,
+                                       precision=config.precision, checkpointing=config.checkpointing,
+                                       compile=config.compile)
+
+
+def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
+    match = None
+    if config.model == "cnn-matched":  # as many parameters as the FPT of this config trains
+        match = sum(p.numel() for p in _build_transformer(config, task).parameters() if p.requires_grad)
+    torch.manual_seed(config.seed)
+    return build_baseline(config.model, task, dropout=config.dropout, match_params=match)
 
 
 def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -257,7 +276,7 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
     """Build everything, make the run directory (only once all inputs proved good), train."""
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
     task, model = build(config)
-    run_dir = create_run_dir(out or default_run_dir(config.task, config.backbone))
+    run_dir = create_run_dir(out or default_run_dir(config.task, config.backbone if config.model == "fpt" else config.model))
     write_json(run_dir / "config.json", dataclasses.asdict(config))
     trainer = Trainer(model, task, config, run_dir, progress, on_step)
     return trainer.fit(), run_dir

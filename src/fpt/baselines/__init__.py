@@ -15,20 +15,27 @@ from torch import nn
 from fpt.errors import FptError
 from fpt.groups import GroupRow
 
-MODELS = ("fpt", "lstm", "lstm*", "cnn", "cnn-matched")
+# "fpt": no baseline, a frozen transformer. "-frozen": the LSTM layers kept at their random init and
+# only the input layer, positions and head trained (Table 3 of the paper).
+MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched")
 
 
 class Baseline(nn.Module):
     """A fully trained model behind the FrozenPretrainedTransformer interface the trainer uses."""
 
-    def __init__(self, name: str, body: nn.Module):
+    def __init__(self, name: str, body: nn.Module, frozen: nn.Module | None = None):
         super().__init__()
         self.body = body
         from fpt.backbones import weights_hash
 
-        self.backbone_info = SimpleNamespace(name=name, weights_hash=weights_hash(body))
+        self.backbone_info = SimpleNamespace(name=name, family=name, weights_hash=weights_hash(body))
         self.extended_positions = None
-        self.group_rows = [GroupRow("full", sum(p.numel() for p in body.parameters()), True)]
+        frozen_count = 0
+        if frozen is not None:
+            frozen.requires_grad_(False)
+            frozen_count = sum(p.numel() for p in frozen.parameters())
+        trained = sum(p.numel() for p in body.parameters()) - frozen_count
+        self.group_rows = [GroupRow("trained", trained, True)] + ([GroupRow("frozen", frozen_count, False)] if frozen else [])
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
@@ -38,16 +45,18 @@ class Baseline(nn.Module):
 
 
 def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | None = None) -> Baseline:
-    """`lstm` (3 x 768), `lstm*` (12 residual layers + positions), `cnn` (the tutorial CNN) or
-    `cnn-matched` (the same CNN scaled to `match_params` parameters, e.g. the FPT's trained count)."""
+    """`lstm` (3 x 768), `lstm*` (12 residual layers + positions), either with "-frozen" (LSTM
+    layers left at random init), `cnn` (the tutorial CNN) or `cnn-matched` (the same CNN scaled to `match_params` parameters, e.g. the FPT's trained count)."""
     from fpt.baselines.cnn import TutorialCNN, width_for_params
     from fpt.baselines.lstm import lstm, lstm_star
 
     spec = task.spec
-    if kind == "lstm":
-        return Baseline(kind, lstm(spec, dropout=dropout))
-    if kind == "lstm*":
-        return Baseline(kind, lstm_star(spec, dropout=dropout))
+    if kind in ("lstm", "lstm-frozen"):
+        body = lstm(spec, dropout=dropout)
+        return Baseline(kind, body, frozen=body.blocks if kind.endswith("-frozen") else None)
+    if kind in ("lstm*", "lstm*-frozen"):
+        body = lstm_star(spec, dropout=dropout)
+        return Baseline(kind, body, frozen=body.blocks if kind.endswith("-frozen") else None)
     if kind in ("cnn", "cnn-matched"):
         geometry = getattr(task, "image_geometry", None)
         if geometry is None:
