@@ -70,7 +70,7 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     assert by_task["bit-xor"]["status"] == "failed"  # bit-xor takes no data_dir: a clear error, not a crash
     assert "takes no option data_dir" in by_task["bit-xor"]["error"]
     assert by_task["mnist"]["status"] == "failed" and "no mnist data" in by_task["mnist"]["error"]
-    assert "data not on this machine" in markdown_table(rows, "t", row_key="row")
+    assert "data or weights not on this machine" in markdown_table(rows, "t", row_key="row")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -98,7 +98,7 @@ def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
                  "error": "fpt: error: no cifar10 data at /x: run `fpt data get cifar10` or pass --data-dir DIR"})
     table = markdown_table(rows, "t", paper_table, row_key)
     assert "95.0 ± 7.1 (n=2) (paper 98)" in table
-    assert "data not on this machine (paper 54)" in table
+    assert "data or weights not on this machine (paper 54)" in table
     with pytest.raises(FptError, match="unknown table"):
         reproduce_spec("table99", 10, "minilm", 1)
     path = write_reports(rows[:2], spec, tmp_path, paper_table, row_key)
@@ -146,3 +146,15 @@ def test_table6_counts_steps_to_the_threshold_and_the_speedup(tmp_path):
     assert "40 (1/2 reached) (paper 2e+04)" in table
     assert "> 40 (0/1 reached)" in table
     assert "| speedup random/fpt | 1.6x |" in table
+
+
+def test_cells_say_why_a_variant_could_not_run():
+    rows = [{"task": "bit-xor", "variant": "bit", "status": "failed",
+             "error": "fpt: error: no Bit Memory-trained minilm at /c/minilm.safetensors; make it with: ..."},
+            {"task": "bit-xor", "variant": "vit", "status": "failed",
+             "error": "fpt: error: backbone 'vit-base' is not on this machine and the Hugging Face hub cannot be reached"},
+            {"task": "bit-xor", "variant": "random", "status": "failed", "error": "fpt: error: loss became nan"}]
+    table = markdown_table(rows, "t", "table2", "variant")
+    assert "| bit | no Bit backbone yet (fpt export-backbone) (paper 100) |" in table
+    assert "| vit | data or weights not on this machine (paper 100) |" in table
+    assert "| random | failed (paper 100) |" in table

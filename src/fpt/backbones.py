@@ -401,7 +401,13 @@ def load_backbone(
     else:
         if entry is not None:
             source = entry.locate()
-        config = _load_config(source, name)
+        try:
+            config = _load_config(source, name)
+        except FptError:
+            if entry is None:
+                raise
+            raise FptError(f"backbone {name!r} is not on this machine and the Hugging Face hub cannot be "
+                           f"reached; get it: {entry.how_to_get}") from None
     if layers is not None:
         for key in ("num_hidden_layers", "n_layer"):
             if hasattr(config, key) and not 1 <= layers <= getattr(config, key):

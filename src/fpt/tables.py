@@ -51,7 +51,17 @@ THRESHOLDS = {"bit-memory": 0.95, "bit-xor": 0.95, "listops": 0.35, "mnist": 0.9
               "cifar10": 0.65, "cifar10-lra": 0.35, "remote-homology": 0.10}
 
 MISSING_DATA_HINTS = ("no mnist data", "no fashion-mnist data", "no cifar10 data", "no remote homology data",
-                      "fpt data get")
+                      "fpt data get", "is not on this machine")
+# A failed run's error -> what its table cell says instead of a number.
+FAILURE_TEXTS = ((MISSING_DATA_HINTS, "data or weights not on this machine"),
+                 (("no Bit Memory-trained",), "no Bit backbone yet (fpt export-backbone)"))
+
+
+def _failure_text(errors: list[str]) -> str:
+    for hints, text in FAILURE_TEXTS:
+        if any(hint in error for error in errors for hint in hints):
+            return text
+    return "failed"
 
 
 def summarise(rows: list[dict], row_key: str = "variant") -> dict[tuple[str, str], dict]:
@@ -74,10 +84,7 @@ def _cell_text(cell: dict | None, paper: float | None) -> str:
     if values:
         spread = f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else ""
         return f"{statistics.mean(values):.1f}{spread} (n={len(values)}){paper_text}"
-    error = cell["errors"][0] if cell["errors"] else "no result"
-    if any(hint in error for hint in MISSING_DATA_HINTS):
-        return "data not on this machine" + paper_text
-    return "failed" + paper_text
+    return _failure_text(cell["errors"]) + paper_text
 
 
 def markdown_table(rows: list[dict], title: str, paper_table: str | None = None, row_key: str = "variant") -> str:
@@ -126,9 +133,8 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant",
             paper = PAPER_STEPS.get(variant, {}).get(task)
             paper_text = f" (paper {paper:.0e})" if paper is not None else ""
             if not done:
-                errors = [r.get("error", "") for r in runs]
-                missing = any(h in e for e in errors for h in MISSING_DATA_HINTS)
-                texts.append(("data not on this machine" if missing else "failed" if runs else "not run") + paper_text)
+                errors = [r.get("error") or "" for r in runs]
+                texts.append((_failure_text(errors) if runs else "not run") + paper_text)
                 continue
             reached = [s for s in (first_step_reaching(r["run_dir"], thresholds.get(task, 0.9)) for r in done) if s is not None]
             budget = max(int(r.get("step") or 0) for r in done)
