@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from fpt.backbones import load_backbone
+from fpt.errors import FptError
 from fpt.model import FrozenPretrainedTransformer, OutputHead
 from fpt.tasks import TaskSpec, create_task
 
@@ -55,3 +56,28 @@ def test_a_longer_task_grows_the_position_table_by_interpolation(tiny_backbones,
     assert torch.equal(new[0], old[0]) and torch.allclose(new[-1], old[-1])  # the ends are kept
     assert new.requires_grad  # positions train under the fpt policy
     assert model(task.train_batch(0, 2, 0).x).shape == (2, 100, 2)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert", "llama"])
+def test_attention_dropout_reaches_the_attention_of_each_family(tiny_backbones, family):
+    spec = TaskSpec(seq_len=12, num_classes=3, input_dim=4)
+    x = torch.randn(2, 12, 4)
+
+    def train_mode_matches_eval(attention_dropout):
+        model = FrozenPretrainedTransformer(load_backbone(tiny_backbones[family]), spec, dropout=0.0,
+                                            attention_dropout=attention_dropout)
+        model.eval()
+        with torch.no_grad():
+            reference = model(x)
+            model.train()
+            torch.manual_seed(0)
+            return torch.allclose(model(x), reference, atol=1e-6)
+
+    assert train_mode_matches_eval(0.0)  # hidden and attention dropout both off
+    assert not train_mode_matches_eval(0.5)  # only attention dropout on: it must change the output
+
+
+def test_attention_dropout_out_of_range_is_one_clear_error(tiny_gpt2):
+    with pytest.raises(FptError, match="--attention-dropout must be in"):
+        FrozenPretrainedTransformer(load_backbone(tiny_gpt2), TaskSpec(seq_len=4, num_classes=2, input_dim=2),
+                                    attention_dropout=1.5)

@@ -140,3 +140,14 @@ def test_loading_skips_the_token_table_and_keeps_every_other_weight(tiny_backbon
     for key, tensor in state.items():
         assert torch.equal(tensor, plain[key]), key
     assert loaded.config.vocab_size == 64
+
+
+def test_variable_length_tasks_fix_the_heap_threshold_and_fixed_length_ones_leave_it(tmp_path, tiny_gpt2, monkeypatch):
+    import sys
+
+    calls = []  # fpt.train is also a function; patch the module
+    monkeypatch.setattr(sys.modules["fpt.train"], "limit_heap_fragmentation", lambda: calls.append(True) or True)
+    build(_config(tiny_gpt2))
+    assert calls == []
+    build(TrainConfig(task=_variable_npz(tmp_path), backbone=tiny_gpt2))
+    assert calls == [True]

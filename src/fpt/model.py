@@ -71,6 +71,29 @@ class OutputHead(nn.Module):
         return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
 
 
+def set_dropout(backbone: nn.Module, hidden: float, attention: float) -> None:
+    """Dropout rates of a backbone: `hidden` for every dropout layer, `attention` on attention
+    probabilities (the paper uses 0.1 for both).
+
+    Attention dropout matters for speed: torch's fused CPU attention kernels have no dropout, so
+    with it attention runs a plain path that stores batch x heads x length^2 probabilities (ListOps
+    at 2000 tokens: gigabytes per layer, several times slower).
+    """
+    for module in backbone.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = hidden
+    for module in backbone.modules():
+        if isinstance(getattr(module, "attention_dropout", None), float):  # Llama, ViT: a rate read per call
+            module.attention_dropout = attention
+        if isinstance(getattr(module, "attn_dropout", None), nn.Dropout):  # GPT-2
+            module.attn_dropout.p = attention
+        if type(module).__name__.endswith("SelfAttention") and isinstance(getattr(module, "dropout", None), nn.Dropout):
+            module.dropout.p = attention  # BERT: its self-attention's dropout acts on the probabilities
+    for key in ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout"):
+        if hasattr(backbone.config, key):
+            setattr(backbone.config, key, attention)
+
+
 class FrozenPretrainedTransformer(nn.Module):
     """A backbone body between a new input embedder and a new output head, frozen by a policy.
 
@@ -81,25 +104,21 @@ class FrozenPretrainedTransformer(nn.Module):
 
     def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
                  dropout: float = 0.1, extra_positions: bool = False, precision: str = "fp32",
-                 checkpointing: bool = False, compile: bool = False):
+                 checkpointing: bool = False, compile: bool = False, attention_dropout: float | None = None):
         super().__init__()
         self.extended_positions = None
         if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
             self.extended_positions = (backbone.max_positions, spec.seq_len)
             extend_positions(backbone, spec.seq_len)
-        if not 0.0 <= dropout < 1.0:
-            raise FptError(f"--dropout must be in [0, 1), got {dropout}")
+        for name, value in (("dropout", dropout), ("attention-dropout", attention_dropout)):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise FptError(f"--{name} must be in [0, 1), got {value}")
         self.spec = spec
         self.backbone_info = backbone
         self.embedder = InputEmbedder(spec, backbone.hidden_size, dropout, extra_positions)
         self.backbone = backbone.model
         self.head = OutputHead(spec, backbone.hidden_size, pooling)
-        for module in self.backbone.modules():  # the paper trains with dropout 0.1 throughout
-            if isinstance(module, nn.Dropout):
-                module.p = dropout
-        for key in ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout"):
-            if hasattr(self.backbone.config, key):
-                setattr(self.backbone.config, key, dropout)
+        set_dropout(self.backbone, dropout, dropout if attention_dropout is None else attention_dropout)
         self.param_groups = self._classify()
         self.group_rows = apply_policy(self.param_groups, self, parse_policy(policy))
         self.compute_dtype = compute_dtype(precision)
