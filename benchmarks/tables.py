@@ -1,7 +1,7 @@
 """The paper's comparison tables on this machine: each run once, shared between the tables.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tables.py --tasks bit-xor --budget 300 --seeds 3 \
-        --tables table1,table2,table3,table6,table18
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tables.py --tasks bit-xor --budget 600 --seeds 3 --parallel 2 \
+        --tables table1,table2,table3,table6,table18,table20,stats-init
 
 For each task, every variant any requested table needs is run once per seed (one sweep per task
 under OUT/<task>/, resumable like any sweep), then each table is written from those runs as
@@ -36,6 +36,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget", type=int, default=300, help="training steps per run")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once (threads are split between them)")
     parser.add_argument("--skip-variants", default="", help="comma list of variants not to run (e.g. vit)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "tables")
     args = parser.parse_args(argv)
@@ -53,7 +54,7 @@ def main(argv: list[str]) -> int:
         variants = list(dict.fromkeys(v for t in tables for v in REPRODUCIBLE[t][0]["variant"]
                                       if task in REPRODUCIBLE[t][0]["task"] and v not in skip))
         spec = SweepSpec(f"bench-{task}", {"task": [task], "variant": variants, "seed": list(range(args.seeds))},
-                         options, parallel=1)
+                         options, parallel=args.parallel)
         rows += [{**r, "row": r["variant"]} for r in run_sweep(spec, args.out / task)]
     args.out.mkdir(parents=True, exist_ok=True)
     write_results_csv(rows, args.out / "results.csv")
