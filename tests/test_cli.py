@@ -62,6 +62,7 @@ def _one_error_line(capsys, *needles):
     (["train", "--batch-size", "0"], ["--batch-size"]),
     (["train", "--policy", "everything"], ["unknown policy"]),
     (["train", "--init", "warm"], ["--init"]),
+    (["train", "--attention-dropout", "1.5"], ["--attention-dropout must be in [0, 1)"]),
     (["train", "--steps", "many"], ["invalid int value"]),
     (["evaluate", "/nonexistent/run"], ["does not exist"]),
 ])

@@ -58,9 +58,10 @@ def limit_heap_fragmentation(threshold: int = 1 << 20) -> bool:
     import ctypes.util
 
     name = ctypes.util.find_library("c")
-    if name is None or not hasattr(ctypes.CDLL(name), "mallopt"):
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt"):  # musl, macOS, Windows
         return False
-    return ctypes.CDLL(name).mallopt(_M_MMAP_THRESHOLD, threshold) == 1
+    return libc.mallopt(_M_MMAP_THRESHOLD, threshold) == 1
 
 
 def store_frozen_weights(model: nn.Module, dtype: torch.dtype) -> int:

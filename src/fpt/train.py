@@ -66,6 +66,10 @@ class TrainConfig:
             raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise FptError(f"--lr must be a positive number, got {self.lr}")
+        for key in ("dropout", "attention_dropout"):
+            value = getattr(self, key)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise FptError(f"--{key.replace('_', '-')} must be in [0, 1), got {value}")
         if not self.grad_clip > 0:
             raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
