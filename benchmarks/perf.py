@@ -143,7 +143,8 @@ def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
 
     name = cfg["backbone"]
     # a configured rate for the dropout on attention probabilities, set as a user of transformers would
-    extra = {"attention_probs_dropout_prob": cfg["attention_dropout"]} if "attention_dropout" in cfg else {}
+    own_attention_rate = "attention_dropout" in cfg
+    extra = {"attention_probs_dropout_prob": cfg["attention_dropout"]} if own_attention_rate else {}
     if name == "gpt2":
         torch.manual_seed(seed)
         body = GPT2Model(GPT2Config())
@@ -156,10 +157,10 @@ def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
     if task.spec.seq_len > body.config.max_position_embeddings:  # ListOps on MiniLM: 2000 positions
         extend_positions(Backbone(name, "pretrained", body, "bert", body.config.hidden_size, 512, ""), task.spec.seq_len)
     for module_name, module in body.named_modules():  # the paper's dropout 0.1 everywhere, as fpt does
-        if isinstance(module, nn.Dropout) and not (extra and module_name.endswith("attention.self.dropout")):
+        if isinstance(module, nn.Dropout) and not (own_attention_rate and module_name.endswith("attention.self.dropout")):
             module.p = 0.1
     for key in ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout"):
-        if hasattr(body.config, key) and not extra:
+        if hasattr(body.config, key) and not own_attention_rate:
             setattr(body.config, key, 0.1)
     for module in body.modules():  # freeze attention and feed-forward: every linear map in the body
         if isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D":

@@ -71,6 +71,13 @@ class OutputHead(nn.Module):
         return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
 
 
+def check_dropout_rates(dropout: float, attention_dropout: float | None) -> None:
+    """Both rates in [0, 1); attention_dropout None means the same as dropout."""
+    for name, value in (("dropout", dropout), ("attention-dropout", attention_dropout)):
+        if value is not None and not 0.0 <= value < 1.0:
+            raise FptError(f"--{name} must be in [0, 1), got {value}")
+
+
 def set_dropout(backbone: nn.Module, hidden: float, attention: float) -> None:
     """Dropout rates of a backbone: `hidden` for every dropout layer, `attention` on attention
     probabilities (the paper uses 0.1 for both).
@@ -110,9 +117,7 @@ class FrozenPretrainedTransformer(nn.Module):
         if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
             self.extended_positions = (backbone.max_positions, spec.seq_len)
             extend_positions(backbone, spec.seq_len)
-        for name, value in (("dropout", dropout), ("attention-dropout", attention_dropout)):
-            if value is not None and not 0.0 <= value < 1.0:
-                raise FptError(f"--{name} must be in [0, 1), got {value}")
+        check_dropout_rates(dropout, attention_dropout)
         self.spec = spec
         self.backbone_info = backbone
         self.embedder = InputEmbedder(spec, backbone.hidden_size, dropout, extra_positions)

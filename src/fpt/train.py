@@ -18,7 +18,7 @@ from fpt.backbones import INITS, load_backbone
 from fpt.checkpoint import CHECKPOINT_NAME, load_checkpoint, restore, save_checkpoint
 from fpt.errors import FptError
 from fpt.groups import parse_policy
-from fpt.model import POOLINGS, FrozenPretrainedTransformer
+from fpt.model import POOLINGS, FrozenPretrainedTransformer, check_dropout_rates
 from fpt.runs import (append_metrics, create_run_dir, default_run_dir, existing_run_dir, read_json,
                       truncate_metrics, write_json)
 from fpt.speed import LengthBucketedTask, compute_dtype, limit_heap_fragmentation, set_threads
@@ -66,10 +66,7 @@ class TrainConfig:
             raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise FptError(f"--lr must be a positive number, got {self.lr}")
-        for key in ("dropout", "attention_dropout"):
-            value = getattr(self, key)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise FptError(f"--{key.replace('_', '-')} must be in [0, 1), got {value}")
+        check_dropout_rates(self.dropout, self.attention_dropout)
         if not self.grad_clip > 0:
             raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
