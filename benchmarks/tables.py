@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from fpt.sweep import REPRODUCIBLE, SweepSpec, run_sweep, write_results_csv
-from fpt.tables import learning_curves, markdown_table, steps_table
+from fpt.sweep import REPRODUCIBLE, TRANSFORMER_ONLY_OPTIONS, SweepSpec, run_sweep, write_results_csv
+from fpt.tables import SKIPPED, learning_curves, markdown_table, steps_table
 
 PAPER_TABLE = {"table1": "table1", "table2": "table2", "table3": "table3", "table6": "table6",
                "table18": "table18", "table20": "table20", "stats-init": "stats-init"}
@@ -51,11 +51,15 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     rows = []
     for task in tasks:
-        variants = list(dict.fromkeys(v for t in tables for v in REPRODUCIBLE[t][0]["variant"]
-                                      if task in REPRODUCIBLE[t][0]["task"] and v not in skip))
+        wanted = list(dict.fromkeys(v for t in tables for v in REPRODUCIBLE[t][0]["variant"]
+                                    if task in REPRODUCIBLE[t][0]["task"]))
+        variants = [v for v in wanted if v not in skip]
         spec = SweepSpec(f"bench-{task}", {"task": [task], "variant": variants, "seed": list(range(args.seeds))},
                          options, parallel=args.parallel)
         rows += [{**r, "row": r["variant"]} for r in run_sweep(spec, args.out / task)]
+        # a skipped variant keeps its table cell, saying so, rather than vanishing from the table
+        rows += [{"task": task, "variant": v, "row": v, "status": "skipped", "error": SKIPPED}
+                 for v in wanted if v in skip]
     args.out.mkdir(parents=True, exist_ok=True)
     write_results_csv(rows, args.out / "results.csv")
     learning_curves(rows, args.out / "curves.png")
@@ -63,6 +67,8 @@ def main(argv: list[str]) -> int:
     machine = (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
                f"torch {torch.__version__}")
     setting = ", ".join(f"{k}={v}" for k, v in options.items())
+    if any(k in options for k in TRANSFORMER_ONLY_OPTIONS):
+        setting += f" ({', '.join(k for k in TRANSFORMER_ONLY_OPTIONS if k in options)}: transformer rows only)"
     texts = []
     for table in tables:
         variants = REPRODUCIBLE[table][0]["variant"]

@@ -8,7 +8,7 @@ import pytest
 from fpt.cli import main
 from fpt.errors import FptError
 from fpt.sweep import load_spec, reproduce_spec, run_sweep, write_reports
-from fpt.tables import markdown_table
+from fpt.tables import SKIPPED, markdown_table
 
 
 def _spec(tmp_path, backbone, extra=""):
@@ -116,6 +116,19 @@ def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_va
     assert args[args.index("--model") + 1] == "lstm*-frozen"
 
 
+def test_spec_wide_transformer_options_skip_baseline_cells_only():
+    from fpt.sweep import _train_args
+
+    options = {"precision": "bf16", "checkpointing": True, "steps": 5}
+    fpt_args = _train_args(options, {"variant": "random"}, threads=1)
+    assert fpt_args[fpt_args.index("--precision") + 1] == "bf16" and "--checkpointing" in fpt_args
+    lstm_args = _train_args(options, {"variant": "lstm"}, threads=1)
+    assert "--precision" not in lstm_args and "--checkpointing" not in lstm_args and "--steps" in lstm_args
+    # asked for in the cell itself, it is kept, and `fpt train` refuses it with its own clear error
+    lstm_args = _train_args({}, {"model": "lstm", "precision": "bf16"}, threads=1)
+    assert lstm_args[lstm_args.index("--precision") + 1] == "bf16"
+
+
 def test_reproduce_can_be_restricted_to_some_tasks():
     spec, _, _ = reproduce_spec("table1", 10, "minilm", 1, tasks=["bit-xor", "mnist"])
     assert spec.grid["task"] == ["bit-xor", "mnist"] and spec.grid["variant"] == ["fpt", "full", "lstm"]
@@ -145,7 +158,11 @@ def test_table6_counts_steps_to_the_threshold_and_the_speedup(tmp_path):
     assert "| fpt | 25 (2/2 reached) (paper 5e+02) |" in table  # median of steps 20 and 30
     assert "40 (1/2 reached) (paper 2e+04)" in table
     assert "> 40 (0/1 reached)" in table
-    assert "| speedup random/fpt | 1.6x |" in table
+    assert "| speedup random/fpt | 1.6x | n/a (fpt did not reach it) |" in table
+
+    # random never got there within 40 steps, fpt did at 20: the speedup is at least 2x
+    rows = [rows[0], {"task": "bit-xor", "variant": "random", "status": "done", "step": 40, "run_dir": run("r2", [0.5] * 4)}]
+    assert "| speedup random/fpt | > 2.0x (random did not reach it) |" in steps_table(rows, "t")
 
 
 def test_cells_say_why_a_variant_could_not_run():
@@ -153,8 +170,10 @@ def test_cells_say_why_a_variant_could_not_run():
              "error": "fpt: error: no Bit Memory-trained minilm at /c/minilm.safetensors; make it with: ..."},
             {"task": "bit-xor", "variant": "vit", "status": "failed",
              "error": "fpt: error: backbone 'vit-base' is not on this machine and the Hugging Face hub cannot be reached"},
-            {"task": "bit-xor", "variant": "random", "status": "failed", "error": "fpt: error: loss became nan"}]
+            {"task": "bit-xor", "variant": "random", "status": "failed", "error": "fpt: error: loss became nan"},
+            {"task": "bit-xor", "variant": "fpt", "status": "skipped", "error": SKIPPED}]
     table = markdown_table(rows, "t", "table2", "variant")
+    assert "| fpt | not run here: skipped for time (paper 100) |" in table
     assert "| bit | no Bit backbone yet (fpt export-backbone) (paper 100) |" in table
     assert "| vit | data or weights not on this machine (paper 100) |" in table
     assert "| random | failed (paper 100) |" in table

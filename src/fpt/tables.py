@@ -53,8 +53,10 @@ THRESHOLDS = {"bit-memory": 0.95, "bit-xor": 0.95, "listops": 0.35, "mnist": 0.9
 MISSING_DATA_HINTS = ("no mnist data", "no fashion-mnist data", "no cifar10 data", "no remote homology data",
                       "fpt data get", "is not on this machine")
 # A failed run's error -> what its table cell says instead of a number.
+SKIPPED = "skipped for time (--skip-variants)"
 FAILURE_TEXTS = ((MISSING_DATA_HINTS, "data or weights not on this machine"),
-                 (("no Bit Memory-trained",), "no Bit backbone yet (fpt export-backbone)"))
+                 (("no Bit Memory-trained",), "no Bit backbone yet (fpt export-backbone)"),
+                 ((SKIPPED,), "not run here: skipped for time"))
 
 
 def _failure_text(errors: list[str]) -> str:
@@ -123,6 +125,7 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant",
     tasks += sorted({str(r["task"]) for r in rows} - set(tasks))
     variants = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
     medians: dict[tuple[str, str], float] = {}
+    never: dict[tuple[str, str], int] = {}  # (variant, task) -> the budget within which no seed got there
     lines = [f"### {title}", "", "thresholds: " + ", ".join(f"{t} {100 * thresholds.get(t, 0.9):g}%" for t in tasks), "",
              "| | " + " | ".join(TASK_COLUMNS.get(t, t) for t in tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
     for variant in variants:
@@ -142,13 +145,19 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant",
                 medians[(variant, task)] = statistics.median(reached)
                 texts.append(f"{statistics.median(reached):g} ({len(reached)}/{len(done)} reached){paper_text}")
             else:
+                never[(variant, task)] = budget
                 texts.append(f"> {budget} (0/{len(done)} reached){paper_text}")
         lines.append(f"| {variant} | " + " | ".join(texts) + " |")
     if "fpt" in variants and "random" in variants:
         speedups = []
         for task in tasks:
             fpt, random = medians.get(("fpt", task)), medians.get(("random", task))
-            speedups.append(f"{random / fpt:.1f}x" if fpt and random else "n/a (a variant did not reach it)")
+            if fpt and random:
+                speedups.append(f"{random / fpt:.1f}x")
+            elif fpt and ("random", task) in never:  # random did not get there within its budget
+                speedups.append(f"> {never[('random', task)] / fpt:.1f}x (random did not reach it)")
+            else:
+                speedups.append("n/a (fpt did not reach it)" if ("fpt", task) in never else "n/a")
         lines.append("| speedup random/fpt | " + " | ".join(speedups) + " |")
     return "\n".join(lines) + "\n"
 
