@@ -13,6 +13,7 @@ options for every run follow `--`, e.g. `-- --batch-size 32`.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -64,8 +65,9 @@ def main(argv: list[str]) -> int:
     write_results_csv(rows, args.out / "results.csv")
     learning_curves(rows, args.out / "curves.png")
 
-    machine = (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-               f"torch {torch.__version__}")
+    cores = os.cpu_count() or 1
+    machine = (f"{platform.processor() or platform.machine()}, {cores} cores, {args.parallel} run(s) at once "
+               f"of {max(1, cores // args.parallel)} thread(s), torch {torch.__version__}")
     setting = ", ".join(f"{k}={v}" for k, v in options.items())
     if any(k in options for k in TRANSFORMER_ONLY_OPTIONS):
         setting += f" ({', '.join(k for k in TRANSFORMER_ONLY_OPTIONS if k in options)}: transformer rows only)"
