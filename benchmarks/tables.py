@@ -1,13 +1,16 @@
 """The paper's comparison tables on this machine: each run once, shared between the tables.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tables.py --tasks bit-xor --budget 600 --seeds 3 --parallel 2 \
-        --tables table1,table2,table3,table6,table18,table20,stats-init
+        --tables table1,table2,table3,table6,table18
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tables.py --tasks mnist --budget 200 --seeds 3 --parallel 2 \
+        --tables table1,table2,table3,table18 --out benchmarks/results/tables_mnist -- --precision bf16
 
 For each task, every variant any requested table needs is run once per seed (one sweep per task
 under OUT/<task>/, resumable like any sweep), then each table is written from those runs as
 OUT/<table>.md with the paper's figures beside ours, and all of them in OUT/tables.md. With
 table6 asked for, every run evaluates 20 times, so the same runs also give steps to a threshold. Extra `fpt train`
-options for every run follow `--`, e.g. `-- --batch-size 32`.
+options for every run follow `--`, e.g. `-- --batch-size 32`; --precision, --checkpointing and --compile
+reach the transformer rows only. A variant in --skip-variants keeps its cell, marked as skipped.
 """
 
 from __future__ import annotations
