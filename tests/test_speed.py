@@ -151,3 +151,13 @@ def test_variable_length_tasks_fix_the_heap_threshold_and_fixed_length_ones_leav
     assert calls == []
     build(TrainConfig(task=_variable_npz(tmp_path), backbone=tiny_gpt2))
     assert calls == [True]
+
+
+def test_training_flushes_subnormal_floats_whose_slow_path_stalled_the_lstm_baseline():
+    torch.set_flush_denormal(False)
+    try:
+        assert torch.tensor([1e-40]).item() != 0.0  # subnormal float32 kept by default
+        build(TrainConfig(task="bit-xor", model="lstm", threads=1))
+        assert torch.tensor([1e-40]).item() == 0.0
+    finally:
+        torch.set_flush_denormal(False)
