@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fpt.errors import FptError
-from fpt.speed import LengthBucketedTask, predict
+from fpt.speed import LengthBucketedTask, is_norm, predict
 from fpt.tasks import create_task
 from fpt.train import Trainer, TrainConfig, build, evaluate
 
@@ -42,6 +42,17 @@ def test_bf16_keeps_frozen_weights_16_bit_trains_fp32_and_stays_close(tiny_backb
     assert half == pytest.approx(plain, abs=2e-2)  # bf16 matmuls: a stated, loose tolerance
     for name, p in model.named_parameters():
         assert p.dtype == (torch.float32 if p.requires_grad else torch.bfloat16), name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bf16_trains_with_frozen_layer_norms_which_stay_fp32(tiny_backbones, family):
+    # output-only freezes the norms; autocast runs norms in fp32 and refuses 16-bit parameters
+    plain, _ = _losses(_config(tiny_backbones[family], dropout=0.0, policy="output-only"))
+    half, model = _losses(_config(tiny_backbones[family], dropout=0.0, policy="output-only", precision="bf16"))
+    assert half == pytest.approx(plain, abs=2e-2)
+    norms = [n for m_name, m in model.named_modules() if is_norm(m) for n, _ in m.named_parameters(m_name)]
+    assert norms and all(model.get_parameter(n).dtype == torch.float32 for n in norms)
+    assert any(p.dtype == torch.bfloat16 for p in model.parameters())
 
 
 @pytest.mark.parametrize("family", FAMILIES)

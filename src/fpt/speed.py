@@ -64,11 +64,21 @@ def limit_heap_fragmentation(threshold: int = 1 << 20) -> bool:
     return libc.mallopt(_M_MMAP_THRESHOLD, threshold) == 1
 
 
+def is_norm(module: nn.Module) -> bool:
+    """LayerNorm, RMSNorm and the like, by class name (each family has its own class)."""
+    return "norm" in type(module).__name__.lower()
+
+
 def store_frozen_weights(model: nn.Module, dtype: torch.dtype) -> int:
-    """Cast every parameter that is not trained to `dtype`; returns the bytes saved."""
+    """Cast every parameter that is not trained to `dtype`, except normalisation layers' (autocast
+    runs those in fp32 and refuses 16-bit parameters; they are tiny); returns the bytes saved."""
     saved = 0
-    for param in model.parameters():
-        if not param.requires_grad and param.is_floating_point() and param.dtype != dtype:
+    for module in model.modules():
+        if is_norm(module):
+            continue
+        for param in module.parameters(recurse=False):
+            if param.requires_grad or not param.is_floating_point() or param.dtype == dtype:
+                continue
             saved += param.numel() * (param.element_size() - torch.finfo(dtype).bits // 8)
             param.data = param.data.to(dtype)
     return saved
