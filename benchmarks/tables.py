@@ -88,7 +88,8 @@ def main(argv: list[str]) -> int:
         texts.append(text)
     (args.out / "tables.md").write_text("\n".join(texts))
     print("\n".join(texts))
-    print(f"{len(rows)} runs ({sum(r['status'] == 'failed' for r in rows)} failed) in "
+    ran = [r for r in rows if r["status"] != "skipped"]
+    print(f"{len(ran)} runs ({sum(r['status'] == 'failed' for r in ran)} failed) in "
           f"{time.perf_counter() - started:.0f} s; {args.out}")
     return 0
 
