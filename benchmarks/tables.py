@@ -24,8 +24,9 @@ from pathlib import Path
 
 import torch
 
-from fpt.sweep import REPRODUCIBLE, TRANSFORMER_ONLY_OPTIONS, SweepSpec, run_sweep, write_results_csv
+from fpt.sweep import REPRODUCIBLE, SweepSpec, run_sweep, write_results_csv
 from fpt.tables import SKIPPED, learning_curves, markdown_table, steps_table
+from fpt.train import TRANSFORMER_ONLY_OPTIONS
 
 PAPER_TABLE = {"table1": "table1", "table2": "table2", "table3": "table3", "table6": "table6",
                "table18": "table18", "table20": "table20", "stats-init": "stats-init"}
@@ -72,8 +73,9 @@ def main(argv: list[str]) -> int:
     machine = (f"{platform.processor() or platform.machine()}, {cores} cores, {args.parallel} run(s) at once "
                f"of {max(1, cores // args.parallel)} thread(s), torch {torch.__version__}")
     setting = ", ".join(f"{k}={v}" for k, v in options.items())
-    if any(k in options for k in TRANSFORMER_ONLY_OPTIONS):
-        setting += f" ({', '.join(k for k in TRANSFORMER_ONLY_OPTIONS if k in options)}: transformer rows only)"
+    transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
+    if transformer_only:
+        setting += f" ({', '.join(transformer_only)}: transformer rows only)"
     texts = []
     for table in tables:
         variants = REPRODUCIBLE[table][0]["variant"]

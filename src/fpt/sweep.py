@@ -57,9 +57,6 @@ VARIANTS: dict[str, dict] = {
     "fpt+last-attention": {"policy": "fpt+last-attention"},
 }
 SPEC_KEYS = {"name", "grid", "options", "parallel"}
-# Spec-wide options only transformers take: a table of FPT and LSTM rows run with
-# `precision: bf16` gives it to the transformer cells instead of failing the LSTM ones.
-TRANSFORMER_ONLY_OPTIONS = ("precision", "checkpointing", "compile")
 
 
 def _option_names() -> set[str]:
@@ -154,6 +151,9 @@ def _train_args(options: dict, values: dict, threads: int) -> list[str]:
     """The `fpt train` arguments of one cell: the spec's options (less those only transformers take,
     for a baseline cell), overridden by the variant's bundle (so `vit` wins over a spec-wide
     backbone), overridden by the cell's own grid values."""
+    from fpt.train import TRANSFORMER_ONLY_OPTIONS
+
+    # a table of FPT and LSTM rows run with `precision: bf16` gives it to the transformer cells only
     variant = VARIANTS[values["variant"]] if "variant" in values else {}
     baseline = values.get("model", variant.get("model", options.get("model", "fpt"))) != "fpt"
     merged = {k: v for k, v in options.items() if not (baseline and k in TRANSFORMER_ONLY_OPTIONS)}

@@ -27,6 +27,11 @@ from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 
 
+# Options only transformer models take: refused for a baseline --model, and left out of a sweep's
+# baseline cells when the sweep sets them for every cell.
+TRANSFORMER_ONLY_OPTIONS = ("precision", "checkpointing", "compile")
+
+
 @dataclass
 class TrainConfig:
     """Everything that defines a run; saved as config.json and enough to rebuild it."""
@@ -80,7 +85,8 @@ class TrainConfig:
         compute_dtype(self.precision)
         if self.model not in MODELS:
             raise FptError(f"unknown --model {self.model!r}; choose one of {', '.join(MODELS)}")
-        if self.model != "fpt" and (self.precision != "fp32" or self.checkpointing or self.compile):
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        if self.model != "fpt" and any(getattr(self, k) != defaults[k] for k in TRANSFORMER_ONLY_OPTIONS):
             raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
         if self.bucket_window is not None and self.bucket_window < 1:
             raise FptError(f"--bucket-window must be at least 1, got {self.bucket_window}")
