@@ -16,7 +16,9 @@ from pathlib import Path
 
 import torch
 
-from fpt.train import Trainer, TrainConfig, build, evaluate
+from fpt.config import TrainConfig
+from fpt.runtime import configure_process
+from fpt.training import Trainer, build, evaluate
 
 
 class _OutOfTime(Exception):
@@ -28,6 +30,7 @@ def run(init: str, seed: int, budget_s: float, target: float) -> dict:
     config = TrainConfig(task="bit-xor", backbone="minilm", init=init, seed=seed, steps=100_000,
                          eval_every=25, target_accuracy=target)
     started = time.perf_counter()
+    configure_process(config.threads, variable_length=False)  # as `fpt train` does
     task, model = build(config)
     built = time.perf_counter()
 

@@ -139,7 +139,8 @@ class PeerModel(nn.Module):
 def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
     from transformers import AutoModel, AutoModelForCausalLM, GPT2Config, GPT2Model
 
-    from fpt.backbones import _REGISTRY, extend_positions, Backbone
+    from fpt.backbones import require_backbone_entry
+    from fpt.backbones.surgery import extend_positions
 
     name = cfg["backbone"]
     # a configured rate for the dropout on attention probabilities, set as a user of transformers would
@@ -149,13 +150,13 @@ def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
         torch.manual_seed(seed)
         body = GPT2Model(GPT2Config())
     elif name == "smollm2-135m":
-        full = AutoModelForCausalLM.from_pretrained(_REGISTRY[name].locate(), dtype=torch.float32)
+        full = AutoModelForCausalLM.from_pretrained(require_backbone_entry(name).locate(), dtype=torch.float32)
         body = full.model  # the LM head (tied to the token table) stays loaded, unused
         body._keep_alive = [full.lm_head]
     else:
-        body = AutoModel.from_pretrained(_REGISTRY[name].locate(), dtype=torch.float32, **extra)
+        body = AutoModel.from_pretrained(require_backbone_entry(name).locate(), dtype=torch.float32, **extra)
     if task.spec.seq_len > body.config.max_position_embeddings:  # ListOps on MiniLM: 2000 positions
-        extend_positions(Backbone(name, "pretrained", body, "bert", body.config.hidden_size, 512, ""), task.spec.seq_len)
+        extend_positions(body, "bert", task.spec.seq_len)
     for module_name, module in body.named_modules():  # the paper's dropout 0.1 everywhere, as fpt does
         if isinstance(module, nn.Dropout) and not (own_attention_rate and module_name.endswith("attention.self.dropout")):
             module.p = 0.1
@@ -217,10 +218,11 @@ def pad_to(batch: Batch, width: int) -> Batch:
 
 
 def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
-    from fpt.train import Trainer, TrainConfig, evaluate
     from fpt.backbones import load_backbone
+    from fpt.config import TrainConfig
     from fpt.model import FrozenPretrainedTransformer
-    from fpt.speed import LengthBucketedTask, predict
+    from fpt.tasks.bucketing import LengthBucketedTask
+    from fpt.training import Trainer, evaluate, predict
 
     cfg = CONFIGS[name]
     torch.manual_seed(seed)
@@ -263,11 +265,11 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
                              bucket_window=8 if "bucket" in options else None)
         if "bucket" in options:
             task = LengthBucketedTask(task, config.bucket_window)
-        backbone = load_backbone(config.backbone, init=config.init, seed=seed)
+        backbone = load_backbone(config.backbone, init=config.init, seed=seed, seq_len=task.spec.seq_len,
+                                 dropout=config.dropout, attention_dropout=config.attention_dropout,
+                                 checkpointing=config.checkpointing, compile=config.compile)
         torch.manual_seed(seed)
-        model = FrozenPretrainedTransformer(backbone, task.spec, precision=config.precision,
-                                            attention_dropout=config.attention_dropout,
-                                            checkpointing=config.checkpointing, compile=config.compile)
+        model = FrozenPretrainedTransformer(backbone, task.spec, dropout=config.dropout, precision=config.precision)
         trainer = Trainer(model, task, config, progress=False)
         body = model.backbone
 
@@ -381,9 +383,9 @@ def main() -> None:
           f"bf16: {peak_bf16 / 1e9:.0f} GFLOP/s", flush=True)
     names = args.only or list(CONFIGS)
     if "smollm2-mnist" in names:  # convert the GGUF file to the fp32 cache once, outside every timed run
-        from fpt.backbones import _REGISTRY
+        from fpt.backbones import require_backbone_entry
 
-        _REGISTRY["smollm2-135m"].locate()
+        require_backbone_entry("smollm2-135m").locate()
     rows = []
     for name in names:
         steps = {"gpt2-xl-scale": min(args.steps, 4), "listops": 16}.get(name, args.steps)

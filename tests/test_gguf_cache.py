@@ -1,4 +1,4 @@
-"""Tests for fpt.gguf_cache on a tiny random Llama written as a GGUF file (no 90 MB package needed)."""
+"""Tests for fpt.backbones.gguf_cache on a tiny random Llama written as a GGUF file (no 90 MB package needed)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from fpt import gguf_cache
+from fpt.backbones import gguf_cache
 from fpt.errors import FptError
 
 HEADS, KV_HEADS = 4, 2

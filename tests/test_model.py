@@ -46,10 +46,12 @@ def test_input_layer_is_orthogonal_with_gain(tiny_backbones):
 
 @pytest.mark.parametrize("family", ["gpt2", "bert"])
 def test_a_longer_task_grows_the_position_table_by_interpolation(tiny_backbones, family):
-    backbone = load_backbone(tiny_backbones[family])
     name = "wpe.weight" if family == "gpt2" else "embeddings.position_embeddings.weight"
-    old = dict(backbone.model.named_parameters())[name].detach().clone()
+    old = dict(load_backbone(tiny_backbones[family]).model.named_parameters())[name].detach().clone()
     task = create_task("bit-memory", n_bits=100, n_strings=5, patch_size=2)  # 300 tokens > 128
+    with pytest.raises(FptError, match=r"seq_len=300"):  # a body too short for the task is refused
+        FrozenPretrainedTransformer(load_backbone(tiny_backbones[family]), task.spec)
+    backbone = load_backbone(tiny_backbones[family], seq_len=task.spec.seq_len)  # grown at load time
     model = FrozenPretrainedTransformer(backbone, task.spec)
     new = dict(model.backbone.named_parameters())[name]
     assert new.shape == (300, 32) and model.extended_positions == (128, 300)
@@ -64,8 +66,8 @@ def test_attention_dropout_reaches_the_attention_of_each_family(tiny_backbones, 
     x = torch.randn(2, 12, 4)
 
     def train_mode_matches_eval(attention_dropout):
-        model = FrozenPretrainedTransformer(load_backbone(tiny_backbones[family]), spec, dropout=0.0,
-                                            attention_dropout=attention_dropout)
+        backbone = load_backbone(tiny_backbones[family], dropout=0.0, attention_dropout=attention_dropout)
+        model = FrozenPretrainedTransformer(backbone, spec, dropout=0.0)
         model.eval()
         with torch.no_grad():
             reference = model(x)
@@ -79,5 +81,4 @@ def test_attention_dropout_reaches_the_attention_of_each_family(tiny_backbones, 
 
 def test_attention_dropout_out_of_range_is_one_clear_error(tiny_gpt2):
     with pytest.raises(FptError, match="--attention-dropout must be in"):
-        FrozenPretrainedTransformer(load_backbone(tiny_gpt2), TaskSpec(seq_len=4, num_classes=2, input_dim=2),
-                                    attention_dropout=1.5)
+        load_backbone(tiny_gpt2, dropout=0.1, attention_dropout=1.5)

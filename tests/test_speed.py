@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from fpt.errors import FptError
-from fpt.speed import LengthBucketedTask, is_norm, predict
+from fpt.backbones.surgery import is_norm
+from fpt.tasks.bucketing import LengthBucketedTask
+from fpt.training import predict
 from fpt.tasks import create_task
-from fpt.train import Trainer, TrainConfig, build, evaluate
+from fpt.config import TrainConfig
+from fpt.training import Trainer, build, evaluate, train
 
 FAMILIES = ("gpt2", "bert", "llama")
 
@@ -80,7 +83,7 @@ def test_compile_falls_back_to_eager_when_compiling_fails(tiny_gpt2, monkeypatch
     x = torch.randn(2, model.spec.seq_len, model.spec.input_dim)
     with pytest.warns(RuntimeWarning, match="eager"):
         out = model(x)
-    assert out.shape == (2, model.spec.num_outputs, 2) and model._compiled.active is False
+    assert out.shape == (2, model.spec.num_outputs, 2) and model.backbone_info.run.active is False
 
 
 def _variable_npz(tmp_path, n=40, length=12):
@@ -154,21 +157,26 @@ def test_loading_skips_the_token_table_and_keeps_every_other_weight(tiny_backbon
 
 
 def test_variable_length_tasks_fix_the_heap_threshold_and_fixed_length_ones_leave_it(tmp_path, tiny_gpt2, monkeypatch):
-    import sys
+    import fpt.runtime
 
-    calls = []  # fpt.train is also a function; patch the module
-    monkeypatch.setattr(sys.modules["fpt.train"], "limit_heap_fragmentation", lambda: calls.append(True) or True)
-    build(_config(tiny_gpt2))
-    assert calls == []
+    calls = []
+    monkeypatch.setattr(fpt.runtime, "limit_heap_fragmentation", lambda: calls.append(True) or True)
     build(TrainConfig(task=_variable_npz(tmp_path), backbone=tiny_gpt2))
+    assert calls == []  # building is pure: the process is configured by entry points only
+    train(_config(tiny_gpt2, steps=1), out=tmp_path / "fixed", progress=False)
+    assert calls == []
+    train(TrainConfig(task=_variable_npz(tmp_path), backbone=tiny_gpt2, steps=1), out=tmp_path / "var", progress=False)
     assert calls == [True]
 
 
-def test_training_flushes_subnormal_floats_whose_slow_path_stalled_the_lstm_baseline():
+def test_training_flushes_subnormal_floats_whose_slow_path_stalled_the_lstm_baseline(tmp_path):
     torch.set_flush_denormal(False)
     try:
         assert torch.tensor([1e-40]).item() != 0.0  # subnormal float32 kept by default
-        build(TrainConfig(task="bit-xor", model="lstm", threads=1))
+        config = TrainConfig(task="bit-xor", model="lstm", threads=1, steps=1, task_options={"eval_size": 4})
+        build(config)
+        assert torch.tensor([1e-40]).item() != 0.0  # building alone changes no process setting
+        train(config, out=tmp_path / "run", progress=False)
         assert torch.tensor([1e-40]).item() == 0.0
     finally:
         torch.set_flush_denormal(False)

@@ -2,13 +2,14 @@
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
 from fpt.cli import main
-from fpt.errors import FptError
-from fpt.sweep import load_spec, reproduce_spec, run_sweep, write_reports
-from fpt.tables import SKIPPED, markdown_table
+from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, FptError
+from fpt.experiments.sweep import Reproduction, load_spec, run_reproduction, run_sweep, write_sweep_report
+from fpt.experiments.tables import markdown_table
 
 
 def _spec(tmp_path, backbone, extra=""):
@@ -70,6 +71,9 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     assert by_task["bit-xor"]["status"] == "failed"  # bit-xor takes no data_dir: a clear error, not a crash
     assert "takes no option data_dir" in by_task["bit-xor"]["error"]
     assert by_task["mnist"]["status"] == "failed" and "no mnist data" in by_task["mnist"]["error"]
+    # the kind of failure is recorded by the cell itself (failure.json), not read from its wording
+    assert by_task["mnist"]["failure"] == MISSING_DATA and by_task["bit-xor"]["failure"] == "usage"
+    assert json.loads((Path(by_task["mnist"]["run_dir"]) / "failure.json").read_text())["kind"] == MISSING_DATA
     assert "data or weights not on this machine" in markdown_table(rows, "t", row_key="row")
 
 
@@ -91,22 +95,35 @@ def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, te
 
 
 def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
-    spec, paper_table, row_key = reproduce_spec("table18", budget=10, backbone="minilm", seeds=2)
-    assert spec.options == {"steps": 10, "backbone": "minilm"} and spec.grid["seed"] == [0, 1]
+    plan = Reproduction(["table18"], budget=10, seeds=2)
+    (_, spec, _), *_ = plan.sweeps()
+    assert spec.options == {"steps": 10, "backbone": "minilm", "eval_every": 10} and spec.grid["seed"] == [0, 1]
     rows = [{"task": "bit-xor", "variant": "output+layernorm", "status": "done", "accuracy": a} for a in (0.9, 1.0)]
-    rows.append({"task": "cifar10", "variant": "output+layernorm", "status": "failed",
+    rows.append({"task": "cifar10", "variant": "output+layernorm", "status": "failed", "failure": MISSING_DATA,
                  "error": "fpt: error: no cifar10 data at /x: run `fpt data get cifar10` or pass --data-dir DIR"})
-    table = markdown_table(rows, "t", paper_table, row_key)
+    table = markdown_table(rows, "t", "table18", "variant")
     assert "95.0 ± 7.1 (n=2) (paper 98)" in table
     assert "data or weights not on this machine (paper 54)" in table
     with pytest.raises(FptError, match="unknown table"):
-        reproduce_spec("table99", 10, "minilm", 1)
-    path = write_reports(rows[:2], spec, tmp_path, paper_table, row_key)
-    assert "output+layernorm" in path.read_text()
+        Reproduction(["table99"]).check()
+    assert main(["reproduce", "table99", "--out", str(tmp_path / "r")]) == 2 and not (tmp_path / "r").exists()
+    text = write_sweep_report(rows[:2], spec, tmp_path)
+    assert "95.0" in text and "95.0" in (tmp_path / "results.md").read_text()
+
+
+def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2, tmp_path):
+    plan = Reproduction(["table1", "table6"], tasks=["bit-xor"], budget=2, seeds=1, backbone=tiny_gpt2,
+                        skip_variants=("full", "lstm"), options={"eval_size": 8})
+    rows, text = run_reproduction(plan, tmp_path / "r", progress=False)
+    ran = [r for r in rows if r["status"] != "skipped"]
+    assert sorted(r["variant"] for r in ran) == ["fpt", "random"]  # fpt once, for both tables
+    assert all(r["status"] == "done" for r in ran), ran
+    assert "| full | not run here: skipped for time (paper 100) |" in (tmp_path / "r" / "table1.md").read_text()
+    assert (tmp_path / "r" / "table6.md").is_file() and "table6" in text
 
 
 def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_variant():
-    from fpt.sweep import _train_args
+    from fpt.experiments.sweep import _train_args
 
     args = _train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"}, threads=1)
     assert args[args.index("--backbone") + 1] == "vit-base" and args.count("--backbone") == 1
@@ -117,7 +134,7 @@ def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_va
 
 
 def test_spec_wide_transformer_options_skip_baseline_cells_only():
-    from fpt.sweep import _train_args
+    from fpt.experiments.sweep import _train_args
 
     options = {"precision": "bf16", "checkpointing": True, "steps": 5}
     fpt_args = _train_args(options, {"variant": "random"}, threads=1)
@@ -130,14 +147,17 @@ def test_spec_wide_transformer_options_skip_baseline_cells_only():
 
 
 def test_reproduce_can_be_restricted_to_some_tasks():
-    spec, _, _ = reproduce_spec("table1", 10, "minilm", 1, tasks=["bit-xor", "mnist"])
-    assert spec.grid["task"] == ["bit-xor", "mnist"] and spec.grid["variant"] == ["fpt", "full", "lstm"]
+    sweeps = Reproduction(["table1"], tasks=["bit-xor", "mnist"], budget=10, seeds=1).sweeps()
+    assert [folder for folder, _, _ in sweeps] == ["bit-xor", "mnist"]
+    assert all(spec.grid["variant"] == ["fpt", "full", "lstm"] for _, spec, _ in sweeps)
     with pytest.raises(FptError, match="table12 has no task mnist"):
-        reproduce_spec("table12", 10, "minilm", 1, tasks=["mnist"])
+        Reproduction(["table12"], tasks=["mnist"]).check()
+    with pytest.raises(FptError, match="--skip-variants: unknown variant gpt5"):
+        Reproduction(["table1"], skip_variants=("gpt5",)).check()
 
 
 def test_table6_counts_steps_to_the_threshold_and_the_speedup(tmp_path):
-    from fpt.tables import steps_table
+    from fpt.experiments.tables import steps_table
 
     def run(name, accuracies, every=10):
         folder = tmp_path / name
@@ -166,12 +186,10 @@ def test_table6_counts_steps_to_the_threshold_and_the_speedup(tmp_path):
 
 
 def test_cells_say_why_a_variant_could_not_run():
-    rows = [{"task": "bit-xor", "variant": "bit", "status": "failed",
-             "error": "fpt: error: no Bit Memory-trained minilm at /c/minilm.safetensors; make it with: ..."},
-            {"task": "bit-xor", "variant": "vit", "status": "failed",
-             "error": "fpt: error: backbone 'vit-base' is not on this machine and the Hugging Face hub cannot be reached"},
-            {"task": "bit-xor", "variant": "random", "status": "failed", "error": "fpt: error: loss became nan"},
-            {"task": "bit-xor", "variant": "fpt", "status": "skipped", "error": SKIPPED}]
+    rows = [{"task": "bit-xor", "variant": "bit", "status": "failed", "failure": MISSING_BIT_BACKBONE, "error": "..."},
+            {"task": "bit-xor", "variant": "vit", "status": "failed", "failure": MISSING_BACKBONE, "error": "..."},
+            {"task": "bit-xor", "variant": "random", "status": "failed", "failure": "usage", "error": "loss became nan"},
+            {"task": "bit-xor", "variant": "fpt", "status": "skipped", "failure": SKIPPED, "error": "skipped"}]
     table = markdown_table(rows, "t", "table2", "variant")
     assert "| fpt | not run here: skipped for time (paper 100) |" in table
     assert "| bit | no Bit backbone yet (fpt export-backbone) (paper 100) |" in table

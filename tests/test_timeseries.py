@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_data_readers import raises_naming
+from helpers import raises_naming
 
-import fpt.tasks.timeseries as timeseries  # registers "ucr"
+import fpt.data.ts as ts
 from fpt.tasks import create_task
-from fpt.train import TrainConfig, build, evaluate
+from fpt.config import TrainConfig
+from fpt.training import build, evaluate, predict
 
 # Every .ts file is read by sktime's loader: without sktime only the error saying so is testable.
 needs_sktime = pytest.mark.skipif(importlib.util.find_spec("sktime") is None,
@@ -104,7 +105,7 @@ def test_multivariate_unequal_lengths_are_masked_and_missing_values_zeroed(tmp_p
     assert task.notes["min_length"] == 3 and task.notes["series_length"] == 7
     assert task.train.lengths.tolist() == [3, 2, 4]  # ceil(length / patch)
 
-    batch = task._batch(task.train, torch.tensor([0, 1]), None)  # cut to the longest member
+    batch = task.make_batch(task.train, torch.tensor([0, 1]), None)  # cut to the longest member
     assert batch.x.shape == (2, 3, 4)
     assert batch.mask.tolist() == [[True, True, True], [True, True, False]]
     # case 1: channel 0 is (1, 3, ?): z-normalised over the observed steps, the gap becomes 0
@@ -131,7 +132,7 @@ def test_default_patch_keeps_series_within_64_tokens(tmp_path):
 @needs_sktime
 def test_mistakes_end_in_one_line(tmp_path, univariate, monkeypatch):
     raises_naming(lambda: create_task("ucr", dataset="Nope", data_dir=str(tmp_path)),
-                  "Nope_TRAIN.ts", "Nope_TEST.ts", timeseries.ARCHIVE_URL)
+                  "Nope_TRAIN.ts", "Nope_TEST.ts", ts.ARCHIVE_URL)
     raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=0), "--patch-size")
     write_ts(tmp_path / "Reg" / "Reg_TRAIN.ts", [([[1, 2]], "0.5")], name="Reg", label_line="@targetLabel true")
     write_ts(tmp_path / "Reg" / "Reg_TEST.ts", [([[1, 2]], "0.5")], name="Reg", label_line="@targetLabel true")
@@ -151,19 +152,30 @@ def test_without_sktime_the_error_names_the_install(univariate, monkeypatch):
 
 
 @needs_sktime
-def test_tiny_backbone_trains_and_evaluates_on_masked_series(tmp_path, tiny_gpt2):
+def test_tiny_backbone_trains_and_evaluates_on_masked_series(tmp_path, tiny_backbones):
     train = [([list(np.sin(np.arange(n) * (k + 1)))], str(k)) for k in range(2) for n in (9, 12, 15)]
     write_ts(tmp_path / "Waves" / "Waves_TRAIN.ts", train, name="Waves")
     write_ts(tmp_path / "Waves" / "Waves_TEST.ts", train[:4], name="Waves")
-    config = TrainConfig(task="ucr", task_options={"dataset": "Waves", "data_dir": str(tmp_path)}, backbone=tiny_gpt2)
+    # a bidirectional encoder, so padding after a series would change its output were it not masked
+    config = TrainConfig(task="ucr", task_options={"dataset": "Waves", "data_dir": str(tmp_path)},
+                         backbone=tiny_backbones["bert"])
     task, model = build(config)
     result = evaluate(model, task, batch_size=3)
-    assert result["examples"] == 4 and 0 <= result["accuracy"] <= 1
+    logits = predict(model, task, batch_size=3)  # batches of series of different lengths, padded
+    test = task.evals["test"]
+    assert result["examples"] == 4
+    assert result["accuracy"] == (logits.argmax(-1)[:, 0] == test.y).float().mean().item()
+    model.eval()
+    with torch.no_grad():  # padding is masked out: each series alone gives the same logits
+        for i in range(len(test)):
+            alone = task.make_batch(test, torch.tensor([i]), None)
+            assert alone.x.shape[1] == test.lengths[i]
+            assert torch.allclose(model(alone.x, alone.mask), logits[i:i + 1], atol=1e-5)
 
 
 @needs_sktime
 def test_bundled_gunpoint_offline():
-    assert "GunPoint" in timeseries.ucr_datasets()
+    assert "GunPoint" in ts.ucr_datasets()
     task = create_task("ucr")  # GunPoint by default, from sktime's own copy
     assert (len(task.train), len(task.evals["test"])) == (50, 150)
     assert task.spec.seq_len == 50 and task.spec.input_dim == 3 and task.spec.num_classes == 2

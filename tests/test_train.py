@@ -3,9 +3,11 @@ import json
 import pytest
 import torch
 
-from fpt.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from fpt.checkpoint import load_checkpoint
+from fpt.runs import RunDir
 from fpt.errors import FptError
-from fpt.train import Trainer, TrainConfig, build, evaluate, load_run, resume, train
+from fpt.config import TrainConfig
+from fpt.training import Trainer, build, evaluate, load_run, resume, train
 
 
 def _config(backbone, **overrides):
@@ -20,11 +22,11 @@ def _params(model):
 
 def test_run_directory_holds_config_metrics_summary_and_a_trainable_only_checkpoint(tiny_gpt2, tmp_path):
     summary, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
-    assert {p.name for p in run_dir.iterdir()} == {"config.json", "metrics.jsonl", "summary.json", CHECKPOINT_NAME}
+    assert {p.name for p in run_dir.iterdir()} == {"config.json", "metrics.jsonl", "summary.json", RunDir.CHECKPOINT}
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [5, 10] and metrics[-1]["examples"] == 20
     assert summary["step"] == 10 and summary["final"]["split"] == "heldout"
-    checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
+    checkpoint = load_checkpoint(run_dir / RunDir.CHECKPOINT)
     _, model = build(_config(tiny_gpt2))
     trained = {n for n, p in model.named_parameters() if p.requires_grad}
     assert set(checkpoint.params) == trained  # nothing frozen is saved
@@ -49,11 +51,11 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path)
 
     with pytest.raises(KeyboardInterrupt):
         train(_config(tiny_gpt2), out=tmp_path / "killed", progress=False, on_step=crash)
-    assert load_checkpoint(tmp_path / "killed" / CHECKPOINT_NAME).step == 5
+    assert load_checkpoint(tmp_path / "killed" / RunDir.CHECKPOINT).step == 5
     resumed, _ = resume(tmp_path / "killed", progress=False)
     assert resumed["resumed_from_step"] == 5
-    a = load_checkpoint(tmp_path / "straight" / CHECKPOINT_NAME)
-    b = load_checkpoint(tmp_path / "killed" / CHECKPOINT_NAME)
+    a = load_checkpoint(tmp_path / "straight" / RunDir.CHECKPOINT)
+    b = load_checkpoint(tmp_path / "killed" / RunDir.CHECKPOINT)
     for name in a.params:
         assert torch.equal(a.params[name], b.params[name]), name
     assert resumed["final"] == uninterrupted["final"]
@@ -64,7 +66,7 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path)
 def test_resume_can_extend_a_finished_run(tiny_gpt2, tmp_path):
     train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
     summary, _ = resume(tmp_path / "run", steps=15, progress=False)
-    assert summary["step"] == 15 and load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME).step == 15
+    assert summary["step"] == 15 and load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 15
 
 
 def test_micro_batches_give_the_same_update_as_the_whole_batch(tiny_gpt2):
@@ -93,9 +95,7 @@ def test_target_accuracy_stops_early_and_reports_the_step(tiny_gpt2, tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
-    import importlib
-
-    train_module = importlib.import_module("fpt.train")  # the module, not fpt.train the function
+    import fpt.training as train_module
 
     real = train_module.classification_loss
     calls = {"n": 0}
@@ -108,7 +108,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp
     monkeypatch.setattr(train_module, "classification_loss", poisoned)
     with pytest.raises(FptError, match=r"loss became nan at step 7.*checkpoint \(step 5\)"):
         train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
-    assert load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME).step == 5
+    assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 5
 
 
 @pytest.mark.parametrize("field, value", [("steps", -1), ("batch_size", 0), ("lr", 0.0), ("eval_every", 0),
@@ -121,7 +121,7 @@ def test_nonsensical_numbers_are_refused_before_anything_is_written(tiny_gpt2, t
 
 def test_truncated_checkpoint_is_refused(tiny_gpt2, tmp_path):
     _, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
-    path = run_dir / CHECKPOINT_NAME
+    path = run_dir / RunDir.CHECKPOINT
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(FptError, match="corrupt or truncated"):
         resume(run_dir, progress=False)

@@ -15,17 +15,18 @@ or piece by piece:
     trainer.fit()
 """
 
-from fpt.backbones import list_backbones, load_backbone
-from fpt.errors import FptError
-from fpt.groups import GROUPS, POLICIES, format_group_table
-from fpt.model import FrozenPretrainedTransformer
-from fpt.tasks import create_task, list_tasks
-from fpt.train import Trainer, TrainConfig, evaluate, load_run, resume, train
-
 __version__ = "0.1.0"
 
+from fpt.backbones import list_backbones, load_backbone, register_backbone  # noqa: E402
+from fpt.config import TrainConfig  # noqa: E402
+from fpt.errors import FptError  # noqa: E402
+from fpt.model import FrozenPretrainedTransformer, TrainableModel  # noqa: E402
+from fpt.policy import GROUPS, POLICIES, format_group_table  # noqa: E402
+from fpt.tasks import create_task, list_tasks, register_task  # noqa: E402
+from fpt.training import Trainer, evaluate, load_run, predict, resume, train  # noqa: E402
+
 __all__ = [
-    "GROUPS", "POLICIES", "FptError", "FrozenPretrainedTransformer", "TrainConfig", "Trainer",
+    "GROUPS", "POLICIES", "FptError", "FrozenPretrainedTransformer", "TrainConfig", "TrainableModel", "Trainer",
     "create_task", "evaluate", "format_group_table", "list_backbones", "list_tasks", "load_backbone",
-    "load_run", "resume", "train",
+    "load_run", "predict", "register_backbone", "register_task", "resume", "train",
 ]

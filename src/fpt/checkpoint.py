@@ -7,7 +7,6 @@ Nothing is ever unpickled: safetensors holds tensors and a string-to-string meta
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +15,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from fpt.errors import FptError
+from fpt.paths import atomic_write
 
 FORMAT = "fpt-checkpoint-1"
-CHECKPOINT_NAME = "checkpoint.safetensors"
 
 
 @dataclass
@@ -31,8 +30,8 @@ class Checkpoint:
     backbone_hash: str
 
 
-def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int,
-                    backbone: str, backbone_hash: str) -> None:
+def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: int) -> None:
+    """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash."""
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     tensors = {f"param.{n}": t.contiguous() for n, t in model.trainable_state().items()}
     state = optimizer.state_dict()
@@ -43,15 +42,12 @@ def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
     metadata = {
         "format": FORMAT,
         "step": str(step),
-        "backbone": backbone,
-        "backbone_hash": backbone_hash,
+        "backbone": model.weights_name,
+        "backbone_hash": model.weights_hash,
         "param_names": json.dumps(names),
         "optimizer_param_groups": json.dumps(state["param_groups"]),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
@@ -86,8 +82,9 @@ def load_checkpoint(path: Path) -> Checkpoint:
     )
 
 
-def restore(model: torch.nn.Module, checkpoint: Checkpoint, backbone_hash: str, path: Path) -> None:
-    """Load trained tensors into the model after checking they belong to this exact backbone."""
+def restore(model, checkpoint: Checkpoint, path: Path) -> None:
+    """Load trained tensors into a TrainableModel after checking they belong to its exact weights."""
+    backbone_hash = model.weights_hash
     if checkpoint.backbone_hash != backbone_hash:
         raise FptError(
             f"checkpoint {path} was trained on backbone {checkpoint.backbone!r} with other weights "

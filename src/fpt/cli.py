@@ -1,4 +1,5 @@
-"""The `fpt` command: train, evaluate, info, backbones, attention.
+"""The `fpt` command: argparse parsers (help texts generated from the registries) and one
+`cmd_*` function per command; `COMMANDS` lists them all.
 
 Every mistake a user can make ends in one line on stderr naming the fix, and exit status 2.
 """
@@ -11,25 +12,13 @@ import os
 import sys
 from pathlib import Path
 
+from fpt import __version__
+from fpt.backbones import INITS
+from fpt.baselines import MODELS
 from fpt.errors import FptError
-
-# Task options the CLI exposes; only those given are passed, so each task keeps its own defaults.
-TASK_OPTIONS = {
-    "n_bits": dict(type=int),
-    "n_strings": dict(type=int),
-    "patch_size": dict(type=int),
-    "mask_prob": dict(type=float),
-    "eval_size": dict(type=int),
-    "data_dir": dict(type=str, help="folder holding the task's files (default: the fpt cache)"),
-    "protocol": dict(type=str, help="listops: lra | paper; cifar10-lra: paper | lra"),
-    "max_len": dict(type=int, help="longest sequence kept; longer ones are cut and counted"),
-    "augment": dict(action=argparse.BooleanOptionalAction, help="image augmentation on training batches"),
-    "test_path": dict(type=str, help="npz: a second file used as the test split"),
-    "heldout_fraction": dict(type=float, help="npz without --test-path: share of the file held out"),
-    "dataset": dict(type=str, help="ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
-    "znorm": dict(action=argparse.BooleanOptionalAction, help="ucr: z-normalise each series per channel"),
-}
-
+from fpt.experiments.paper import REPRODUCIBLE
+from fpt.policy import POLICIES
+from fpt.tasks import TASK_OPTIONS
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line, as every other fpt error."""
@@ -39,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _default(name: str):
-    from fpt.train import TrainConfig
+    from fpt.config import TrainConfig
 
     return next(f.default for f in dataclasses.fields(TrainConfig) if f.name == name)
 
@@ -52,14 +41,13 @@ def _add_config_option(parser: argparse.ArgumentParser, name: str, kind=None, he
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "task", str, "task name")
-    _add_config_option(parser, "model", str, "fpt (a frozen transformer) | lstm | lstm* | cnn | cnn-matched "
-                       "(fully trained baselines; cnn for image tasks, cnn-matched sized to the FPT's trained count) | "
-                       "lstm-frozen | lstm*-frozen (LSTM layers left at random init)")
+    _add_config_option(parser, "model", str, " | ".join(MODELS) + " (fpt: a frozen transformer; the others "
+                       "fully trained baselines: cnn for image tasks, cnn-matched sized to the FPT's trained count, "
+                       "-frozen: LSTM layers left at random init)")
     _add_config_option(parser, "backbone", str, "registered name, local directory or hub id")
-    _add_config_option(parser, "init", str, "pretrained | random | stats | bit (trained on Bit Memory, "
+    _add_config_option(parser, "init", str, " | ".join(INITS) + " (bit: trained on Bit Memory, "
                        "see `fpt export-backbone`)")
-    _add_config_option(parser, "policy", str,
-                       "fpt | full | output-only | output+input | output+position | output+layernorm")
+    _add_config_option(parser, "policy", str, " | ".join(POLICIES))
     parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
                         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
     _add_config_option(parser, "layers", int, "keep only the first K transformer blocks")
@@ -77,15 +65,16 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                        action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "bucket_window", int, "batch sequences of similar length, per window of N batches")
     _add_config_option(parser, "seed", int)
-    for name, kwargs in TASK_OPTIONS.items():
-        kwargs = {"help": f"task option {name}", **kwargs}
-        kwargs["help"] += " (default: the task's)"
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, **kwargs)
+    for name, (kind, help_text) in TASK_OPTIONS.items():
+        flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
+                            help=f"{help_text} (default: the task's)", **flag)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fpt", description="Frozen Pretrained Transformers: train only the input, "
                      "output, layer norms and positions of a language-pretrained transformer.")
+    parser.add_argument("--version", action="version", version=f"fpt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser("train", help="train a model on a task; prints held-out accuracy and the run directory")
@@ -138,21 +127,25 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
 
-    reproduce = commands.add_parser("reproduce", help="a ready-made sweep beside one of the paper's tables")
-    reproduce.add_argument("table", help="table1 | table2 | table3 | table6 | stats-init | table12 | table18 | "
-                           "table20 | finetune-more | cnn")
+    reproduce = commands.add_parser("reproduce", help="ready-made sweeps beside the paper's tables")
+    reproduce.add_argument("table", help="a comma list of " + " | ".join(REPRODUCIBLE) +
+                           "; runs shared between tables are made once")
     reproduce.add_argument("--tasks", help="comma list: only these of the table's tasks")
     reproduce.add_argument("--budget", type=int, default=500, help="training steps per run (default: 500)")
     reproduce.add_argument("--backbone", default="minilm")
     reproduce.add_argument("--seeds", type=int, default=3)
-    reproduce.add_argument("--parallel", type=int, default=1, help="runs at once")
+    reproduce.add_argument("--parallel", type=int, default=1, help="runs at once (threads are split between them)")
+    reproduce.add_argument("--skip-variants", help="comma list of variants not to run; their cells say so")
+    reproduce.add_argument("--set", action="append", metavar="KEY=VALUE",
+                           help="an `fpt train` option for every run, e.g. --set precision=bf16 (repeatable); "
+                           "precision, checkpointing and compile reach transformer rows only")
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
     return parser
 
 
 def _config_from_args(args: argparse.Namespace):
-    from fpt.train import TrainConfig
+    from fpt.config import TrainConfig
 
     task_options = {k: getattr(args, k) for k in TASK_OPTIONS if getattr(args, k) is not None}
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -164,7 +157,7 @@ def _config_from_args(args: argparse.Namespace):
 
 def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options that would change a resumed run: only --steps may (to extend it)."""
-    from fpt.train import TrainConfig
+    from fpt.config import TrainConfig
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads"}
     given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out"}) if getattr(args, k, None) is not None]
@@ -181,10 +174,12 @@ def _report(summary: dict, run_dir: Path) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from fpt.speed import set_threads
-    from fpt.train import resume, train
+    from fpt.runtime import set_threads
+    from fpt.training import resume, train
 
     if args.threads is not None:  # also for --resume, where the saved config keeps its own value
+        if args.threads < 1:
+            raise FptError(f"--threads must be at least 1, got {args.threads}")
         set_threads(args.threads)
     if args.resume is not None:
         conflicts = _resume_conflicts(args)
@@ -198,9 +193,9 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from fpt.plots import plot_confusion
-    from fpt.runs import write_json
-    from fpt.train import evaluate, load_run
+    from fpt.experiments.plots import plot_confusion
+    from fpt.runs import RunDir
+    from fpt.training import evaluate, load_run
 
     config, task, model, trainer = load_run(args.run_dir)
     single_label = task.spec.num_outputs == 1
@@ -214,13 +209,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             result["confusion_png"] = str(png)
         results[split] = result
         print(f"{split}: accuracy {result['accuracy']:.4f} on {result['examples']} examples, loss {result['loss']:.4f}")
-    write_json(args.run_dir / "evaluation.json", {"step": trainer.step, "splits": results})
-    print(f"written: {args.run_dir / 'evaluation.json'}")
+    print(f"written: {RunDir(args.run_dir).write_evaluation({'step': trainer.step, 'splits': results})}")
 
 
 def cmd_info(args: argparse.Namespace) -> None:
-    from fpt.groups import format_group_table
-    from fpt.train import build
+    from fpt.policy import format_group_table
+    from fpt.training import build
 
     config = _config_from_args(args)
     _, model = build(config)
@@ -244,8 +238,8 @@ def cmd_backbones(args: argparse.Namespace) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
-    from fpt.plots import mean_attention, plot_attention
-    from fpt.train import load_run
+    from fpt.experiments.plots import mean_attention, plot_attention
+    from fpt.training import load_run
 
     if args.examples < 1:
         raise FptError(f"--examples must be at least 1, got {args.examples}")
@@ -267,7 +261,8 @@ def cmd_data(args: argparse.Namespace) -> None:
 
 def cmd_export_backbone(args: argparse.Namespace) -> None:
     from fpt.backbones import bit_backbone_path, export_backbone
-    from fpt.train import load_run
+    from fpt.runs import RunDir
+    from fpt.training import load_run
 
     config, _, model, trainer = load_run(args.run_dir)
     if config.model != "fpt":
@@ -282,7 +277,8 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
             raise FptError("give --out: only a Bit Memory run from --init random with --policy full "
                            "has a default place (the one --init bit reads)")
         out = bit_backbone_path(config.backbone)
-    accuracy = read_final_accuracy(args.run_dir)
+    final = RunDir(args.run_dir).final_accuracy()
+    accuracy = "unknown (run not finished)" if final is None else f"{final:.4f}"
     export_backbone(model.backbone, out, {"backbone": config.backbone, "task": config.task, "init": config.init,
                                           "policy": config.policy, "step": str(trainer.step),
                                           "accuracy": accuracy, "run": str(args.run_dir)})
@@ -291,49 +287,63 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
         print(f"use it with --init bit --backbone {config.backbone}")
 
 
-def read_final_accuracy(run_dir: Path) -> str:
-    summary = run_dir / "summary.json"
-    if not summary.is_file():
-        return "unknown (run not finished)"
-    from fpt.runs import read_json
-
-    final = read_json(summary).get("final") or {}
-    return f"{final['accuracy']:.4f}" if "accuracy" in final else "unknown"
-
-
 def cmd_report(args: argparse.Namespace) -> None:
-    from fpt.report import write_report
+    from fpt.experiments.report import write_report
 
     print(write_report(args.directory, args.out))
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    from fpt.sweep import load_spec, run_sweep, write_reports
+    from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
 
     spec = load_spec(args.spec)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
     rows = run_sweep(spec, out, progress=args.progress)
-    report = write_reports(rows, spec, out, paper_table=None, row_key="row")
-    print(report.read_text())
+    print(write_sweep_report(rows, spec, out))
     print(f"sweep directory: {out}")
+
+
+def _option_value(text: str):
+    """A --set value as YAML would read it in a sweep spec (numbers, booleans, text)."""
+    import yaml
+
+    return yaml.safe_load(text) if text.strip() else text
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from fpt.sweep import reproduce_spec, run_sweep, write_reports
+    from fpt.experiments.sweep import Reproduction, run_reproduction
 
-    spec, paper_table, row_key = reproduce_spec(args.table, args.budget, args.backbone, args.seeds, args.parallel,
-                                                 args.tasks.split(",") if args.tasks else None)
-    out = args.out or Path("runs") / f"reproduce-{args.table}"
-    rows = run_sweep(spec, out, progress=args.progress)
-    report = write_reports(rows, spec, out, paper_table, row_key)
-    print(report.read_text())
-    print(f"sweep directory: {out}")
+    options = {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise FptError(f"--set takes KEY=VALUE (e.g. --set precision=bf16), got {item!r}")
+        options[key.replace("-", "_")] = _option_value(value)
+    tables = [t for t in args.table.split(",") if t]
+    plan = Reproduction(tables, args.tasks.split(",") if args.tasks else None, args.budget, args.seeds,
+                        args.backbone, args.parallel, tuple(v for v in (args.skip_variants or "").split(",") if v),
+                        options)
+    plan.check()
+    out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
+    _, text = run_reproduction(plan, out, progress=args.progress)
+    print(text)
+    print(f"results: {out}")
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
             "attention": cmd_attention, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
             "data": cmd_data, "report": cmd_report,
             "export-backbone": cmd_export_backbone}
+
+
+def _record_failure(exc: FptError) -> None:
+    """Inside a sweep cell, say what kind of failure this was (failure.json, read by the sweep)."""
+    from fpt.experiments.sweep import FAILURE_RECORD_ENV
+    from fpt.runs import RunDir
+
+    target = os.environ.get(FAILURE_RECORD_ENV)
+    if target:
+        RunDir(Path(target).parent).write_failure(exc.kind, str(exc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS[args.command](args)
     except FptError as exc:
         print(f"fpt: error: {exc}", file=sys.stderr)
+        _record_failure(exc)
         return 2
     except KeyboardInterrupt:
         print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",

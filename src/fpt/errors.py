@@ -1,8 +1,22 @@
 """The one exception type for mistakes a user can make (bad name, bad file, bad number).
 
-The CLI turns it into a single line on stderr and exit status 2; library users catch it.
+The CLI turns it into a single line on stderr and exit status 2; library users catch it. Its
+`kind` says what sort of failure it is, for the records sweeps and tables keep (failure.json),
+so nothing downstream has to match the wording of a message.
 """
+
+# Kinds of failure that tables report as something other than "failed".
+USAGE = "usage"  # a bad option, file or value: the default
+MISSING_DATA = "missing-data"  # a dataset is not on this machine
+MISSING_BACKBONE = "missing-backbone"  # a backbone's weights are not on this machine
+MISSING_BIT_BACKBONE = "missing-bit-backbone"  # --init bit before `fpt export-backbone` made one
+SKIPPED = "skipped"  # a sweep cell left out on purpose (--skip-variants)
+KINDS = (USAGE, MISSING_DATA, MISSING_BACKBONE, MISSING_BIT_BACKBONE, SKIPPED)
 
 
 class FptError(Exception):
     """A user-facing error: the message names what is wrong and how to fix it."""
+
+    def __init__(self, message: str, kind: str = USAGE):
+        super().__init__(message)
+        self.kind = kind

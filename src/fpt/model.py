@@ -1,14 +1,17 @@
-"""FrozenPretrainedTransformer = input embedder + backbone body + output head."""
+"""FrozenPretrainedTransformer = input embedder + backbone body + output head; and the
+TrainableModel protocol every model the trainer takes provides."""
 
 from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
-from fpt.backbones import Backbone, extend_positions
+from fpt.backbones import Backbone
+from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.errors import FptError
-from fpt.groups import apply_policy, classify_backbone, parse_policy
-from fpt.speed import CompiledBackbone, compute_dtype, enable_checkpointing, store_frozen_weights
+from fpt.policy import GroupRow, apply_policy, classify_backbone, parse_policy
 from fpt.tasks.base import TaskSpec
 
 POOLINGS = ("last", "mean")
@@ -49,8 +52,7 @@ class OutputHead(nn.Module):
 
     def __init__(self, spec: TaskSpec, hidden_size: int, pooling: str = "last"):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise FptError(f"unknown --pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+        check_pooling(pooling)
         if pooling == "mean" and spec.last_k != 1:
             raise FptError("--pooling mean gives one vector; this task predicts from several tokens, use --pooling last")
         self.spec, self.pooling = spec, pooling
@@ -71,69 +73,57 @@ class OutputHead(nn.Module):
         return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
 
 
-def check_dropout_rates(dropout: float, attention_dropout: float | None) -> None:
-    """Both rates in [0, 1); attention_dropout None means the same as dropout."""
-    for name, value in (("dropout", dropout), ("attention-dropout", attention_dropout)):
-        if value is not None and not 0.0 <= value < 1.0:
-            raise FptError(f"--{name} must be in [0, 1), got {value}")
+def check_pooling(pooling: str) -> str:
+    """The one lookup of --pooling."""
+    if pooling not in POOLINGS:
+        raise FptError(f"unknown --pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    return pooling
 
 
-def set_dropout(backbone: nn.Module, hidden: float, attention: float) -> None:
-    """Dropout rates of a backbone: `hidden` for every dropout layer, `attention` on attention
-    probabilities (the paper uses 0.1 for both).
+@runtime_checkable
+class TrainableModel(Protocol):
+    """What the trainer, checkpoints and reports need of a model; the frozen transformer and the
+    fully trained baselines (fpt.baselines) both provide it."""
 
-    Attention dropout matters for speed: torch's fused CPU attention kernels have no dropout, so
-    with it attention runs a plain path that stores batch x heads x length^2 probabilities (ListOps
-    at 2000 tokens: gigabytes per layer, several times slower).
-    """
-    for module in backbone.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = hidden
-    for module in backbone.modules():
-        if isinstance(getattr(module, "attention_dropout", None), float):  # Llama, ViT: a rate read per call
-            module.attention_dropout = attention
-        if isinstance(getattr(module, "attn_dropout", None), nn.Dropout):  # GPT-2
-            module.attn_dropout.p = attention
-        if type(module).__name__.endswith("SelfAttention") and isinstance(getattr(module, "dropout", None), nn.Dropout):
-            module.dropout.p = attention  # BERT: its self-attention's dropout acts on the probabilities
-    for key in ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout"):
-        if hasattr(backbone.config, key):
-            setattr(backbone.config, key, attention)
+    weights_name: str  # the backbone (or baseline) a checkpoint is bound to
+    weights_hash: str  # identity of the frozen (or initial) weights
+    group_rows: list[GroupRow]  # parameter counts per group, trained or frozen, for `fpt info`
+    extended_positions: tuple[int, int] | None  # (rows published, rows used) if positions grew
+
+    def trainable_state(self) -> dict[str, torch.Tensor]: ...
+
+    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor: ...
 
 
 class FrozenPretrainedTransformer(nn.Module):
     """A backbone body between a new input embedder and a new output head, frozen by a policy.
 
-    Speed options (see fpt.speed): precision "bf16" keeps frozen weights in bfloat16 and runs the
-    backbone under autocast (changes numerics); checkpointing recomputes blocks in backward
-    (same numbers, far less memory); compile runs the backbone through torch.compile.
+    The body comes from `load_backbone`, which makes every change a run asks of it (positions
+    long enough for the task, dropout rates, checkpointing, compile). `dropout` here is the input
+    embedder's. precision "bf16" keeps the frozen weights in bfloat16 and runs the body under
+    autocast (changes numerics); it is applied here because which weights are frozen depends on
+    the policy.
     """
 
     def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
-                 dropout: float = 0.1, extra_positions: bool = False, precision: str = "fp32",
-                 checkpointing: bool = False, compile: bool = False, attention_dropout: float | None = None):
+                 dropout: float = 0.1, extra_positions: bool = False, precision: str = "fp32"):
         super().__init__()
-        self.extended_positions = None
         if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
-            self.extended_positions = (backbone.max_positions, spec.seq_len)
-            extend_positions(backbone, spec.seq_len)
-        check_dropout_rates(dropout, attention_dropout)
+            raise FptError(f"the task is {spec.seq_len} tokens long and backbone {backbone.name!r} has "
+                           f"{backbone.max_positions} positions; load it with load_backbone(..., seq_len={spec.seq_len})")
+        check_dropout_rates(dropout, None)
         self.spec = spec
         self.backbone_info = backbone
+        self.weights_name, self.weights_hash = backbone.name, backbone.weights_hash
+        self.extended_positions = backbone.extended_positions
         self.embedder = InputEmbedder(spec, backbone.hidden_size, dropout, extra_positions)
         self.backbone = backbone.model
         self.head = OutputHead(spec, backbone.hidden_size, pooling)
-        set_dropout(self.backbone, dropout, dropout if attention_dropout is None else attention_dropout)
         self.param_groups = self._classify()
         self.group_rows = apply_policy(self.param_groups, self, parse_policy(policy))
         self.compute_dtype = compute_dtype(precision)
         if self.compute_dtype != torch.float32:
             store_frozen_weights(self.backbone, self.compute_dtype)
-        if hasattr(self.backbone.config, "use_cache"):
-            self.backbone.config.use_cache = False  # a decoder's key/value cache is never read here
-        if checkpointing:
-            enable_checkpointing(self.backbone)
-        self._compiled = CompiledBackbone(self.backbone) if compile else None  # not a submodule
 
     def _classify(self) -> dict[str, str]:
         groups = {f"backbone.{k}": g for k, g in classify_backbone(self.backbone, self.backbone_info.family).items()}
@@ -151,7 +141,7 @@ class FrozenPretrainedTransformer(nn.Module):
         embeds = self.embedder(x)
         attention_mask = None if mask is None else mask.long()
         with torch.autocast("cpu", dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
-            out = (self._compiled or self.backbone)(inputs_embeds=embeds, attention_mask=attention_mask,
-                                                    output_attentions=output_attentions)
+            out = self.backbone_info(inputs_embeds=embeds, attention_mask=attention_mask,
+                                     output_attentions=output_attentions)
         logits = self.head(out.last_hidden_state.float(), mask)
         return (logits, out.attentions) if output_attentions else logits

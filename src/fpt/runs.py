@@ -1,69 +1,145 @@
-"""The run directory: config.json, metrics.jsonl, summary.json and the checkpoint, side by side.
+"""The run directory: every file of a run, its name and its reader, in one place (`RunDir`).
 
-Files are written atomically (temp file + rename) so a killed run never leaves half a file.
+    config.json      the TrainConfig that rebuilds the run
+    metrics.jsonl    one record per evaluation (the record of truth for curves and tables)
+    summary.json     written once the run ends: final evaluation, steps, wall time
+    checkpoint.safetensors   trained tensors, Adam moments, step, RNG (fpt.checkpoint)
+    evaluation.json  `fpt evaluate`'s per-split results
+    failure.json     why a sweep cell did not finish: {"kind": ..., "message": ...} (fpt.errors kinds)
+
+Files are written atomically (fpt.paths.atomic_write), so a killed run never leaves half a file.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
-from fpt.errors import FptError
+from fpt.errors import KINDS, FptError
+from fpt.paths import write_json, write_text
 
 
-def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+class RunDir:
+    CONFIG = "config.json"
+    METRICS = "metrics.jsonl"
+    SUMMARY = "summary.json"
+    CHECKPOINT = "checkpoint.safetensors"
+    EVALUATION = "evaluation.json"
+    FAILURE = "failure.json"
 
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
 
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FptError(f"{path} is missing; is {path.parent} an fpt run directory?") from None
-    except json.JSONDecodeError as exc:
-        raise FptError(f"{path} is not valid JSON ({exc}); the run directory is damaged") from None
+    def __fspath__(self) -> str:
+        return str(self.path)
 
+    def __str__(self) -> str:
+        return str(self.path)
 
-def default_run_dir(task: str, backbone: str, root: Path = Path("runs")) -> Path:
-    """runs/<task>-<backbone>-<time>: backbone paths are reduced to their last component."""
-    label = Path(backbone.rstrip("/")).name.replace("/", "_")
-    return root / f"{task.replace(':', '_').replace('/', '_')}-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # --- making and finding ---------------------------------------------------------------
 
+    @staticmethod
+    def default_path(task: str, label: str, root: Path = Path("runs")) -> Path:
+        """runs/<task>-<label>-<time>: backbone paths are reduced to their last component."""
+        label = Path(label.rstrip("/")).name.replace("/", "_")
+        return root / f"{task.replace(':', '_').replace('/', '_')}-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
 
-def create_run_dir(path: Path) -> Path:
-    if path.exists() and any(path.iterdir()):
-        raise FptError(f"run directory {path} already exists and is not empty; pick another --out or --resume it")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    @classmethod
+    def create(cls, path: str | Path) -> "RunDir":
+        path = Path(path)
+        if path.exists() and any(path.iterdir()):
+            raise FptError(f"run directory {path} already exists and is not empty; pick another --out or --resume it")
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
 
+    @classmethod
+    def existing(cls, path: str | Path) -> "RunDir":
+        path = Path(path)
+        if not path.is_dir():
+            raise FptError(f"run directory {path} does not exist; pass the folder a previous `fpt train` printed")
+        if not (path / cls.CONFIG).is_file():
+            raise FptError(f"{path} holds no {cls.CONFIG}; it is not an fpt run directory")
+        return cls(path)
 
-def existing_run_dir(path: Path) -> Path:
-    if not path.is_dir():
-        raise FptError(f"run directory {path} does not exist; pass the folder a previous `fpt train` printed")
-    if not (path / "config.json").is_file():
-        raise FptError(f"{path} holds no config.json; it is not an fpt run directory")
-    return path
+    # --- files ------------------------------------------------------------------------------
 
+    @property
+    def config_path(self) -> Path:
+        return self.path / self.CONFIG
 
-def append_metrics(run_dir: Path, record: dict) -> None:
-    with open(run_dir / "metrics.jsonl", "a") as handle:
-        handle.write(json.dumps(record) + "\n")
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.path / self.CHECKPOINT
 
+    @property
+    def summary_path(self) -> Path:
+        return self.path / self.SUMMARY
 
-def read_metrics(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    @property
+    def has_checkpoint(self) -> bool:
+        return self.checkpoint_path.is_file()
 
+    @property
+    def is_finished(self) -> bool:
+        return self.summary_path.is_file()
 
-def truncate_metrics(run_dir: Path, last_step: int) -> None:
-    """On resume, drop evaluations made after the checkpoint: they will be made again."""
-    kept = [r for r in read_metrics(run_dir) if r["step"] <= last_step]
-    tmp = run_dir / "metrics.jsonl.tmp"
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    os.replace(tmp, run_dir / "metrics.jsonl")
+    def _read_json(self, name: str) -> dict:
+        path = self.path / name
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FptError(f"{path} is missing; is {self.path} an fpt run directory?") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FptError(f"{path} is not valid JSON ({exc}); the run directory is damaged") from None
+        if not isinstance(data, dict):
+            raise FptError(f"{path} holds a {type(data).__name__}, not a JSON object; the run directory is damaged")
+        return data
+
+    def read_config(self) -> dict:
+        return self._read_json(self.CONFIG)
+
+    def write_config(self, config: dict) -> None:
+        write_json(self.config_path, config)
+
+    def read_summary(self) -> dict | None:
+        return self._read_json(self.SUMMARY) if self.is_finished else None
+
+    def write_summary(self, summary: dict) -> None:
+        write_json(self.summary_path, summary)
+
+    def write_evaluation(self, evaluation: dict) -> Path:
+        return write_json(self.path / self.EVALUATION, evaluation)
+
+    def final_accuracy(self) -> float | None:
+        summary = self.read_summary() or {}
+        return (summary.get("final") or {}).get("accuracy")
+
+    # --- metrics ----------------------------------------------------------------------------
+
+    def append_metrics(self, record: dict) -> None:
+        with open(self.path / self.METRICS, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def read_metrics(self) -> list[dict]:
+        path = self.path / self.METRICS
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def truncate_metrics(self, last_step: int) -> None:
+        """On resume, drop evaluations made after the checkpoint: they will be made again."""
+        kept = [r for r in self.read_metrics() if r["step"] <= last_step]
+        write_text(self.path / self.METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+
+    # --- failures (sweep cells) -------------------------------------------------------------
+
+    @property
+    def failure_path(self) -> Path:
+        return self.path / self.FAILURE
+
+    def write_failure(self, kind: str, message: str) -> None:
+        write_json(self.failure_path, {"kind": kind if kind in KINDS else "usage", "message": message})
+
+    def read_failure(self) -> dict | None:
+        return self._read_json(self.FAILURE) if self.failure_path.is_file() else None

@@ -1,34 +1,39 @@
 """Fully trained baselines of the paper: LSTM, LSTM* and the tutorial CNN.
 
-`build_baseline` wraps one so the trainer, checkpoints and reports treat it like a frozen
-transformer: every parameter is trained (group "full"), and its identity for checkpoints is a
-hash of its seeded initial weights.
+`build_baseline` wraps one as a `TrainableModel`, so the trainer, checkpoints and reports treat
+it like a frozen transformer: every parameter is trained (group "trained", or "frozen" for the
+"-frozen" variants' LSTM layers), and its identity for checkpoints is a hash of its seeded
+initial weights.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 from torch import nn
 
+from fpt.backbones import weights_hash
 from fpt.errors import FptError
-from fpt.groups import GroupRow
+from fpt.policy import GroupRow
 
 # "fpt": no baseline, a frozen transformer. "-frozen": the LSTM layers kept at their random init and
 # only the input layer, positions and head trained (Table 3 of the paper).
 MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched")
 
 
+def check_model(model: str) -> str:
+    """The one lookup of --model."""
+    if model not in MODELS:
+        raise FptError(f"unknown --model {model!r}; choose one of {', '.join(MODELS)}")
+    return model
+
+
 class Baseline(nn.Module):
-    """A fully trained model behind the FrozenPretrainedTransformer interface the trainer uses."""
+    """A fully trained model (a TrainableModel, as the frozen transformer)."""
 
     def __init__(self, name: str, body: nn.Module, frozen: nn.Module | None = None):
         super().__init__()
         self.body = body
-        from fpt.backbones import weights_hash
-
-        self.backbone_info = SimpleNamespace(name=name, family=name, weights_hash=weights_hash(body))
+        self.weights_name, self.weights_hash = name, weights_hash(body)
         self.extended_positions = None
         frozen_count = 0
         if frozen is not None:
@@ -50,6 +55,7 @@ def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | No
     from fpt.baselines.cnn import TutorialCNN, width_for_params
     from fpt.baselines.lstm import lstm, lstm_star
 
+    check_model(kind)
     spec = task.spec
     if kind in ("lstm", "lstm-frozen"):
         body = lstm(spec, dropout=dropout)
@@ -63,4 +69,4 @@ def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | No
             raise FptError(f"--model {kind} needs an image task (mnist, fashion-mnist, cifar10), not {task.name!r}")
         scale = width_for_params(match_params, **geometry) if kind == "cnn-matched" else 1.0
         return Baseline(kind, TutorialCNN(**geometry, num_classes=spec.num_classes, width_scale=scale))
-    raise FptError(f"unknown --model {kind!r}; choose one of {', '.join(MODELS)}")
+    raise FptError(f"--model {kind} is not a baseline; build it with fpt.training.build")

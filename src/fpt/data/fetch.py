@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fpt.backbones import default_cache_dir
+from fpt.paths import data_dir as default_data_dir
 from fpt.errors import FptError
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -183,7 +183,7 @@ def list_datasets() -> list[str]:
 
 def default_destination(name: str) -> Path:
     """Where the task `name` reads its data when --data-dir is not given."""
-    return default_cache_dir() / "data" / name
+    return default_data_dir(name)
 
 
 def _is_complete(name: str, dest: Path, verify: Callable[[Path], object]) -> bool:

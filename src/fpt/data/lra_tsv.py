@@ -9,8 +9,6 @@ carry no information: the operators, digits and closing brackets do.
 from __future__ import annotations
 
 import csv
-import os
-import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -18,6 +16,7 @@ import numpy as np
 
 from fpt.data import pad_rows
 from fpt.errors import FptError
+from fpt.paths import atomic_write
 
 HEADER = ["Source", "Target"]
 SPLITS = ("train", "val", "test")
@@ -60,18 +59,13 @@ def read_listops_tsv(path: str | Path) -> tuple[list[str], np.ndarray]:
 
 def write_listops_tsv(path: str | Path, sources: Sequence[str], labels: Iterable[int]) -> None:
     """Write sources and labels as an LRA TSV file, atomically (a temp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A name of our own in the same folder (so the rename is atomic), created with the umask's mode.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+    def write(tmp: Path) -> None:
         with open(tmp, "x", newline="", encoding="utf-8") as f:
             writer = csv.writer(f, delimiter="\t", lineterminator="\n")
             writer.writerow(HEADER)
             writer.writerows(zip(sources, (int(y) for y in labels), strict=True))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(path, write)
 
 
 def load_listops_dir(directory: str | Path, split: str, task: str = "basic") -> tuple[list[str], np.ndarray]:

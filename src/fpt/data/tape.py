@@ -18,7 +18,7 @@ import numpy as np
 
 from fpt.data.safe_pickle import safe_loads
 from fpt.data import pad_rows
-from fpt.errors import FptError
+from fpt.errors import MISSING_DATA, FptError
 
 SPLITS = ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
 N_FOLDS = 1195
@@ -115,7 +115,7 @@ def load_remote_homology(directory: str | Path, split: str) -> tuple[list[str], 
             if path.exists():
                 return _check_records(read(path), path)
     raise FptError(f"no remote homology {split} split in {directory}: expected "
-                   f"remote_homology/remote_homology_{split}.lmdb (or .json); {_WHERE}")
+                   f"remote_homology/remote_homology_{split}.lmdb (or .json); {_WHERE}", kind=MISSING_DATA)
 
 
 def _letter_ids() -> np.ndarray:

@@ -10,6 +10,24 @@ from fpt.tasks.base import Batch, Task, TaskSpec
 
 _TASKS: dict[str, Callable[..., Task]] = {}
 
+# The task options the CLI and sweeps expose: name -> (type, help). Only those given are passed,
+# so each task keeps its own defaults; a task refuses options it does not take (`task_options`).
+TASK_OPTIONS: dict[str, tuple[type, str]] = {
+    "n_bits": (int, "bit tasks: bits per string"),
+    "n_strings": (int, "bit-memory: strings to memorise"),
+    "patch_size": (int, "values (bits, pixels, time steps) per token"),
+    "mask_prob": (float, "bit-memory: share of bits masked in the query"),
+    "eval_size": (int, "generated tasks: held-out examples"),
+    "data_dir": (str, "folder holding the task's files (default: the fpt cache)"),
+    "protocol": (str, "listops: lra | paper; cifar10-lra: paper | lra"),
+    "max_len": (int, "longest sequence kept; longer ones are cut and counted"),
+    "augment": (bool, "image augmentation on training batches"),
+    "test_path": (str, "npz: a second file used as the test split"),
+    "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
+    "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
+    "znorm": (bool, "ucr: z-normalise each series per channel"),
+}
+
 
 def register_task(name: str):
     """Class or factory decorator: make a task available under `name`."""
@@ -54,4 +72,4 @@ def create_task(name: str, **options) -> Task:
 
 from fpt.tasks import bits, images, sequences, timeseries  # noqa: E402,F401  (each module registers its tasks)
 
-__all__ = ["Batch", "Task", "TaskSpec", "create_task", "list_tasks", "register_task", "task_options"]
+__all__ = ["TASK_OPTIONS", "Batch", "Task", "TaskSpec", "create_task", "list_tasks", "register_task", "task_options"]

@@ -64,7 +64,23 @@ class ArrayTask(Task):
             self._epoch = (seed, epoch, torch.randperm(len(self.train), generator=gen))
         return self._epoch[2]
 
-    def _batch(self, split: Split, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
+    @property
+    def variable_length(self) -> bool:
+        return self.train.lengths is not None
+
+    def stream(self, start: int, count: int, seed: int) -> torch.Tensor:
+        """Training-set indices at positions [start, start + count) of the example stream: one
+        fresh permutation per epoch, seeded by (seed, epoch)."""
+        n, parts = len(self.train), []
+        while count > 0:
+            epoch, offset = divmod(start, n)
+            take = self._permutation(seed, epoch)[offset: offset + count]
+            parts.append(take)
+            start, count = start + len(take), count - len(take)
+        return torch.cat(parts)
+
+    def make_batch(self, split: Split, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
+        """Rows `index` of `split` as model inputs; variable-length rows cut to their longest and masked."""
         x, mask = split.x[index], None
         if split.lengths is not None:
             lengths = split.lengths[index]
@@ -74,20 +90,17 @@ class ArrayTask(Task):
         return Batch(self.prepare(x, gen), split.y[index].unsqueeze(1), mask)
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
-        n, start = len(self.train), step * batch_size
-        parts = []
-        while batch_size > 0:
-            epoch, offset = divmod(start, n)
-            take = self._permutation(seed, epoch)[offset: offset + batch_size]
-            parts.append(take)
-            start, batch_size = start + len(take), batch_size - len(take)
-        return self._batch(self.train, torch.cat(parts), step_generator(seed, step))
+        index = self.stream(step * batch_size, batch_size, seed)
+        return self.make_batch(self.train, index, step_generator(seed, step))
 
-    def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+    def eval_split_data(self, split: str | None = None) -> Split:
         name = split or self.eval_split
         if name not in self.evals:
             raise FptError(f"task {self.name!r} has no split {name!r}; it has {', '.join(self.evals)}")
-        data = self.evals[name]
+        return self.evals[name]
+
+    def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        data = self.eval_split_data(split)
         for start in range(0, len(data), batch_size):
-            yield self._batch(data, torch.arange(start, min(start + batch_size, len(data))), None)
+            yield self.make_batch(data, torch.arange(start, min(start + batch_size, len(data))), None)
 

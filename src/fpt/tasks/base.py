@@ -64,6 +64,11 @@ class Task(ABC):
         """The training batch of `step`; the same arguments always give the same batch."""
 
     @property
+    def variable_length(self) -> bool:
+        """True where batches vary in length (padded and masked): bucketing applies."""
+        return False
+
+    @property
     def eval_splits(self) -> tuple[str, ...]:
         """Every split `fpt evaluate` reports; training evaluates `eval_split`."""
         return (self.eval_split,)

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
-from fpt.backbones import default_cache_dir
-from fpt.errors import FptError
+from fpt.paths import data_dir as default_data_dir
+from fpt.errors import MISSING_DATA, FptError
 from fpt.tasks import register_task
 from fpt.tasks.arrays import ArrayTask, Split
 from fpt.tasks.base import TaskSpec
@@ -28,9 +28,10 @@ PROTOCOLS = ("paper", "lra")
 
 def data_dir(name: str, given: str | None) -> Path:
     """The task's data folder: --data-dir, else the fpt cache (where `fpt data get` puts it)."""
-    path = Path(given).expanduser() if given else default_cache_dir() / "data" / name
+    path = Path(given).expanduser() if given else default_data_dir(name)
     if not path.is_dir():
-        raise FptError(f"no {name} data at {path}: run `fpt data get {name}` or pass --data-dir DIR holding its files")
+        raise FptError(f"no {name} data at {path}: run `fpt data get {name}` or pass --data-dir DIR holding its files",
+                       kind=MISSING_DATA)
     return path
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fpt.backbones import default_cache_dir
-from fpt.errors import FptError
+from fpt.paths import data_dir as default_data_dir
+from fpt.errors import MISSING_DATA, FptError
 from fpt.tasks import register_task
 from fpt.tasks.arrays import ArrayTask, Split, check_labels
 from fpt.tasks.base import TaskSpec
@@ -56,7 +56,7 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
             raise FptError(f"no ListOps data at {folder}: pass the folder holding LRA's basic_*.tsv, "
                            "or leave --data-dir out to generate the set")
     else:
-        folder = ensure_listops_tsv(default_cache_dir() / "data" / "listops")
+        folder = ensure_listops_tsv(default_data_dir("listops"))
     length = max_len or PROTOCOL_MAX_LEN[protocol]
     splits, truncated = {}, {}
     for split in ("train", "val", "test"):
@@ -74,10 +74,11 @@ def remote_homology(data_dir: str | None = None, max_len: int = 1024) -> Sequenc
     """TAPE remote homology: protein sequences -> one of 1195 folds; three test holdouts."""
     from fpt.data.tape import IUPAC_VOCAB, SPLITS, encode_proteins, load_remote_homology
 
-    folder = Path(data_dir).expanduser() if data_dir else default_cache_dir() / "data" / "remote-homology"
+    folder = Path(data_dir).expanduser() if data_dir else default_data_dir("remote-homology")
     if not folder.is_dir():
         raise FptError(f"no remote homology data at {folder}: pass --data-dir holding TAPE's remote_homology/ "
-                       "folder (from http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_homology.tar.gz)")
+                       "folder (from http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_homology.tar.gz)",
+                       kind=MISSING_DATA)
     splits, truncated = {}, {}
     for split in SPLITS:
         sequences, labels = load_remote_homology(folder, split)

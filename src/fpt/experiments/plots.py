@@ -1,4 +1,5 @@
-"""Figures: the attention map of a trained run (the paper's Bit XOR figure)."""
+"""Every figure fpt draws: the attention map of a trained run (the paper's Bit XOR figure), a
+confusion matrix, and the learning curves of a sweep."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fpt.errors import FptError  # noqa: E402
+from fpt.experiments.paper import TASK_COLUMNS  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
+from fpt.paths import atomic_write  # noqa: E402
+from fpt.runs import RunDir  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
 
 
@@ -56,12 +60,11 @@ def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int)
 
 
 def _save(fig, path: Path) -> Path:
-    """Write the figure atomically and close it."""
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    """Write the figure as PNG, atomically, and close it."""
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
@@ -82,5 +85,29 @@ def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
                         color="white" if value > 0.5 else "black")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> Path | None:
+    """One panel per task: held-out accuracy against step, one line per variant and seed."""
+    done = [r for r in rows if r["status"] == "done" and r.get("run_dir") and RunDir(r["run_dir"]).read_metrics()]
+    tasks = list(dict.fromkeys(str(r["task"]) for r in done))
+    if not tasks:
+        return None
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.4), dpi=110, squeeze=False)
+    colours = {}
+    for ax, task in zip(axes[0], tasks):
+        for r in (r for r in done if r["task"] == task):
+            points = RunDir(r["run_dir"]).read_metrics()
+            variant = str(r.get(row_key, "fpt"))
+            colour = colours.setdefault(variant, f"C{len(colours) % 10}")
+            ax.plot([p["step"] for p in points], [100 * p["accuracy"] for p in points], color=colour, alpha=0.8,
+                    label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
+        ax.set_title(TASK_COLUMNS.get(task, task))
+        ax.set_xlabel("step")
+        ax.set_ylabel("held-out accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, path)

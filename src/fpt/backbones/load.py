@@ -1,0 +1,263 @@
+"""Loading a backbone body: a name -> a pretrained (or re-initialised) transformer body, ready
+to be frozen, with every change a run asks for made here, at load time (fpt.backbones.surgery).
+
+A name is one of the registered backbones (`list_backbones()`), a local directory holding a
+Hugging Face checkpoint, or a Hugging Face hub id. Whatever the source, the result is the *base*
+model (no LM head) with its token-embedding table replaced by a stub: fpt feeds `inputs_embeds`,
+so the table and the head are never used and are not kept in memory.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from fpt.backbones import surgery
+from fpt.backbones.export import bit_backbone_path, load_exported_backbone
+from fpt.backbones.registry import BackboneEntry, get_backbone_entry
+from fpt.backbones.vit import ViTBody, is_vit
+from fpt.errors import MISSING_BACKBONE, FptError
+
+INITS = ("pretrained", "random", "stats", "bit")
+
+
+def check_init(init: str) -> str:
+    """The one lookup of --init."""
+    if init not in INITS:
+        raise FptError(f"unknown --init {init!r}; choose one of {', '.join(INITS)}")
+    return init
+
+
+class UnusedTokenTable(nn.Module):
+    """Stands in for the dropped token-embedding table: fpt always passes inputs_embeds."""
+
+    def forward(self, input_ids):  # pragma: no cover - reaching this is a bug
+        raise RuntimeError("fpt dropped this backbone's token table; pass inputs_embeds")
+
+
+@dataclass
+class Backbone:
+    """A loaded transformer body plus the facts the rest of fpt needs about it."""
+
+    name: str
+    init: str
+    model: nn.Module
+    family: str  # config.model_type: selects the parameter-group rules
+    hidden_size: int
+    max_positions: int | None  # None: no learned position table (e.g. RoPE)
+    weights_hash: str  # identity of the weights as loaded (before surgery); a checkpoint is bound to it
+    extended_positions: tuple[int, int] | None = None  # (rows published, rows now) if the table grew
+    run: Callable | None = None  # the body, or its torch.compile'd call
+
+    def __call__(self, **kwargs):
+        return (self.run or self.model)(**kwargs)
+
+
+def _source_of(name: str) -> tuple[str | None, BackboneEntry | None]:
+    """Resolve a backbone name to (path-or-hub-id, registry entry)."""
+    entry = get_backbone_entry(name)
+    if entry is not None:
+        return None, entry
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FptError(f"backbone directory {path} has no config.json; save it with save_pretrained")
+        return str(path), None
+    if path.exists() or name.startswith((".", "/", "~")):
+        raise FptError(f"backbone {name!r} is not a directory holding a Hugging Face checkpoint")
+    return name, None  # a hub id
+
+
+def _load_config(source: str, name: str):
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError) as exc:
+        raise FptError(
+            f"cannot load backbone {name!r}: not a registered name (see `fpt backbones`), not a local "
+            f"directory, and not reachable on the Hugging Face hub ({type(exc).__name__})"
+        ) from None
+
+
+@torch.no_grad()
+def _statistics_init(model: nn.Module, seed: int) -> None:
+    """Replace every tensor with draws from a normal of that tensor's own mean and std."""
+    gen = torch.Generator().manual_seed(seed)
+    for param in model.parameters():
+        std = param.float().std().item() if param.numel() > 1 else 0.0
+        noise = torch.randn(param.shape, generator=gen, dtype=torch.float32)
+        param.copy_(noise * std + param.float().mean())
+
+
+def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype) -> nn.Module:
+    """from_pretrained, but the token table (dropped anyway) is never read into memory.
+
+    The model is declared with a one-row vocabulary, so the checkpoint's table does not fit and
+    is skipped (ignore_mismatched_sizes) instead of being copied in: for SmolLM2 that is 113 MB
+    less at the loading peak. Every other tensor must still match. Where a family cannot be built
+    that way, the plain load is used.
+    """
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and vocab > 1:
+        small = copy.deepcopy(config)
+        pad = getattr(small, "pad_token_id", None)
+        small.vocab_size = pad + 1 if isinstance(pad, int) and 0 <= pad < vocab else 1
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the skipped table is reported as a mismatch: expected
+        try:
+            model = AutoModel.from_pretrained(source, config=small, dtype=dtype, trust_remote_code=False,
+                                              ignore_mismatched_sizes=True)
+            model.config.vocab_size = vocab  # the architecture's own value, for anyone reading it
+            return model
+        except (OSError, ValueError):
+            raise
+        except Exception:  # pragma: no cover - a family whose modules depend on the vocabulary size
+            pass
+        finally:
+            hf_logging.set_verbosity(verbosity)
+    return AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False)
+
+
+def weights_hash(model: nn.Module) -> str:
+    """A short hash of every parameter and buffer: ties checkpoints to the exact weights."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        tensor = tensor.detach().contiguous().cpu()
+        if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
+            tensor = tensor.view(torch.int16)
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()
+
+
+
+
+def _architecture(name: str, source: str | None, entry: BackboneEntry | None, init: str):
+    """(config, where the weights are): offline where the registry knows the architecture and no
+    weights are needed."""
+    if init in ("random", "bit") and entry is not None and entry.offline_config is not None:
+        return entry.offline_config(), None  # the architecture is known without any download
+    if entry is not None:
+        source = entry.locate()
+    try:
+        return _load_config(source, name), source
+    except FptError:
+        if entry is None:
+            raise
+        raise FptError(f"backbone {name!r} is not on this machine and the Hugging Face hub cannot be "
+                       f"reached; get it: {entry.how_to_get}", kind=MISSING_BACKBONE) from None
+
+
+def _check_layers(config, layers: int | None, name: str) -> None:
+    if layers is None:
+        return
+    for key in ("num_hidden_layers", "n_layer"):
+        if hasattr(config, key) and not 1 <= layers <= getattr(config, key):
+            raise FptError(f"--layers must be between 1 and {getattr(config, key)} for {name}, got {layers}")
+
+
+def _build_body(config, source: str | None, name: str, init: str, seed: int, layers: int | None,
+                dtype: torch.dtype) -> nn.Module:
+    """The transformer body with pretrained weights, or freshly initialised (seeded)."""
+    from transformers import AutoModel
+
+    if init in ("random", "bit"):
+        if init == "random" and layers is not None:  # build only the blocks that will be kept
+            for key in ("num_hidden_layers", "n_layer"):
+                if hasattr(config, key):
+                    setattr(config, key, layers)
+        torch.manual_seed(seed)
+        return AutoModel.from_config(config, dtype=dtype)
+    try:
+        return _from_pretrained_without_token_table(source, config, dtype)
+    except (OSError, ValueError) as exc:
+        raise FptError(f"cannot load the weights of backbone {name!r}: {exc}".splitlines()[0]) from None
+
+
+def _drop_unused_parts(model: nn.Module) -> nn.Module:
+    """ViT: patch embedding, CLS token and pooler; others: the token table (inputs_embeds is fed
+    instead) and BERT's pooler."""
+    if is_vit(model):
+        return ViTBody(model)
+    model.set_input_embeddings(UnusedTokenTable())
+    if getattr(model, "pooler", None) is not None:
+        model.pooler = None
+    return model
+
+
+def load_backbone(
+    name: str = "minilm",
+    init: str = "pretrained",
+    seed: int = 0,
+    layers: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    *,
+    seq_len: int | None = None,
+    dropout: float | None = None,
+    attention_dropout: float | None = None,
+    checkpointing: bool = False,
+    compile: bool = False,
+) -> Backbone:
+    """Load a backbone body by name, re-initialise it if asked, drop its unused token table.
+
+    init: "pretrained" (the weights as published), "random" (the architecture's default init,
+    seeded), "stats" (each tensor drawn from a normal with the pretrained tensor's mean and std)
+    or "bit" (the weights of this architecture fully trained on Bit Memory from random init, as
+    exported by `fpt export-backbone`; the paper's "Bit" variant).
+
+    Made at load time, for a run: `layers` keeps the first K blocks; `seq_len` grows a learned
+    position table shorter than the task (by interpolation); `dropout` / `attention_dropout` set
+    the body's rates (None: as published; attention None: the same as dropout); `checkpointing`
+    recomputes blocks in backward; `compile` runs the body through torch.compile.
+    """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # fpt draws its own progress; loading is a second or two
+    check_init(init)
+    surgery.check_dropout_rates(0.0 if dropout is None else dropout, attention_dropout)
+    source, entry = _source_of(name)
+    config, source = _architecture(name, source, entry, init)
+    _check_layers(config, layers, name)
+    model = _drop_unused_parts(_build_body(config, source, name, init, seed, layers, dtype))
+    family = model.config.model_type
+    if init == "bit":
+        load_exported_backbone(model, bit_backbone_path(name), name)
+    if layers is not None:
+        surgery.keep_first_layers(model, family, layers)
+    if init == "stats":
+        _statistics_init(model, seed)
+    model.requires_grad_(False)
+    table = surgery.position_table(model, family)
+    backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
+                        max_positions=None if table is None else table.num_embeddings,
+                        weights_hash=weights_hash(model))
+    _adapt(backbone, seq_len, dropout, attention_dropout, checkpointing, compile)
+    return backbone
+
+
+def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, attention_dropout: float | None,
+           checkpointing: bool, compile: bool) -> None:
+    """The run-specific surgery, after the weights' identity is fixed."""
+    model, family = backbone.model, backbone.family
+    if seq_len is not None:
+        published = surgery.extend_positions(model, family, seq_len)
+        if published is not None:
+            backbone.extended_positions, backbone.max_positions = (published, seq_len), seq_len
+    if dropout is not None:
+        surgery.set_dropout(model, family, dropout, dropout if attention_dropout is None else attention_dropout)
+    if hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # a decoder's key/value cache is never read here
+    if checkpointing:
+        surgery.enable_checkpointing(model)
+    if compile:
+        backbone.run = surgery.CompiledBackbone(model)

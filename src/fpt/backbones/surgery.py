@@ -1,0 +1,189 @@
+"""Changes made to a loaded backbone body before it is wrapped: fewer blocks, a longer position
+table, dropout rates, 16-bit storage of frozen weights, activation checkpointing, compilation.
+
+Each is measured in benchmarks/perf.py. Exact (same numbers as the plain body): fewer blocks,
+checkpointing (each block recomputed in backward: memory falls by an order of magnitude for
+about a third more compute). Opt-in because they change numerics: bf16 storage with autocast,
+torch.compile.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fpt.errors import FptError
+from fpt.families import attention_dropout_sites, blocks_path, position_table_path
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype of --precision NAME (the one lookup of that name)."""
+    if precision not in PRECISIONS:
+        raise FptError(f"unknown --precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    if precision == "bf16" and not torch.backends.mkldnn.is_available():
+        raise FptError("--precision bf16 needs a torch build with oneDNN; use --precision fp32")
+    return PRECISIONS[precision]
+
+
+def check_dropout_rates(dropout: float, attention_dropout: float | None) -> None:
+    """Both rates in [0, 1); attention_dropout None means the same as dropout."""
+    for name, value in (("dropout", dropout), ("attention-dropout", attention_dropout)):
+        if value is not None and not 0.0 <= value < 1.0:
+            raise FptError(f"--{name} must be in [0, 1), got {value}")
+
+
+def keep_first_layers(model: nn.Module, family: str, layers: int) -> None:
+    """Truncate the body to its first `layers` transformer blocks."""
+    path = blocks_path(model, family)
+    if path is None:
+        raise FptError(f"cannot find the transformer blocks of {type(model).__name__} to apply --layers")
+    parent, _, attr = path.rpartition(".")
+    owner = model.get_submodule(parent)
+    blocks = getattr(owner, attr)
+    if not 1 <= layers <= len(blocks):
+        raise FptError(f"--layers must be between 1 and {len(blocks)} for this backbone, got {layers}")
+    setattr(owner, attr, nn.ModuleList(list(blocks)[:layers]))
+    for key in ("num_hidden_layers", "n_layer"):
+        if hasattr(model.config, key):
+            setattr(model.config, key, layers)
+
+
+def position_table(model: nn.Module, family: str) -> nn.Embedding | None:
+    path = position_table_path(model, family)
+    return None if path is None else model.get_submodule(path)
+
+
+@torch.no_grad()
+def extend_positions(model: nn.Module, family: str, length: int) -> int | None:
+    """Grow the learned position table to `length` rows by linear interpolation of the old rows;
+    returns the old number of rows, or None where nothing had to grow.
+
+    Interpolating (as ViT does for a new resolution) keeps neighbouring positions similar and
+    every position distinct; the table is trained under the fpt policy anyway.
+    """
+    path = position_table_path(model, family)
+    old = None if path is None else model.get_submodule(path)
+    if old is None or length <= old.num_embeddings:
+        return None
+    rows = F.interpolate(old.weight.T[None].float(), size=length, mode="linear", align_corners=True)[0].T
+    new = nn.Embedding(length, old.embedding_dim, dtype=old.weight.dtype)
+    new.weight.copy_(rows)
+    new.weight.requires_grad_(old.weight.requires_grad)
+    parent, _, attr = path.rpartition(".")
+    owner = model.get_submodule(parent)
+    setattr(owner, attr, new)
+    # BERT-style embeddings keep index buffers as long as the old table: extend them too.
+    for buffer_name, buffer in list(owner.named_buffers(recurse=False)):
+        if buffer.shape[-1] == old.num_embeddings and buffer_name in ("position_ids", "token_type_ids"):
+            grown = torch.arange(length)[None] if buffer_name == "position_ids" else buffer.new_zeros(1, length)
+            owner.register_buffer(buffer_name, grown.to(buffer.dtype), persistent=False)
+    for key in ("max_position_embeddings", "n_positions"):
+        if hasattr(model.config, key):
+            setattr(model.config, key, length)
+    return old.num_embeddings
+
+
+def set_dropout(model: nn.Module, family: str, hidden: float, attention: float) -> None:
+    """Dropout rates of a body: `hidden` for every dropout layer, `attention` on attention
+    probabilities (the paper uses 0.1 for both).
+
+    Attention dropout matters for speed: torch's fused CPU attention kernels have no dropout, so
+    with it attention runs a plain path that stores batch x heads x length^2 probabilities (ListOps
+    at 2000 tokens: gigabytes per layer, several times slower).
+    """
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = hidden
+    # A second pass: in BERT the self-attention module is visited before its child dropout, so
+    # setting both in one pass would let the hidden rate overwrite the attention rate.
+    sites, config_keys = attention_dropout_sites(family)
+    for module in model.modules():
+        for site in sites:
+            if not type(module).__name__.endswith(site.owner_suffix):
+                continue
+            value = getattr(module, site.attr, None)
+            if isinstance(value, nn.Dropout):
+                value.p = attention
+            elif isinstance(value, float):  # Llama, ViT: a rate read on every call
+                setattr(module, site.attr, attention)
+    for key in config_keys:
+        if hasattr(model.config, key):
+            setattr(model.config, key, attention)
+
+
+def is_norm(module: nn.Module) -> bool:
+    """LayerNorm, RMSNorm and the like, by class name (each family has its own class)."""
+    return "norm" in type(module).__name__.lower()
+
+
+def store_frozen_weights(model: nn.Module, dtype: torch.dtype) -> int:
+    """Cast every parameter that is not trained to `dtype`, except normalisation layers' (autocast
+    runs those in fp32 and refuses 16-bit parameters; they are tiny); returns the bytes saved.
+    Depends on which parameters train, so it is applied once the policy is."""
+    saved = 0
+    for module in model.modules():
+        if is_norm(module):
+            continue
+        for param in module.parameters(recurse=False):
+            if param.requires_grad or not param.is_floating_point() or param.dtype == dtype:
+                continue
+            saved += param.numel() * (param.element_size() - torch.finfo(dtype).bits // 8)
+            param.data = param.data.to(dtype)
+    return saved
+
+
+def enable_checkpointing(model: nn.Module) -> None:
+    """Recompute each block in backward (non-reentrant; dropout masks are replayed exactly)."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise FptError(f"{type(model).__name__} does not support activation checkpointing; "
+                       "leave --checkpointing off")
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+class CompiledBackbone:
+    """torch.compile a module in place (names of its parameters unchanged), eager if that fails."""
+
+    def __init__(self, module: nn.Module):
+        self.module, self.active = module, True
+        self.proven = False
+        try:
+            module.compile(dynamic=None)
+        except Exception as exc:  # pragma: no cover - depends on the torch build
+            self._fall_back(exc)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        first_line = (str(exc).strip().splitlines() or [""])[0][:120]
+        warnings.warn(f"torch.compile unavailable here ({type(exc).__name__}: {first_line}); running eager",
+                      RuntimeWarning, stacklevel=3)
+        self.module._compiled_call_impl = None
+        self.active = False
+
+    def __call__(self, **kwargs):
+        if not self.active or self.proven:
+            return self.module(**kwargs)
+        try:  # the first call compiles: a missing compiler shows up here
+            out = self.module(**kwargs)
+        except Exception as exc:
+            if not _is_compile_failure(exc):
+                raise
+            self._fall_back(exc)
+            return self.module(**kwargs)
+        self.proven = True
+        return out
+
+
+def _is_compile_failure(exc: BaseException) -> bool:
+    try:
+        from torch._dynamo.exc import TorchDynamoException
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, TorchDynamoException) or "inductor" in type(exc).__module__

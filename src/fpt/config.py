@@ -1,0 +1,86 @@
+"""TrainConfig: everything that defines a run, the single source of defaults for the CLI, sweeps
+and config.json; `validate` checks numbers here and names through each one's own lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from fpt.backbones import check_init
+from fpt.backbones.surgery import check_dropout_rates, compute_dtype
+from fpt.baselines import check_model
+from fpt.errors import FptError
+from fpt.model import check_pooling
+from fpt.policy import parse_policy
+from fpt.tasks.bucketing import check_bucket_window
+
+# Options only transformer models take: refused for a baseline --model, and left out of a sweep's
+# baseline cells when the sweep sets them for every cell.
+TRANSFORMER_ONLY_OPTIONS = ("precision", "checkpointing", "compile")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; saved as config.json and enough to rebuild it."""
+
+    task: str = "bit-xor"
+    task_options: dict = field(default_factory=dict)  # e.g. {"n_bits": 1000, "patch_size": 50}
+    model: str = "fpt"  # fpt (a frozen backbone) | lstm | lstm* | cnn | cnn-matched (fully trained baselines)
+    backbone: str = "minilm"
+    init: str = "pretrained"  # pretrained | random | stats
+    policy: str = "fpt"  # a policy name or a comma list of groups
+    layers: int | None = None  # keep only the first K transformer blocks
+    pooling: str = "last"  # last (the paper's last-k tokens) | mean
+    extra_positions: bool = False  # a learned position table in the embedder (for RoPE backbones)
+    dropout: float = 0.1
+    attention_dropout: float | None = None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
+    steps: int = 2000
+    batch_size: int = 16
+    micro_batch_size: int | None = None  # split each batch to bound memory; same gradients
+    lr: float = 1e-3
+    grad_clip: float = 1.0
+    eval_every: int = 100
+    eval_batch_size: int = 256
+    target_accuracy: float | None = None  # stop once held-out accuracy reaches this
+    seed: int = 0
+    # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
+    precision: str = "fp32"  # fp32 | bf16 (frozen weights in bfloat16, backbone under autocast)
+    checkpointing: bool = False  # recompute each block in backward: much less memory, ~1/3 more compute
+    compile: bool = False  # torch.compile the backbone (eager where unavailable)
+    bucket_window: int | None = None  # batch variable-length sequences of similar length, per window of N batches
+    threads: int | None = None  # torch intra-op threads (default: one per core)
+
+    def validate(self) -> None:
+        for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
+            if getattr(self, key) < 1:
+                raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
+        if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
+            raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise FptError(f"--lr must be a positive number, got {self.lr}")
+        check_dropout_rates(self.dropout, self.attention_dropout)
+        if not self.grad_clip > 0:
+            raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
+        if self.threads is not None and self.threads < 1:
+            raise FptError(f"--threads must be at least 1, got {self.threads}")
+        check_bucket_window(self.bucket_window)
+        # Names, through each one's own lookup, so a typo fails before a backbone is loaded.
+        parse_policy(self.policy)
+        check_init(self.init)
+        check_pooling(self.pooling)
+        compute_dtype(self.precision)
+        check_model(self.model)
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        if self.model != "fpt" and any(getattr(self, k) != defaults[k] for k in TRANSFORMER_ONLY_OPTIONS):
+            raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise FptError(f"config has unknown keys {', '.join(unknown)}")
+        return cls(**data)

@@ -1,0 +1,90 @@
+"""The paper's side of every comparison (Lu et al. 2021, from shared/PAPER.md): its figures, the
+variants it compares (appendix D) and the tables `fpt reproduce` builds beside them."""
+
+from __future__ import annotations
+
+TASK_COLUMNS = {  # task name -> the paper's column heading
+    "bit-memory": "Bit Memory", "bit-xor": "XOR", "listops": "ListOps", "mnist": "MNIST",
+    "fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar10-lra": "C10 LRA", "remote-homology": "Homology",
+}
+TASK_ORDER = list(TASK_COLUMNS)
+
+
+_PAPER_ORDER = [t for t in TASK_ORDER if t != "fashion-mnist"]  # the paper has no Fashion-MNIST column
+
+
+def _row(*values):
+    return dict(zip(_PAPER_ORDER, values))
+
+
+# Test accuracy in percent, from PAPER.md (Lu et al. 2021).
+PAPER = {
+    "table1": {"fpt": _row(100, 100, 38.4, 98.0, 72.1, 38.6, 12.7), "full": _row(100, 100, 38, 99.1, 70.3, 42, 9),
+               "lstm": _row(60.9, 50.1, 17.1, 99.5, 73.6, 11.7, 12)},
+    "table2": {"fpt": _row(100, 100, 38.4, 98.0, 68.2, 38.6, 12.7), "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3),
+               "bit": _row(100, 100, 35.4, 97.8, 62.6, 36.7, 7.8), "vit": _row(100, 100, 37.4, 97.8, 72.5, 43.0, 7.5)},
+    "table3": {"random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3), "lstm-frozen": _row(50.9, 50.0, 16.8, 70.9, 34.4, 10.4, 6.6),
+               "lstm*-frozen": _row(75.0, 50.0, 16.7, 92.5, 43.5, 10.6, 8.6)},
+    "stats-init": {"fpt": _row(100, 100, 38.4, 98.0, 68.2, 38.6, 12.7), "stats": _row(100, 100, 37.4, 97.2, 56.5, 33.1, 11.0),
+                   "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3)},
+    "table18": {"output-only": _row(76, 56, 15, 23, 25, 17, 2), "output+input": _row(98, 72, 17, 85, 53, 22, 8),
+                "output+position": _row(93, 84, 35, 93, 38, 30, 8), "output+layernorm": _row(94, 98, 36, 96, 54, 39, 9)},
+    "table20": {"random-output-only": _row(75, 50, 17, 25, 20, 11, 2), "random-output+input": _row(75, 51, 17, 28, 24, 16, 2),
+                "random-output+position": _row(75, 59, 18, 34, 21, 12, 6),
+                "random-output+layernorm": _row(75, 100, 35, 83, 46, 34, 9)},
+}
+
+PAPER["finetune-more"] = {"fpt": {"cifar10": 68.2}, "fpt+feedforward": {"cifar10": 76.6},
+                          "fpt+last-attention": {"cifar10": 80.0}}
+# Table 6: gradient steps to convergence, same batch size and learning rate.
+PAPER_STEPS = {"fpt": _row(1e4, 5e2, 2e3, 5e3, 4e5, 3e5, 1e5), "random": _row(4e4, 2e4, 6e3, 2e4, 4e5, 6e5, 1e5)}
+# Held-out accuracy that counts as converged for our Table 6 (the paper does not state its own).
+THRESHOLDS = {"bit-memory": 0.95, "bit-xor": 0.95, "listops": 0.35, "mnist": 0.95, "fashion-mnist": 0.85,
+              "cifar10": 0.65, "cifar10-lra": 0.35, "remote-homology": 0.10}
+
+
+# A variant is a named bundle of options (appendix D of the paper).
+VARIANTS: dict[str, dict] = {
+    "fpt": {"policy": "fpt", "init": "pretrained"},
+    "full": {"policy": "full", "init": "pretrained"},
+    "random": {"policy": "fpt", "init": "random"},
+    "stats": {"policy": "fpt", "init": "stats"},
+    "bit": {"policy": "fpt", "init": "bit"},  # needs `fpt export-backbone` of a Bit Memory run first
+    "vit": {"policy": "fpt", "init": "pretrained", "backbone": "vit-base"},
+    "lstm": {"model": "lstm"},
+    "lstm*": {"model": "lstm*"},
+    "lstm-frozen": {"model": "lstm-frozen"},
+    "lstm*-frozen": {"model": "lstm*-frozen"},
+    "cnn": {"model": "cnn"},
+    "cnn-matched": {"model": "cnn-matched"},
+    "output-only": {"policy": "output-only"},
+    "output+input": {"policy": "output+input"},
+    "output+position": {"policy": "output+position"},
+    "output+layernorm": {"policy": "output+layernorm"},
+    "random-output-only": {"policy": "output-only", "init": "random"},
+    "random-output+input": {"policy": "output+input", "init": "random"},
+    "random-output+position": {"policy": "output+position", "init": "random"},
+    "random-output+layernorm": {"policy": "output+layernorm", "init": "random"},
+    "fpt+feedforward": {"policy": "fpt+feedforward"},
+    "fpt+last-attention": {"policy": "fpt+last-attention"},
+}
+
+ALL_TASKS = ["bit-memory", "bit-xor", "listops", "mnist", "fashion-mnist", "cifar10", "cifar10-lra", "remote-homology"]
+IMAGE_TASKS = ["mnist", "fashion-mnist", "cifar10"]
+# name -> (grid, the paper table it sits beside, the grid key that names a table row)
+REPRODUCIBLE: dict[str, tuple[dict, str | None, str]] = {
+    "table1": ({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm"]}, "table1", "variant"),
+    "table2": ({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
+    "table3": ({"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]}, "table3", "variant"),
+    "table6": ({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table6", "variant"),
+    "stats-init": ({"task": ALL_TASKS, "variant": ["fpt", "stats", "random"]}, "stats-init", "variant"),
+    "table18": ({"task": ALL_TASKS, "variant": ["output-only", "output+input", "output+position",
+                                                "output+layernorm"]}, "table18", "variant"),
+    "table20": ({"task": ALL_TASKS, "variant": ["random-output-only", "random-output+input",
+                                                "random-output+position", "random-output+layernorm"]},
+                "table20", "variant"),
+    "table12": ({"task": ["listops"], "variant": ["output-only"], "layers": [1, 3, 6]}, None, "layers"),
+    "finetune-more": ({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
+                      "finetune-more", "variant"),
+    "cnn": ({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
+}

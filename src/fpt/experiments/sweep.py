@@ -1,0 +1,360 @@
+"""Sweeps: a grid of runs from a YAML spec, several at a time, resumable, summarised in tables.
+
+    name: modality                # optional
+    grid:                         # every combination is one run (a "cell")
+      task: [bit-xor, bit-memory]
+      variant: [fpt, random]
+      seed: [0, 1, 2]
+    options:                      # the same for every cell: any `fpt train` option
+      steps: 500
+    parallel: 2                   # cells at once (threads are split between them)
+
+Each cell is a separate `fpt train` process writing its own run directory under
+SWEEP_DIR/runs/. A cell whose summary.json exists is never run again; one that was killed is
+resumed from its checkpoint. A cell that fails is recorded with its error and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from fpt.errors import FptError
+from fpt.experiments.paper import REPRODUCIBLE, VARIANTS
+from fpt.paths import atomic_write, write_json
+from fpt.runs import RunDir
+
+SPEC_KEYS = {"name", "grid", "options", "parallel"}
+# Set for a cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it).
+FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
+
+
+def option_names() -> set[str]:
+    """Every key a spec's grid or options may use: `fpt train` options, task options, variant."""
+    from fpt.config import TrainConfig
+    from fpt.tasks import TASK_OPTIONS
+
+    return ({f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}) | set(TASK_OPTIONS) | {"variant"}
+
+
+@dataclass
+class Cell:
+    """One run of the grid: its values and its directory name."""
+
+    values: dict
+
+    @property
+    def name(self) -> str:
+        text = ",".join(f"{k}={v}" for k, v in self.values.items())
+        return re.sub(r"[^A-Za-z0-9=,._+*-]", "_", text)
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    grid: dict[str, list]
+    options: dict
+    parallel: int = 1
+
+    def cells(self) -> list[Cell]:
+        keys = list(self.grid)
+        return [Cell(dict(zip(keys, values))) for values in itertools.product(*(self.grid[k] for k in keys))]
+
+
+def _line_of(node, key: str) -> int:
+    """1-based line of `key` in a YAML mapping node, for error messages."""
+    for key_node, _ in getattr(node, "value", []):
+        if getattr(key_node, "value", None) == key:
+            return key_node.start_mark.line + 1
+    return node.start_mark.line + 1
+
+
+def _check_value(key: str, value, where: str) -> None:
+    from fpt.tasks import list_tasks
+
+    if key == "variant" and value not in VARIANTS:
+        raise FptError(f"{where}: unknown variant {value!r}; choose from {', '.join(VARIANTS)}")
+    if key == "task" and not (str(value).startswith("npz:") or value in list_tasks()):
+        raise FptError(f"{where}: unknown task {value!r}; choose from {', '.join(list_tasks())}")
+
+
+def load_spec(path: Path) -> SweepSpec:
+    """Read and check a sweep spec: an unknown key, task or variant is refused, naming its line."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except FileNotFoundError:
+        raise FptError(f"sweep spec {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise FptError(f"{path}: a sweep spec is a mapping with keys {', '.join(sorted(SPEC_KEYS))}")
+    for key in data:
+        if key not in SPEC_KEYS:
+            raise FptError(f"{path}, line {_line_of(root, key)}: unknown key {key!r}; a spec has {', '.join(sorted(SPEC_KEYS))}")
+    grid, options = data.get("grid") or {}, data.get("options") or {}
+    if not isinstance(grid, dict) or not grid:
+        raise FptError(f"{path}: 'grid' must map option names to lists of values")
+    known = option_names()
+    grid_node = next(v for k, v in root.value if k.value == "grid")
+    options_node = next((v for k, v in root.value if k.value == "options"), root)
+    for section, mapping, node in (("grid", grid, grid_node), ("options", options, options_node)):
+        for key, value in mapping.items():
+            where = f"{path}, line {_line_of(node, key)}"
+            if key not in known:
+                raise FptError(f"{where}: unknown {section} key {key!r}; use `fpt train` option names with underscores")
+            values = value if section == "grid" else [value]
+            if section == "grid" and (not isinstance(value, list) or not value):
+                raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
+            for item in values:
+                _check_value(key, item, where)
+    parallel = data.get("parallel", 1)
+    if not isinstance(parallel, int) or parallel < 1:
+        raise FptError(f"{path}: 'parallel' must be a positive integer, got {parallel!r}")
+    return SweepSpec(data.get("name") or path.stem, grid, options, parallel)
+
+
+def _train_args(options: dict, values: dict, threads: int) -> list[str]:
+    """The `fpt train` arguments of one cell: the spec's options (less those only transformers take,
+    for a baseline cell), overridden by the variant's bundle (so `vit` wins over a spec-wide
+    backbone), overridden by the cell's own grid values."""
+    from fpt.config import TRANSFORMER_ONLY_OPTIONS
+
+    # a table of FPT and LSTM rows run with `precision: bf16` gives it to the transformer cells only
+    variant = VARIANTS[values["variant"]] if "variant" in values else {}
+    baseline = values.get("model", variant.get("model", options.get("model", "fpt"))) != "fpt"
+    merged = {k: v for k, v in options.items() if not (baseline and k in TRANSFORMER_ONLY_OPTIONS)}
+    merged.update(variant)
+    merged.update({k: v for k, v in values.items() if k != "variant"})
+    args = ["--threads", str(threads), "--no-progress"]
+    for key, value in merged.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + flag[2:])
+        elif value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def _cell_status(run: RunDir) -> str:
+    if run.is_finished:
+        return "done"
+    if run.has_checkpoint:
+        return "resumable"
+    return "new"
+
+
+def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict:
+    """Run (or resume) one cell in its own process; never raises: a failure is a result, and the
+    child records its kind in the run directory's failure.json (see fpt.cli.main)."""
+    run = RunDir(sweep_dir / "runs" / cell.name)
+    log = sweep_dir / "logs" / f"{cell.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    status = _cell_status(run)
+    if status != "done":
+        if status == "resumable":
+            command = ["train", "--resume", str(run.path), "--threads", str(threads), "--no-progress"]
+        else:
+            shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
+            command = ["train", *_train_args(spec.options, cell.values, threads), "--out", str(run.path)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
+        with open(log, "a") as handle:
+            proc = subprocess.run([sys.executable, "-m", "fpt", *command], stdout=handle,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+            handle.write(proc.stderr)
+        if proc.returncode != 0:
+            failure = run.read_failure() or {}
+            error = failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            return {**cell.values, "status": "failed", "failure": failure.get("kind", "crash"), "error": error,
+                    "run_dir": str(run.path)}
+    summary = run.read_summary()
+    final = summary.get("final") or {}
+    return {**cell.values, "status": "done", "split": final.get("split"), "accuracy": final.get("accuracy"),
+            "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
+            "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": ""}
+
+
+def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True) -> list[dict]:
+    """Run every cell not yet done, `spec.parallel` at a time; write results.csv; return the rows."""
+    from tqdm.auto import tqdm
+
+    write_json(sweep_dir / "spec.json", dataclasses.asdict(spec))
+    cells = spec.cells()
+    threads = max(1, (os.cpu_count() or 1) // spec.parallel)
+    with ThreadPoolExecutor(spec.parallel) as pool, tqdm(total=len(cells), disable=not progress, unit="run",
+                                                         desc=f"sweep {spec.name}") as bar:
+        futures = [pool.submit(run_cell, cell, spec, sweep_dir, threads) for cell in cells]
+        rows = []
+        for cell, future in zip(cells, futures):
+            # "row": what tells this cell's table row apart (every grid value but task and seed)
+            label = ",".join(f"{k}={v}" for k, v in cell.values.items() if k not in ("task", "seed")) or "fpt"
+            rows.append({**future.result(), "row": label})
+            bar.update(1)
+    write_results_csv(rows, sweep_dir / "results.csv")
+    return rows
+
+
+def write_results_csv(rows: list[dict], path: Path) -> None:
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write(path, write)
+
+
+
+
+# --- fpt reproduce: the paper's tables as sweeps ------------------------------------------------
+
+
+def machine_description(parallel: int) -> str:
+    import platform
+
+    import torch
+
+    cores = os.cpu_count() or 1
+    return (f"{platform.processor() or platform.machine()}, {cores} cores, {parallel} run(s) at once "
+            f"of {max(1, cores // parallel)} thread(s), torch {torch.__version__}")
+
+
+@dataclass
+class Reproduction:
+    """Several of the paper's tables on some tasks: each run once, shared between the tables."""
+
+    tables: list[str]
+    tasks: list[str] | None = None  # None: every task of the tables
+    budget: int = 500
+    seeds: int = 3
+    backbone: str = "minilm"
+    parallel: int = 1
+    skip_variants: tuple[str, ...] = ()  # kept in the tables as "skipped", never run
+    options: dict = dataclasses.field(default_factory=dict)  # more `fpt train` options for every run
+
+    def check(self) -> None:
+        unknown = [t for t in self.tables if t not in REPRODUCIBLE]
+        if not self.tables or unknown:
+            raise FptError(f"unknown table {', '.join(unknown) or '(none)'}; choose from {', '.join(REPRODUCIBLE)}")
+        if self.budget < 1 or self.seeds < 1 or self.parallel < 1:
+            raise FptError("--budget, --seeds and --parallel must be at least 1")
+        offered = {t for table in self.tables for t in REPRODUCIBLE[table][0]["task"]}
+        missing = [t for t in self.tasks or [] if t not in offered]
+        if missing:
+            raise FptError(f"{', '.join(self.tables)} has no task {', '.join(missing)}; its tasks are {', '.join(sorted(offered))}")
+        unknown_variants = [v for v in self.skip_variants if v not in VARIANTS]
+        if unknown_variants:
+            raise FptError(f"--skip-variants: unknown variant {', '.join(unknown_variants)}; choose from {', '.join(VARIANTS)}")
+        unknown_options = sorted(set(self.options) - option_names())
+        if unknown_options:
+            raise FptError(f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores")
+
+    def common_options(self) -> dict:
+        # Table 6 needs the learning curve (20 evaluations); the others only the final accuracy,
+        # which matters where an evaluation is costly (MNIST's 10,000 test images take about a minute).
+        every = max(1, self.budget // 20) if "table6" in self.tables else self.budget
+        return {"steps": self.budget, "backbone": self.backbone, "eval_every": every, **self.options}
+
+    def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
+        """(sub-folder, spec, skipped cells) per task (and per table whose rows are not variants)."""
+        plans = []
+        for task in _tasks_of(self.tables):
+            if self.tasks and task not in self.tasks:
+                continue
+            by_variant = [t for t in self.tables if task in REPRODUCIBLE[t][0]["task"] and REPRODUCIBLE[t][2] == "variant"]
+            wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t][0]["variant"]))
+            if wanted:
+                plans.append((task, task, {"variant": wanted}))
+            for table in self.tables:  # e.g. table12: rows are layer counts
+                grid, _, row_key = REPRODUCIBLE[table]
+                if row_key != "variant" and task in grid["task"]:
+                    plans.append((f"{task}-{table}", task, {k: v for k, v in grid.items() if k != "task"}))
+        result = []
+        for folder, task, grid in plans:
+            variants = [v for v in grid["variant"] if v not in self.skip_variants]
+            skipped = [{"task": task, "variant": v, "status": "skipped", "failure": "skipped",
+                        "error": "skipped for time (--skip-variants)"} for v in grid["variant"] if v in self.skip_variants]
+            spec = SweepSpec(f"reproduce-{folder}", {"task": [task], **grid, "variant": variants,
+                                                     "seed": list(range(self.seeds))},
+                             self.common_options(), self.parallel)
+            result.append((folder, spec, skipped))
+        return result
+
+
+def _tasks_of(tables: list[str]) -> list[str]:
+    return list(dict.fromkeys(t for table in tables for t in REPRODUCIBLE[table][0]["task"]))
+
+
+def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tuple[list[dict], str]:
+    """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md,
+    OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
+    from fpt.experiments.plots import learning_curves
+    from fpt.experiments.tables import markdown_table, steps_table
+    from fpt.config import TRANSFORMER_ONLY_OPTIONS
+    from fpt.paths import write_text
+
+    plan.check()
+    rows = []
+    for folder, spec, skipped in plan.sweeps():
+        if spec.grid["variant"]:
+            rows += run_sweep(spec, out / folder, progress)
+        rows += skipped
+    write_results_csv(rows, out / "results.csv")
+    learning_curves(rows, out / "curves.png")
+    options = plan.common_options()
+    setting = ", ".join(f"{k}={v}" for k, v in options.items())
+    transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
+    if transformer_only:
+        setting += f" ({', '.join(transformer_only)}: transformer rows only)"
+    texts = []
+    for table in plan.tables:
+        grid, paper_table, row_key = REPRODUCIBLE[table]
+        subset = [{**r, "row": r.get(row_key)} for r in rows
+                  if r.get("variant") in grid["variant"] and r["task"] in grid["task"]
+                  and (row_key == "variant" or r.get(row_key) in grid[row_key])]
+        title = f"{table} ({setting}; {plan.seeds} seed(s); {machine_description(plan.parallel)})"
+        if table == "table6":
+            text = steps_table(subset, title + ": steps to the held-out threshold", row_key)
+        else:
+            text = markdown_table(subset, title + ": held-out accuracy in %, paper in parentheses", paper_table, row_key)
+        text += _failed_runs(subset)
+        write_text(out / f"{table}.md", text)
+        texts.append(text)
+    text = "\n".join(texts)
+    write_text(out / "results.md", text)
+    return rows, text
+
+
+def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
+    """results.md (the table of a user's own sweep) and curves.png; returns the table's text."""
+    from fpt.experiments.plots import learning_curves
+    from fpt.experiments.tables import markdown_table
+    from fpt.paths import write_text
+
+    options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
+    seeds = len(spec.grid.get("seed", [0]))
+    text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); held-out accuracy in %", None, "row")
+    text += _failed_runs(rows)
+    write_text(sweep_dir / "results.md", text)
+    learning_curves(rows, sweep_dir / "curves.png", "row")
+    return text
+
+
+def _failed_runs(rows: list[dict]) -> str:
+    failed = [r for r in rows if r["status"] == "failed"]
+    return "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""

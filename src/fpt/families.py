@@ -1,0 +1,154 @@
+"""Per-family facts, as data: one `Family` per Hugging Face `model_type`.
+
+Everything fpt needs to know about an architecture lives here (as PEFT keeps its per-model
+target modules in one table): which group each parameter belongs to, where the transformer
+blocks are, which module is the learned position table, and where attention probabilities are
+dropped. The mechanics that use these facts (backbones/, policy.py) are written once.
+
+A family not in the table falls back to searching by module type and name; whatever the
+search cannot place is an error that names it, never a silent guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from torch import nn
+
+
+@dataclass(frozen=True)
+class AttentionDropout:
+    """Where a family drops attention probabilities: attribute `attr` of modules whose class name
+    ends with `owner_suffix` ("" for any), holding an nn.Dropout or a float rate read per call."""
+
+    attr: str
+    owner_suffix: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    group_rules: tuple[tuple[str, str], ...]  # ordered (group, regex on the parameter name); first match wins
+    blocks: str  # dotted path of the ModuleList of transformer blocks
+    position_table: str | None  # dotted path of the learned position nn.Embedding; None: none (RoPE)
+    attention_dropout: AttentionDropout
+    config_dropout_keys: tuple[str, ...]  # config fields holding the attention dropout rate
+
+
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family(
+        group_rules=(
+            ("input", r"^wte\."),
+            ("position", r"^wpe\."),
+            ("layernorm", r"(^|\.)ln_(\d|f)\."),
+            ("attention", r"\.attn\."),
+            ("feedforward", r"\.mlp\."),
+        ),
+        blocks="h",
+        position_table="wpe",
+        attention_dropout=AttentionDropout("attn_dropout"),
+        config_dropout_keys=("attn_pdrop",),
+    ),
+    "bert": Family(
+        group_rules=(
+            ("layernorm", r"LayerNorm\."),
+            ("position", r"position_embeddings\."),
+            # BERT's token-type table is part of its input layer: fed zeros, it is one learned bias
+            ("input", r"(word|token_type)_embeddings\."),
+            ("attention", r"\.attention\."),
+            ("feedforward", r"\.(intermediate|output)\.dense\."),
+            ("output", r"^pooler\."),
+        ),
+        blocks="encoder.layer",
+        position_table="embeddings.position_embeddings",
+        attention_dropout=AttentionDropout("dropout", owner_suffix="SelfAttention"),
+        config_dropout_keys=("attention_probs_dropout_prob",),
+    ),
+    "llama": Family(
+        group_rules=(
+            ("input", r"^embed_tokens\."),
+            ("layernorm", r"(layernorm|(^|\.)norm)\.weight$"),
+            ("attention", r"\.self_attn\."),
+            ("feedforward", r"\.mlp\."),
+        ),
+        blocks="layers",
+        position_table=None,  # rotary positions: nothing to train (see --extra-positions)
+        attention_dropout=AttentionDropout("attention_dropout"),
+        config_dropout_keys=("attention_dropout",),
+    ),
+    "vit": Family(  # as wrapped by fpt.backbones.vit.ViTBody
+        group_rules=(
+            ("layernorm", r"layernorm(_before|_after)?\."),
+            ("position", r"position_embeddings(\.weight)?$"),
+            ("input", r"(patch_embeddings|cls_token|mask_token)"),
+            ("attention", r"\.attention\."),
+            ("feedforward", r"\.(intermediate|output)\.dense\."),
+            ("output", r"^pooler\."),
+        ),
+        blocks="vit.encoder.layer",
+        position_table="vit.embeddings.position_embeddings",
+        attention_dropout=AttentionDropout("attention_dropout"),
+        config_dropout_keys=("attention_probs_dropout_prob",),
+    ),
+}
+
+# The fallback for families not in the table: where blocks and position tables usually are, and
+# the words that name attention and feed-forward modules.
+_BLOCK_PATHS = ("encoder.layer", "h", "layers", "transformer.h", "encoder.layers")
+_ATTENTION_WORDS = ("attn", "attention")
+_FEEDFORWARD_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "intermediate")
+_FALLBACK_DROPOUT = (AttentionDropout("attention_dropout"), AttentionDropout("attn_dropout"),
+                     AttentionDropout("dropout", owner_suffix="SelfAttention"))
+_FALLBACK_CONFIG_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
+
+
+def group_rules(family: str) -> list[tuple[str, re.Pattern]]:
+    known = FAMILIES.get(family)
+    return [(group, re.compile(pattern)) for group, pattern in (known.group_rules if known else ())]
+
+
+def group_by_module_type(module: nn.Module, module_name: str, param_name: str) -> str | None:
+    """The fallback: decide a parameter's group from its owning module's type and path."""
+    kind = type(module).__name__.lower()
+    if isinstance(module, nn.LayerNorm) or "norm" in kind:
+        return "layernorm"
+    if isinstance(module, nn.Embedding):
+        return "position" if "pos" in module_name else "input"
+    if "position" in param_name:
+        return "position"
+    parts = module_name.lower().split(".")
+    if any(word in part for part in parts for word in _ATTENTION_WORDS):
+        return "attention"
+    if any(word in part for part in parts for word in _FEEDFORWARD_WORDS):
+        return "feedforward"
+    return None
+
+
+def blocks_path(model: nn.Module, family: str) -> str | None:
+    """Dotted path of the ModuleList of transformer blocks (the longest ModuleList as a last resort)."""
+    modules = dict(model.named_modules())
+    known = FAMILIES.get(family)
+    for path in ((known.blocks,) if known else ()) + _BLOCK_PATHS:
+        if isinstance(modules.get(path), nn.ModuleList):
+            return path
+    lists = [(name, m) for name, m in modules.items() if isinstance(m, nn.ModuleList)]
+    return max(lists, key=lambda item: len(item[1]))[0] if lists else None
+
+
+def position_table_path(model: nn.Module, family: str) -> str | None:
+    """Dotted path of the learned position table, or None where the family has none."""
+    known = FAMILIES.get(family)
+    if known is not None:
+        return known.position_table
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Embedding) and ("position" in name or name.endswith("wpe")):
+            return name
+    return None
+
+
+def attention_dropout_sites(family: str) -> tuple[tuple[AttentionDropout, ...], tuple[str, ...]]:
+    """(where attention probabilities are dropped, the config keys holding that rate)."""
+    known = FAMILIES.get(family)
+    if known is None:
+        return _FALLBACK_DROPOUT, _FALLBACK_CONFIG_KEYS
+    return (known.attention_dropout,), known.config_dropout_keys

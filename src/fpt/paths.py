@@ -1,0 +1,53 @@
+"""Where fpt keeps things, and the one way it writes a file.
+
+- `cache_dir()`: converted backbone weights and fetched data (FPT_CACHE_DIR overrides ~/.cache/fpt);
+  `data_dir(name)` is a dataset's folder inside it, where tasks look without --data-dir.
+- `atomic_write(path, write)`: every file fpt writes (JSON, checkpoints, figures, reports, data)
+  goes to a temporary name beside the target and is renamed over it, so a killed process never
+  leaves half a file; the temporary name is per process, and removed if writing fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Callable
+
+
+def cache_dir() -> Path:
+    """Where fpt keeps converted weights and generated data (FPT_CACHE_DIR overrides)."""
+    return Path(os.environ.get("FPT_CACHE_DIR", Path.home() / ".cache" / "fpt"))
+
+
+def data_dir(name: str) -> Path:
+    """A dataset's default folder: where `fpt data get NAME` puts it and its task reads it."""
+    return cache_dir() / "data" / name
+
+
+def temporary_name(path: Path) -> Path:
+    """A hidden sibling of `path` no other process will pick: .NAME.PID.RANDOM.tmp"""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Call write(temporary path), then rename it over `path`; on any failure nothing is left."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_name(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def write_json(path: str | Path, data) -> Path:
+    return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,80 @@
+"""Helpers shared by the test modules: files in each real on-disk format, written here, and the
+check that an error is one line naming what it should. Backbones: see conftest.py."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpt.data import cifar, tape
+from fpt.errors import FptError
+
+
+def raises_naming(fn, *names: object) -> str:
+    """Call fn, expect one FptError line that mentions every name."""
+    with pytest.raises(FptError) as info:
+        fn()
+    message = str(info.value)
+    assert "\n" not in message
+    for name in names:
+        assert str(name) in message, (name, message)
+    return message
+
+
+IDX_CODES = {np.dtype("u1"): 0x08, np.dtype("i1"): 0x09, np.dtype("i2"): 0x0B, np.dtype("i4"): 0x0C,
+             np.dtype("f4"): 0x0D, np.dtype("f8"): 0x0E}
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    header = bytes([0, 0, IDX_CODES[array.dtype], array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+def write_idx(path: Path, array: np.ndarray) -> Path:
+    data = idx_bytes(array)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+def write_mnist(directory: Path, split: str, n: int, gz: bool = False, spelling: str = "-", seed: int = 0):
+    prefix = {"train": "train", "test": "t10k"}[split]
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, n).astype(np.uint8)
+    suffix = ".gz" if gz else ""
+    write_idx(directory / f"{prefix}-images{spelling}idx3-ubyte{suffix}", images)
+    write_idx(directory / f"{prefix}-labels{spelling}idx1-ubyte{suffix}", labels)
+    return images, labels
+
+
+def cifar_batch(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, (n, 3072), dtype=np.uint8), rng.integers(0, 10, n)
+
+
+def write_binary_batches(directory: Path, n: int = 2) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    directory.mkdir(parents=True, exist_ok=True)
+    batches = {}
+    for seed, name in enumerate(cifar.SPLIT_FILES["train"] + cifar.SPLIT_FILES["test"]):
+        data, labels = cifar_batch(n, seed)
+        records = np.concatenate([labels.astype(np.uint8)[:, None], data], axis=1)
+        (directory / f"{name}.bin").write_bytes(records.tobytes())
+        batches[name] = data, labels
+    return batches
+
+
+def homology_records(n: int, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
+    records = []
+    for i in range(n):
+        primary = "".join(rng.choice(letters, rng.integers(3, 12)))
+        records.append({"id": f"d{i}", "primary": primary, "protein_length": len(primary),
+                        "class_label": 1, "fold_label": int(rng.integers(0, tape.N_FOLDS)),
+                        "evolutionary": rng.random((len(primary), 30)).astype(np.float32)})
+    return records

@@ -1,0 +1,93 @@
+"""The house: imports run one way, bottom to top, and the README's Python API stays importable."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import fpt
+
+SOURCE = Path(fpt.__file__).parent
+
+# Each part of the package and its level: a module imports only its own part or a lower level.
+LEVELS = {
+    "errors": 0, "paths": 0, "runtime": 0,
+    "data": 1,
+    "families": 2,
+    "tasks": 3, "backbones": 3, "policy": 3,
+    "model": 4,
+    "baselines": 5,
+    "config": 6, "checkpoint": 6, "runs": 6,
+    "training": 7,
+    "experiments": 8,
+    "cli": 9,
+}
+
+
+def _part(module: str) -> str | None:
+    """fpt.backbones.load -> backbones; fpt -> None (the package root re-exports, it is exempt)."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 and pieces[0] == "fpt" else None
+
+
+def _imports(path: Path) -> set[str]:
+    """Every fpt module a file imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fpt"):
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # from fpt import cli
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("fpt"))
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    return {".".join(("fpt",) + path.relative_to(SOURCE).with_suffix("").parts).removesuffix(".__init__"): path
+            for path in SOURCE.rglob("*.py")}
+
+
+def test_every_module_belongs_to_a_level():
+    parts = {_part(name) for name in _modules()} - {None, "__main__"}
+    assert parts <= set(LEVELS), parts - set(LEVELS)
+
+
+def test_imports_run_one_way_from_bottom_to_top():
+    upward = []
+    for name, path in _modules().items():
+        part = _part(name)
+        if part in (None, "__main__"):
+            continue
+        for imported in _imports(path):
+            target = _part(imported)
+            if target in LEVELS and target != part and LEVELS[target] >= LEVELS[part]:
+                upward.append(f"{name} imports {imported}")
+    assert not upward, upward
+
+
+def test_data_and_tasks_never_import_backbones_and_nothing_imports_cli():
+    for name, path in _modules().items():
+        imported = {_part(m) for m in _imports(path)}
+        if _part(name) in ("data", "tasks"):
+            assert "backbones" not in imported, name
+        if name not in ("fpt.__main__", "fpt.cli"):
+            assert "cli" not in imported, name
+
+
+def test_the_readme_python_api_is_importable():
+    for name in ("train", "resume", "load_run", "evaluate", "predict", "TrainConfig", "Trainer", "load_backbone",
+                 "list_backbones", "create_task", "list_tasks", "FrozenPretrainedTransformer", "FptError",
+                 "GROUPS", "POLICIES", "format_group_table", "register_backbone", "register_task", "TrainableModel"):
+        assert hasattr(fpt, name), name
+    assert callable(fpt.train) and fpt.train.__module__ == "fpt.training"
+
+
+def test_baselines_and_the_transformer_are_trainable_models(tiny_gpt2):
+    from fpt.baselines import build_baseline
+    from fpt.model import TrainableModel
+
+    task = fpt.create_task("bit-xor", n_bits=4, eval_size=4)
+    transformer = fpt.FrozenPretrainedTransformer(fpt.load_backbone(tiny_gpt2), task.spec)
+    for model in (transformer, build_baseline("lstm", task)):
+        assert isinstance(model, TrainableModel)
+        assert model.weights_hash and model.weights_name
