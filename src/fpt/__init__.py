@@ -8,8 +8,8 @@ train only a new input layer, a new output layer, the layer norms and the positi
 
 or piece by piece:
 
-    backbone = fpt.load_backbone("minilm")
     task = fpt.create_task("bit-memory", n_bits=1000, patch_size=50)
+    backbone = fpt.load_backbone("minilm", seq_len=task.spec.seq_len)
     model = fpt.FrozenPretrainedTransformer(backbone, task.spec, policy="fpt")
     trainer = fpt.Trainer(model, task, fpt.TrainConfig(steps=500))
     trainer.fit()

@@ -18,7 +18,7 @@ from fpt.baselines import MODELS
 from fpt.errors import FptError
 from fpt.experiments.paper import REPRODUCIBLE
 from fpt.policy import POLICIES
-from fpt.tasks import TASK_OPTIONS
+from fpt.tasks import TASK_OPTIONS, list_tasks
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line, as every other fpt error."""
@@ -40,7 +40,7 @@ def _add_config_option(parser: argparse.ArgumentParser, name: str, kind=None, he
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    _add_config_option(parser, "task", str, "task name")
+    _add_config_option(parser, "task", str, " | ".join(t for t in list_tasks() if t != "npz") + " | npz:PATH (your own arrays)")
     _add_config_option(parser, "model", str, " | ".join(MODELS) + " (fpt: a frozen transformer; the others "
                        "fully trained baselines: cnn for image tasks, cnn-matched sized to the FPT's trained count, "
                        "-frozen: LSTM layers left at random init)")

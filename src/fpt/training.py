@@ -170,7 +170,7 @@ class Trainer:
         started, resumed_from = time.perf_counter(), self.step
         history, reached_at, last_eval = [], None, None
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
-                   dynamic_ncols=True, desc=f"{cfg.task} on {cfg.backbone}")
+                   dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
         try:
             while self.step < cfg.steps:
                 loss, accuracy = self.train_step(self.task.train_batch(self.step, cfg.batch_size, cfg.seed))
