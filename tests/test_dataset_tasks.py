@@ -154,3 +154,23 @@ def test_train_and_evaluate_mnist_through_the_cli(mnist_dir, tiny_gpt2, tmp_path
     evaluation = json.loads((run / "evaluation.json").read_text())["splits"]["test"]
     assert evaluation["examples"] == 7 and len(evaluation["per_class_accuracy"]) == 10
     assert (run / "confusion_test.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("largest", [255, 256, 32767, 32768, 50256, 65535, 65536, 2**31 + 5])
+def test_npz_token_ids_keep_their_value_whatever_their_size(tmp_path, largest):
+    # ids of 32768-65535 used to wrap negative in int16, and ids of 65536 and more to small valid ids
+    x = np.array([[0, 1, largest], [largest, 2, 3], [4, largest - 1, 5], [6, 7, 8]])
+    np.savez(tmp_path / "ids.npz", x=x, y=np.array([0, 1, 0, 1]))
+    task = create_task(f"npz:{tmp_path / 'ids.npz'}", test_path=str(tmp_path / "ids.npz"))
+    assert torch.equal(task.train.x.long(), torch.from_numpy(x))
+    assert task.spec.vocab_size == largest + 1
+    assert torch.equal(next(task.eval_batches(4)).x, torch.from_numpy(x))
+
+
+def test_npz_features_beyond_float32_are_refused_not_turned_into_inf(tmp_path):
+    np.savez(tmp_path / "big.npz", x=np.full((4, 2, 3), 1e300), y=np.array([0, 1, 0, 1]))
+    with pytest.raises(FptError, match="beyond float32"):
+        create_task(f"npz:{tmp_path / 'big.npz'}", heldout_fraction=0.5)
+    np.savez(tmp_path / "nan.npz", x=np.full((4, 2, 3), np.nan), y=np.array([0, 1, 0, 1]))
+    with pytest.raises(FptError, match="NaN"):
+        create_task(f"npz:{tmp_path / 'nan.npz'}", heldout_fraction=0.5)

@@ -32,8 +32,22 @@ class SequenceTask(ArrayTask):
 
 
 def _compact(ids: np.ndarray) -> np.ndarray:
-    """Token ids in the smallest integer type that holds them (ListOps at int64 would be 1.5 GB)."""
-    return ids.astype(np.uint8 if ids.max(initial=0) < 256 else np.int16)
+    """Token ids (>= 0) in the smallest integer type that holds them (ListOps at int64 would be
+    1.5 GB), checked by a round trip: a GPT-2 id of 50256 must not wrap to a small valid id."""
+    largest = int(ids.max(initial=0))
+    kind = next(t for t in (np.uint8, np.int16, np.int32, np.int64) if largest <= np.iinfo(t).max)
+    compact = ids.astype(kind)
+    if not np.array_equal(compact, ids):  # pragma: no cover - the choice above makes this impossible
+        raise FptError(f"token ids up to {largest} do not fit {np.dtype(kind).name}")
+    return compact
+
+
+def _features(x: np.ndarray, where: str) -> np.ndarray:
+    """Feature vectors as float32, refusing NaN and values beyond float32 (they would become inf)."""
+    features = x.astype(np.float32)
+    if not np.isfinite(features).all():
+        raise FptError(f"{where}: x holds NaN, inf or values beyond float32 (|x| > 3.4e38); clean the array first")
+    return features
 
 
 @register_task("listops")
@@ -118,8 +132,9 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
         x, y, mask = x[kept], y[kept], mask[kept]
         eval_name = "heldout"
     tokens = np.issubdtype(x.dtype, np.integer)
-    train = Split.from_numpy(_compact(x) if tokens else x.astype(np.float32), y, mask)
-    evaluation = Split.from_numpy(_compact(test[0]) if tokens else test[0].astype(np.float32), test[1], test[2])
+    train = Split.from_numpy(_compact(x) if tokens else _features(x, path), y, mask)
+    evaluation = Split.from_numpy(_compact(test[0]) if tokens else _features(test[0], test_path or path),
+                                  test[1], test[2])
     vocab = int(max(x.max(initial=0), test[0].max(initial=0))) + 1 if tokens else None
     return SequenceTask(f"npz:{path}", train, {eval_name: evaluation}, eval_name,
                         num_classes=int(max(y.max(initial=0), test[1].max(initial=0))) + 1, seq_len=x.shape[1],
