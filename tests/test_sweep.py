@@ -125,11 +125,11 @@ def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2,
 def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_variant():
     from fpt.experiments.sweep import _train_args
 
-    args = _train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"}, threads=1)
+    args = _train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"})
     assert args[args.index("--backbone") + 1] == "vit-base" and args.count("--backbone") == 1
-    args = _train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"}, threads=1)
+    args = _train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"})
     assert args[args.index("--init") + 1] == "stats"
-    args = _train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"}, threads=1)
+    args = _train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"})
     assert args[args.index("--model") + 1] == "lstm*-frozen"
 
 
@@ -137,12 +137,12 @@ def test_spec_wide_transformer_options_skip_baseline_cells_only():
     from fpt.experiments.sweep import _train_args
 
     options = {"precision": "bf16", "checkpointing": True, "steps": 5}
-    fpt_args = _train_args(options, {"variant": "random"}, threads=1)
+    fpt_args = _train_args(options, {"variant": "random"})
     assert fpt_args[fpt_args.index("--precision") + 1] == "bf16" and "--checkpointing" in fpt_args
-    lstm_args = _train_args(options, {"variant": "lstm"}, threads=1)
+    lstm_args = _train_args(options, {"variant": "lstm"})
     assert "--precision" not in lstm_args and "--checkpointing" not in lstm_args and "--steps" in lstm_args
     # asked for in the cell itself, it is kept, and `fpt train` refuses it with its own clear error
-    lstm_args = _train_args({}, {"model": "lstm", "precision": "bf16"}, threads=1)
+    lstm_args = _train_args({}, {"model": "lstm", "precision": "bf16"})
     assert lstm_args[lstm_args.index("--precision") + 1] == "bf16"
 
 
@@ -195,3 +195,32 @@ def test_cells_say_why_a_variant_could_not_run():
     assert "| bit | no Bit backbone yet (fpt export-backbone) (paper 100) |" in table
     assert "| vit | data or weights not on this machine (paper 100) |" in table
     assert "| random | failed (paper 100) |" in table
+
+
+def test_cells_whose_values_differ_never_share_a_run_directory():
+    from fpt.experiments.sweep import Cell
+
+    # unsafe characters used to become "_": these two shared one directory, the second never trained
+    a, b = Cell({"task": "npz:/d/data/a.npz"}), Cell({"task": "npz:/d/data_a.npz"})
+    assert a.name != b.name and "/" not in a.name + b.name
+    assert Cell({"task": "bit-xor", "seed": 0}).name == "task=bit-xor,seed=0"  # plain values read as they are
+    assert Cell({"x": "1,y=2"}).name != Cell({"x": 1, "y": 2}).name
+    assert len(Cell({"data_dir": "d" * 1000}).name) < 140
+
+
+def test_duplicate_cells_are_refused_when_the_spec_loads(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("grid:\n  task: [bit-xor]\n  seed: [0, 0]\n")
+    with pytest.raises(FptError, match="twice"):
+        load_spec(path)
+
+
+def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_gpt2, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
+    rows = run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+    assert rows[0]["status"] == "done"
+    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 3\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
+    with pytest.raises(FptError, match="was run with other options.*--steps"):
+        run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2

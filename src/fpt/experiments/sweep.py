@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
+import json
 import itertools
 import os
 import re
@@ -46,6 +48,10 @@ def option_names() -> set[str]:
     return ({f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}) | set(TASK_OPTIONS) | {"variant"}
 
 
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._+*-]*")  # no "=" or ",", which separate the name's parts
+_MAX_NAME = 120  # a directory name stays far below the usual 255-byte limit
+
+
 @dataclass
 class Cell:
     """One run of the grid: its values and its directory name."""
@@ -54,8 +60,13 @@ class Cell:
 
     @property
     def name(self) -> str:
+        """KEY=VALUE,... where every value is plain text; otherwise that text made safe and cut, plus
+        a hash of the values, so two cells never share a directory (npz:/d/a/b and npz:/d/a_b did)."""
         text = ",".join(f"{k}={v}" for k, v in self.values.items())
-        return re.sub(r"[^A-Za-z0-9=,._+*-]", "_", text)
+        if all(_PLAIN_VALUE.fullmatch(str(v)) for v in self.values.values()) and len(text) <= _MAX_NAME:
+            return text
+        digest = hashlib.sha1(json.dumps(self.values, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        return re.sub(r"[^A-Za-z0-9=,._+*-]", "_", text)[:_MAX_NAME] + "~" + digest
 
 
 @dataclass
@@ -67,7 +78,13 @@ class SweepSpec:
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
-        return [Cell(dict(zip(keys, values))) for values in itertools.product(*(self.grid[k] for k in keys))]
+        cells = [Cell(dict(zip(keys, values))) for values in itertools.product(*(self.grid[k] for k in keys))]
+        seen: dict[str, Cell] = {}
+        for cell in cells:
+            if cell.name in seen:
+                raise FptError(f"sweep {self.name!r} has the cell {cell.values} twice; list each grid value once")
+            seen[cell.name] = cell
+        return cells
 
 
 def _line_of(node, key: str) -> int:
@@ -124,10 +141,12 @@ def load_spec(path: Path) -> SweepSpec:
     parallel = data.get("parallel", 1)
     if not isinstance(parallel, int) or parallel < 1:
         raise FptError(f"{path}: 'parallel' must be a positive integer, got {parallel!r}")
-    return SweepSpec(data.get("name") or path.stem, grid, options, parallel)
+    spec = SweepSpec(data.get("name") or path.stem, grid, options, parallel)
+    spec.cells()  # refuses duplicate cells now, before anything runs
+    return spec
 
 
-def _train_args(options: dict, values: dict, threads: int) -> list[str]:
+def _train_args(options: dict, values: dict) -> list[str]:
     """The `fpt train` arguments of one cell: the spec's options (less those only transformers take,
     for a baseline cell), overridden by the variant's bundle (so `vit` wins over a spec-wide
     backbone), overridden by the cell's own grid values."""
@@ -139,7 +158,7 @@ def _train_args(options: dict, values: dict, threads: int) -> list[str]:
     merged = {k: v for k, v in options.items() if not (baseline and k in TRANSFORMER_ONLY_OPTIONS)}
     merged.update(variant)
     merged.update({k: v for k, v in values.items() if k != "variant"})
-    args = ["--threads", str(threads), "--no-progress"]
+    args = []
     for key, value in merged.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
@@ -169,7 +188,8 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
             command = ["train", "--resume", str(run.path), "--threads", str(threads), "--no-progress"]
         else:
             shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
-            command = ["train", *_train_args(spec.options, cell.values, threads), "--out", str(run.path)]
+            command = ["train", *_train_args(spec.options, cell.values), "--threads", str(threads), "--no-progress",
+                       "--out", str(run.path)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
         with open(log, "a") as handle:
             proc = subprocess.run([sys.executable, "-m", "fpt", *command], stdout=handle,
@@ -187,12 +207,45 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
             "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": ""}
 
 
+def _cell_record(sweep_dir: Path, cell: Cell) -> Path:
+    return sweep_dir / "cells" / f"{cell.name}.json"
+
+
+def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
+    """A cell run before with other options would report old results under the new spec: refuse."""
+    for cell in spec.cells():
+        record = _cell_record(sweep_dir, cell)
+        if not record.is_file():
+            continue
+        before = json.loads(record.read_text()).get("args")
+        now = _train_args(spec.options, cell.values)
+        if before != now:
+            old, new = _flags(before or []), _flags(now)
+            changed = ", ".join(f"{flag} {old.get(flag, '(unset)')} -> {new.get(flag, '(unset)')}"
+                                for flag in sorted(old.keys() | new.keys()) if old.get(flag) != new.get(flag))
+            raise FptError(f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
+                           f"use another --out, or delete {record} and {sweep_dir / 'runs' / cell.name} to run it again")
+
+
+def _flags(args: list[str]) -> dict[str, str]:
+    """["--steps", "2", "--compile"] -> {"--steps": "2", "--compile": "on"}"""
+    flags, i = {}, 0
+    while i < len(args):
+        value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None
+        flags[args[i]] = "on" if value is None else value
+        i += 1 if value is None else 2
+    return flags
+
+
 def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True) -> list[dict]:
     """Run every cell not yet done, `spec.parallel` at a time; write results.csv; return the rows."""
     from tqdm.auto import tqdm
 
+    check_cells_unchanged(spec, sweep_dir)
     write_json(sweep_dir / "spec.json", dataclasses.asdict(spec))
     cells = spec.cells()
+    for cell in cells:  # the options each cell runs with, to compare when the sweep is run again
+        write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": _train_args(spec.options, cell.values)})
     threads = max(1, (os.cpu_count() or 1) // spec.parallel)
     with ThreadPoolExecutor(spec.parallel) as pool, tqdm(total=len(cells), disable=not progress, unit="run",
                                                          desc=f"sweep {spec.name}") as bar:
