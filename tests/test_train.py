@@ -22,7 +22,8 @@ def _params(model):
 
 def test_run_directory_holds_config_metrics_summary_and_a_trainable_only_checkpoint(tiny_gpt2, tmp_path):
     summary, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
-    assert {p.name for p in run_dir.iterdir()} == {"config.json", "metrics.jsonl", "summary.json", RunDir.CHECKPOINT}
+    assert {p.name for p in run_dir.iterdir()} == {"config.json", "metrics.jsonl", "summary.json", RunDir.CHECKPOINT,
+                                                 RunDir.LOCK}  # the lock file: see RunDir.lock
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [5, 10] and metrics[-1]["examples"] == 20
     assert summary["step"] == 10 and summary["final"]["split"] == "heldout"

@@ -64,19 +64,42 @@ def load_checkpoint(path: Path) -> Checkpoint:
         raise FptError(f"checkpoint {path} is corrupt or truncated ({exc}); delete it and train again") from None
     if metadata.get("format") != FORMAT:
         raise FptError(f"{path} is not an fpt checkpoint (format {metadata.get('format')!r}, expected {FORMAT!r})")
+    try:
+        return _parse(tensors, metadata)
+    except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
+        raise FptError(f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc)[:80]}); "
+                       "resume from a good copy, or delete it and train again") from None
+
+
+def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkpoint:
+    """The checkpoint's parts, each checked for its type and shape (a damaged file raises here)."""
     names = json.loads(metadata["param_names"])
+    groups = json.loads(metadata["optimizer_param_groups"])
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names) and isinstance(groups, list)):
+        raise ValueError("parameter names or optimizer groups are not lists")
+    step = int(metadata["step"])
+    if step < 0:
+        raise ValueError(f"step {step}")
+    params = {k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")}
     index_of = {n: i for i, n in enumerate(names)}
     optim_state: dict[int, dict] = {}
     for key, value in tensors.items():
         if key.startswith("optim."):
             name, _, moment = key[len("optim."):].rpartition(".")
-            optim_state.setdefault(index_of[name], {})[moment] = value.reshape(()) if moment == "step" else value
-    groups = json.loads(metadata["optimizer_param_groups"])
+            if moment == "step":
+                value = value.reshape(())
+            elif value.shape != params[name].shape:
+                raise ValueError(f"Adam {moment} of {name} has shape {tuple(value.shape)}, "
+                                 f"the parameter {tuple(params[name].shape)}")
+            optim_state.setdefault(index_of[name], {})[moment] = value
+    rng = tensors["rng.torch"]
+    if rng.dtype != torch.uint8 or rng.shape != torch.get_rng_state().shape:
+        raise ValueError(f"RNG state of {rng.dtype} {tuple(rng.shape)}")
     return Checkpoint(
-        step=int(metadata["step"]),
-        params={k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")},
+        step=step,
+        params=params,
         optimizer_state={"state": optim_state, "param_groups": groups},
-        rng_state=tensors["rng.torch"],
+        rng_state=rng,
         backbone=metadata["backbone"],
         backbone_hash=metadata["backbone_hash"],
     )

@@ -264,6 +264,8 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
     from fpt.runs import RunDir
     from fpt.training import load_run
 
+    if args.out is not None and args.out.is_dir():
+        raise FptError(f"--out {args.out} is a directory; give the path of a .safetensors file")
     config, _, model, trainer = load_run(args.run_dir)
     if config.model != "fpt":
         raise FptError(f"{args.run_dir} trained a {config.model}, not a transformer backbone")
@@ -354,6 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     except FptError as exc:
         print(f"fpt: error: {exc}", file=sys.stderr)
         _record_failure(exc)
+        return 2
+    except BrokenPipeError:  # `fpt backbones | head -1`: the reader left; nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a path the user gave that the system refuses: read-only, full disk, ...
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"fpt: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",

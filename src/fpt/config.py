@@ -78,9 +78,28 @@ class TrainConfig:
             raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+    def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":
+        """A config from JSON-like data, every key known and every value of its field's type."""
+        if not isinstance(data, dict):
+            raise FptError(f"{where}: a config is a mapping of option names to values, not a {type(data).__name__}")
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(known))
         if unknown:
-            raise FptError(f"config has unknown keys {', '.join(unknown)}")
+            raise FptError(f"{where}: unknown keys {', '.join(unknown)}")
+        for key, value in data.items():
+            allowed = _FIELD_TYPES[key]
+            # bool is an int in Python: a count given as true/false is a mistake, not 1/0
+            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+                names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+                raise FptError(f"{where}: {key} must be {names}, got {value!r}")
         return cls(**data)
+
+
+def _field_types() -> dict[str, tuple[type, ...]]:
+    """Field name -> the Python types its value may have (from the annotations: "int | None" ...)."""
+    kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "dict": (dict,), "None": (type(None),)}
+    return {f.name: tuple(t for part in f.type.split("|") for t in kinds[part.strip()])
+            for f in dataclasses.fields(TrainConfig)}
+
+
+_FIELD_TYPES = _field_types()

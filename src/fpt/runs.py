@@ -13,11 +13,18 @@ Files are written atomically (fpt.paths.atomic_write), so a killed run never lea
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 
 from fpt.errors import KINDS, FptError
 from fpt.paths import write_json, write_text
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks, a second writer is not refused
+    fcntl = None
 
 
 class RunDir:
@@ -27,9 +34,11 @@ class RunDir:
     CHECKPOINT = "checkpoint.safetensors"
     EVALUATION = "evaluation.json"
     FAILURE = "failure.json"
+    LOCK = ".lock"
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._lock = None  # the open lock file while this process writes the run
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -45,13 +54,64 @@ class RunDir:
         label = Path(label.rstrip("/")).name.replace("/", "_")
         return root / f"{task.replace(':', '_').replace('/', '_')}-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
 
+    @staticmethod
+    def check_creatable(path: str | Path) -> None:
+        """Refuse, before anything is loaded, a run directory that could not be made here."""
+        path = Path(path)
+        too_long = [part for part in path.parts if len(part.encode()) > 255]
+        if too_long:
+            raise FptError(f"--out has a name of {len(too_long[0].encode())} bytes; the filesystem allows 255")
+        if path.exists() and not path.is_dir():
+            raise FptError(f"--out {path} is a file; give a directory for the run")
+        if path.is_dir() and any(path.iterdir()):
+            raise FptError(f"run directory {path} already exists and is not empty; pick another --out or --resume it")
+        ancestor = path
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise FptError(f"--out {path} is under {ancestor}, which is a file, not a folder")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise FptError(f"cannot create {path}: {ancestor} is not writable; pick another --out")
+
     @classmethod
     def create(cls, path: str | Path) -> "RunDir":
+        """Make the directory and take its lock (see `lock`)."""
+        cls.check_creatable(path)
         path = Path(path)
-        if path.exists() and any(path.iterdir()):
-            raise FptError(f"run directory {path} already exists and is not empty; pick another --out or --resume it")
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise FptError(f"cannot create run directory {path}: {exc.strerror}") from None
+        run = cls(path)
+        run.lock()
+        return run
+
+    def lock(self) -> None:
+        """Hold an exclusive lock on the run for this process's lifetime (released at exit, even on
+        kill -9): a second `fpt train --resume` of the same run is refused instead of interleaving
+        its metrics with ours. Temporary files left by a killed writer are removed under the lock."""
+        if self._lock is not None or fcntl is None:
+            return
+        handle = open(self.path / self.LOCK, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise FptError(f"run directory {self.path} is in use by another fpt process; wait for it to "
+                           "finish (or stop it) and try again") from None
+        self._lock = handle
+        for stale in self.path.glob(".*.tmp"):  # only a killed writer leaves these; we hold the lock
+            stale.unlink(missing_ok=True)
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def remove(self) -> None:
+        """Delete a run that failed before saving anything worth keeping (nothing half-made)."""
+        self.unlock()
+        shutil.rmtree(self.path, ignore_errors=True)
 
     @classmethod
     def existing(cls, path: str | Path) -> "RunDir":
@@ -122,10 +182,25 @@ class RunDir:
             handle.write(json.dumps(record) + "\n")
 
     def read_metrics(self) -> list[dict]:
+        """Every evaluation record; a torn last line (a run killed while appending) is dropped."""
         path = self.path / self.METRICS
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        records = []
+        for number, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if number == len(lines):
+                    break
+                raise FptError(f"{path}, line {number}: not a JSON record; the run directory is damaged") from None
+            if not (isinstance(record, dict) and isinstance(record.get("step"), int)
+                    and isinstance(record.get("accuracy"), (int, float))):
+                raise FptError(f"{path}, line {number}: not an evaluation record (step, accuracy); "
+                               "the run directory is damaged")
+            records.append(record)
+        return records
 
     def truncate_metrics(self, last_step: int) -> None:
         """On resume, drop evaluations made after the checkpoint: they will be made again."""

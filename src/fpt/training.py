@@ -71,6 +71,11 @@ def _build_for_process(config: TrainConfig) -> tuple[Task, TrainableModel]:
     return task, build_model(config, task)
 
 
+def _is_out_of_memory(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text
+
+
 def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
@@ -118,7 +123,7 @@ class Trainer:
                  run_dir: Path | RunDir | None = None, progress: bool = True,
                  on_step: Callable[[int, float], None] | None = None):
         self.model, self.task, self.config = model, task, config
-        self.run_dir = None if run_dir is None else RunDir(run_dir)
+        self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
         self.progress, self.on_step = progress, on_step
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
@@ -128,18 +133,37 @@ class Trainer:
         self.last_checkpoint_step: int | None = None
 
     def load(self, run_dir: Path) -> None:
-        """Continue from the checkpoint in run_dir: parameters, Adam state, step, RNG state."""
-        path = RunDir(run_dir).checkpoint_path
-        checkpoint = load_checkpoint(path)
-        restore(self.model, checkpoint, path)
-        self.optimizer.load_state_dict(checkpoint.optimizer_state)
-        torch.set_rng_state(checkpoint.rng_state)
+        """Continue from the checkpoint in run_dir: parameters, Adam state, step, RNG state. A run
+        killed before its first checkpoint (no evaluation recorded either) starts again at step 0,
+        exactly as it first did: the model was just built from the same config and seed."""
+        run = RunDir(run_dir)
+        if not run.has_checkpoint and not run.read_metrics():
+            return
+        checkpoint = load_checkpoint(run.checkpoint_path)
+        restore(self.model, checkpoint, run.checkpoint_path)
+        try:
+            self.optimizer.load_state_dict(checkpoint.optimizer_state)
+            torch.set_rng_state(checkpoint.rng_state)
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise FptError(f"checkpoint {run.checkpoint_path} does not fit this run's optimizer ({str(exc)[:80]}); "
+                           "was it copied from another run?") from None
         self.step = self.last_checkpoint_step = checkpoint.step
 
     def _checkpoint(self) -> None:
-        if self.run_dir is not None:
+        """Save the trained state, only while every trained tensor is finite (a diverged state is
+        never kept as the 'last good' one); a failed write keeps the previous checkpoint."""
+        if self.run_dir is None:
+            return
+        if not all(torch.isfinite(p).all() for p in self.params):
+            raise self._diverged("trained weights became NaN or infinite")
+        try:
             save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step)
-            self.last_checkpoint_step = self.step
+        except OSError as exc:
+            kept = (f"the checkpoint of step {self.last_checkpoint_step} is kept" if self.last_checkpoint_step is not None
+                    else "no checkpoint was saved yet")
+            raise FptError(f"cannot write {self.run_dir.checkpoint_path} ({exc.strerror or exc}); {kept}; "
+                           "free some space and resume") from None
+        self.last_checkpoint_step = self.step
 
     def train_step(self, batch: Batch) -> tuple[float, float]:
         """One optimiser step over `batch`, accumulated over micro-batches; returns loss, accuracy."""
@@ -158,10 +182,24 @@ class Trainer:
         self.optimizer.step()
         return loss_sum / size, correct / batch.y.numel()
 
-    def _diverged(self, loss: float) -> FptError:
+    def _diverged(self, what: str) -> FptError:
         where = (f"the last good checkpoint (step {self.last_checkpoint_step}) is in {self.run_dir}"
                  if self.last_checkpoint_step is not None else "no checkpoint was saved yet")
-        return FptError(f"loss became {loss} at step {self.step}; stopped, {where}; try a lower --lr")
+        return FptError(f"{what} at step {self.step}; stopped, {where}; try a lower --lr")
+
+    def _failed(self, exc: BaseException, doing: str) -> FptError:
+        """An exception inside a step or an evaluation: out of memory, or a divergence."""
+        if _is_out_of_memory(exc):
+            size = "--eval-batch-size" if doing == "evaluating" else "--batch-size (or --micro-batch-size, --checkpointing)"
+            return FptError(f"out of memory while {doing} at step {self.step}; lower {size}")
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        return self._diverged(f"{doing} failed ({type(exc).__name__}: {first_line})")
+
+    def _evaluate(self) -> dict:
+        try:
+            return evaluate(self.model, self.task, self.config.eval_batch_size)
+        except (RuntimeError, ValueError, MemoryError) as exc:
+            raise self._failed(exc, "evaluating") from None
 
     def fit(self) -> dict:
         """Train to config.steps (or the target accuracy); returns the summary."""
@@ -173,16 +211,22 @@ class Trainer:
                    dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
         try:
             while self.step < cfg.steps:
-                loss, accuracy = self.train_step(self.task.train_batch(self.step, cfg.batch_size, cfg.seed))
+                batch = self.task.train_batch(self.step, cfg.batch_size, cfg.seed)
+                try:
+                    loss, accuracy = self.train_step(batch)
+                except (RuntimeError, ValueError, MemoryError) as exc:
+                    raise self._failed(exc, "training") from None
                 self.step += 1
                 if not math.isfinite(loss):
-                    raise self._diverged(loss)
+                    raise self._diverged(f"loss became {loss}")
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", refresh=False)
                 if self.on_step is not None:
                     self.on_step(self.step, loss)
                 if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                    last_eval = evaluate(self.model, self.task, cfg.eval_batch_size)
+                    last_eval = self._evaluate()
+                    if not math.isfinite(last_eval["loss"]):
+                        raise self._diverged(f"held-out loss became {last_eval['loss']}")
                     record = {"step": self.step, "train_loss": loss, **last_eval,
                               "elapsed_s": round(time.perf_counter() - started, 3)}
                     history.append(record)
@@ -198,7 +242,7 @@ class Trainer:
         finally:
             bar.close()
         if last_eval is None:  # resumed a finished run: nothing trained, still report where it stands
-            last_eval = evaluate(self.model, self.task, cfg.eval_batch_size)
+            last_eval = self._evaluate()
         summary = {
             "status": "target_reached" if reached_at else "completed",
             "step": self.step,
@@ -220,20 +264,36 @@ class Trainer:
 
 def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
           on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
-    """Build everything, make the run directory (only once all inputs proved good), train."""
+    """Build everything, make the run directory (only once all inputs proved good), train.
+
+    A run that fails before its first checkpoint leaves no directory behind; one interrupted
+    (Ctrl-C, kill) keeps it and resumes, from step 0 if it saved nothing yet.
+    """
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
-    task, model = _build_for_process(config)
     label = config.backbone if config.model == "fpt" else config.model
-    run_dir = RunDir.create(out or RunDir.default_path(config.task, label))
-    run_dir.write_config(dataclasses.asdict(config))
-    trainer = Trainer(model, task, config, run_dir, progress, on_step)
-    return trainer.fit(), run_dir.path
+    path = Path(out or RunDir.default_path(config.task, label))
+    RunDir.check_creatable(path)  # before the backbone is loaded
+    task, model = _build_for_process(config)
+    run_dir = RunDir.create(path)
+    trainer = None
+    try:
+        run_dir.write_config(dataclasses.asdict(config))
+        trainer = Trainer(model, task, config, run_dir, progress, on_step)
+        return trainer.fit(), run_dir.path
+    except Exception:
+        if trainer is None or trainer.last_checkpoint_step is None:
+            run_dir.remove()
+        raise
+    finally:
+        run_dir.unlock()
 
 
-def load_run(run_dir: Path) -> tuple[TrainConfig, Task, TrainableModel, Trainer]:
-    """Rebuild a run from its directory and load its checkpoint."""
+def load_run(run_dir: Path, lock: bool = False) -> tuple[TrainConfig, Task, TrainableModel, Trainer]:
+    """Rebuild a run from its directory and load its checkpoint (`lock`: to write to it, see RunDir.lock)."""
     run = RunDir.existing(run_dir)
-    config = TrainConfig.from_dict(run.read_config())
+    if lock:
+        run.lock()
+    config = TrainConfig.from_dict(run.read_config(), where=str(run.config_path))
     task, model = _build_for_process(config)
     trainer = Trainer(model, task, config, run, progress=False)
     trainer.load(run.path)
@@ -243,15 +303,18 @@ def load_run(run_dir: Path) -> tuple[TrainConfig, Task, TrainableModel, Trainer]
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
            on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps`."""
-    config, _, _, trainer = load_run(run_dir)
-    if steps is not None:
-        if steps < 1:
-            raise FptError(f"--steps must be at least 1, got {steps}")
-        config.steps = steps
-        trainer.run_dir.write_config(dataclasses.asdict(config))
-    trainer.run_dir.truncate_metrics(trainer.step)
-    trainer.progress, trainer.on_step = progress, on_step
-    return trainer.fit(), Path(run_dir)
+    if steps is not None and steps < 1:
+        raise FptError(f"--steps must be at least 1, got {steps}")
+    config, _, _, trainer = load_run(run_dir, lock=True)
+    try:
+        if steps is not None:
+            config.steps = steps
+            trainer.run_dir.write_config(dataclasses.asdict(config))
+        trainer.run_dir.truncate_metrics(trainer.step)
+        trainer.progress, trainer.on_step = progress, on_step
+        return trainer.fit(), Path(run_dir)
+    finally:
+        trainer.run_dir.unlock()
 
 
 @torch.inference_mode()

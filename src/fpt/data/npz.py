@@ -57,8 +57,15 @@ def load_npz_task(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         raise FptError(f"{path}: x has {len(x)} examples but y has {len(y)}")
     if y.size and y.min() < 0:
         raise FptError(f"{path}: labels in y must be >= 0, found {y.min()}")
+    if len(y) == 0 or x.shape[1] == 0:
+        raise FptError(f"{path}: no examples or sequences of length 0 (x is {x.shape}); every example needs a token")
     if mask is None:
         mask = np.ones(x.shape[:2], dtype=bool)
     elif mask.shape != x.shape[:2] or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
         raise FptError(f"{path}: mask must be (N, L) = {x.shape[:2]} of booleans or 0/1, found {mask.dtype} {mask.shape}")
-    return x, y.astype(np.int64), mask.astype(bool)
+    mask = mask.astype(bool)
+    empty = np.flatnonzero(~mask.any(1))
+    if empty.size:
+        raise FptError(f"{path}: {empty.size} example(s) have no true token in mask (first: index {empty[0]}); "
+                       "drop them or mark their real tokens")
+    return x, y.astype(np.int64), mask

@@ -45,8 +45,9 @@ class ArrayTask(Task):
     """A single-label classification task; subclasses set `spec` and may override `prepare`."""
 
     def __init__(self, train: Split, evals: dict[str, Split], eval_split: str):
-        if len(train) == 0:
-            raise FptError(f"task {self.name!r} has an empty training split")
+        for split_name, split in {"training": train, **evals}.items():
+            if len(split) == 0:  # an empty evaluation split would divide by zero after training
+                raise FptError(f"task {self.name!r} has an empty {split_name} split")
         self.train, self.evals, self.eval_split = train, evals, eval_split
         self._epoch: tuple[int, int, torch.Tensor] | None = None  # (seed, epoch, permutation)
 

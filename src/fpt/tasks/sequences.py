@@ -131,6 +131,9 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
         test = (x[held], y[held], mask[held])
         x, y, mask = x[kept], y[kept], mask[kept]
         eval_name = "heldout"
+    classes = np.unique(np.concatenate([y, test[1]]))
+    if len(classes) < 2:
+        raise FptError(f"{path}: every label is {classes[0]}; a classifier needs examples of at least two classes")
     tokens = np.issubdtype(x.dtype, np.integer)
     train = Split.from_numpy(_compact(x) if tokens else _features(x, path), y, mask)
     evaluation = Split.from_numpy(_compact(test[0]) if tokens else _features(test[0], test_path or path),

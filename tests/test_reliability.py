@@ -1,0 +1,224 @@
+"""What a hostile or unlucky user does: divergence, two writers, damaged run directories, failures
+after the directory exists, output paths, bad npz files. Each ends in one line, exit status 2,
+nothing half-made and nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+import fpt.training as training
+from fpt.checkpoint import load_checkpoint
+from fpt.cli import main
+from fpt.config import TrainConfig
+from fpt.errors import FptError
+from fpt.runs import RunDir
+
+
+def _args(backbone, out, *more):
+    return ["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--backbone", backbone,
+            "--batch-size", "4", "--no-progress", "--out", str(out), *more]
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fpt: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+# --- divergence ---------------------------------------------------------------------------------
+
+def test_a_huge_learning_rate_never_keeps_a_non_finite_checkpoint(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(_args(tiny_gpt2, out, "--lr", "1e30", "--steps", "20", "--eval-every", "1"))
+    err = _one_line_error(capsys)
+    assert code == 2 and "--lr" in err
+    if (out / RunDir.CHECKPOINT).is_file():  # whatever was kept is finite, and so is its evaluation
+        checkpoint = load_checkpoint(out / RunDir.CHECKPOINT)
+        assert all(torch.isfinite(t).all() for t in checkpoint.params.values())
+        assert all(np.isfinite(r["loss"]) for r in RunDir(out).read_metrics())
+    else:
+        assert not out.exists()  # diverged before anything worth keeping: nothing half-made
+
+
+@pytest.mark.parametrize("error, words", [
+    (RuntimeError("probability tensor contains either inf, nan or element < 0"), "training failed"),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 99 GB"), "out of memory"),
+])
+def test_an_exception_inside_a_step_is_one_line_and_leaves_no_directory(tiny_gpt2, tmp_path, capsys, monkeypatch,
+                                                                         error, words):
+    def failing(self, batch):
+        raise error
+
+    monkeypatch.setattr(training.Trainer, "train_step", failing)
+    out = tmp_path / "run"
+    assert main(_args(tiny_gpt2, out, "--steps", "3")) == 2
+    assert words in _one_line_error(capsys) and not out.exists()
+
+
+# --- two processes, temporary files ------------------------------------------------------------------
+
+def test_a_second_writer_of_a_run_is_refused(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_args(tiny_gpt2, out, "--steps", "2", "--eval-every", "1")) == 0
+    capsys.readouterr()
+    holder = RunDir(out)
+    holder.lock()  # as another `fpt train --resume` would hold it
+    try:
+        assert main(["train", "--resume", str(out), "--steps", "4"]) == 2
+        assert "in use by another fpt process" in _one_line_error(capsys)
+    finally:
+        holder.unlock()
+    assert main(["train", "--resume", str(out), "--steps", "4", "--no-progress"]) == 0
+
+
+def test_temporary_files_of_a_killed_writer_are_removed_and_ours_are_per_process(tmp_path):
+    from fpt.paths import temporary_name
+
+    run = RunDir.create(tmp_path / "run")
+    run.unlock()
+    orphan = tmp_path / "run" / ".checkpoint.safetensors.4242.abcd1234.tmp"  # kill -9 inside a write
+    orphan.write_bytes(b"x" * 100)
+    run.lock()
+    assert not orphan.exists()
+    run.unlock()
+    assert temporary_name(tmp_path / "a") != temporary_name(tmp_path / "a")
+    assert str(os.getpid()) in temporary_name(tmp_path / "a").name
+
+
+# --- damaged or crafted run directories ---------------------------------------------------------------
+
+@pytest.fixture
+def finished_run(tiny_gpt2, tmp_path):
+    out = tmp_path / "run"
+    assert main(_args(tiny_gpt2, out, "--steps", "2", "--eval-every", "1")) == 0
+    return out
+
+
+def _rewrite_checkpoint(path, damage):
+    with safe_open(str(path), "pt") as handle:
+        tensors = {k: handle.get_tensor(k) for k in handle.keys()}
+        metadata = handle.metadata()
+    damage(tensors, metadata)
+    save_file(tensors, str(path), metadata=metadata)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda t, m: t.pop(next(k for k in t if k.startswith("param."))),
+    lambda t, m: t.update({k: torch.zeros(3) for k in t if k.endswith(".exp_avg")}),
+    lambda t, m: t.update({"rng.torch": torch.zeros(7)}),
+    lambda t, m: m.update(step="seven"),
+    lambda t, m: m.update(param_names="[\"torn"),
+])
+def test_a_damaged_checkpoint_is_refused_in_one_line_naming_it(finished_run, capsys, damage):
+    path = finished_run / RunDir.CHECKPOINT
+    _rewrite_checkpoint(path, damage)
+    assert main(["evaluate", str(finished_run)]) == 2
+    assert str(path) in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("config", ['["a", "list"]', '{"steps": "many"}', '{"dropout": true}', '{"task": '])
+def test_a_damaged_config_is_refused_in_one_line_naming_it(finished_run, capsys, config):
+    (finished_run / "config.json").write_text(config)
+    assert main(["train", "--resume", str(finished_run), "--steps", "3"]) == 2
+    assert "config.json" in _one_line_error(capsys)
+
+
+def test_a_torn_last_metrics_line_is_dropped_and_a_torn_middle_one_refused(finished_run, capsys):
+    metrics = finished_run / "metrics.jsonl"
+    good = metrics.read_text()
+    metrics.write_text(good + '{"step": 3, "accur')  # killed while appending
+    assert [r["step"] for r in RunDir(finished_run).read_metrics()] == [1, 2]
+    metrics.write_text('{"step": 1, "accur\n' + good)
+    with pytest.raises(FptError, match="line 1"):
+        RunDir(finished_run).read_metrics()
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tiny_gpt2, tmp_path):
+    straight = tmp_path / "straight"
+    assert main(_args(tiny_gpt2, straight, "--steps", "4", "--eval-every", "2")) == 0
+    killed = tmp_path / "killed"  # as left by kill -9 before step 2: its config and nothing else
+    killed.mkdir()
+    shutil.copy(straight / "config.json", killed / "config.json")
+    assert main(["train", "--resume", str(killed), "--no-progress"]) == 0
+    a, b = load_checkpoint(straight / RunDir.CHECKPOINT), load_checkpoint(killed / RunDir.CHECKPOINT)
+    assert a.step == b.step == 4
+    assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+
+
+# --- output paths -----------------------------------------------------------------------------------
+
+def test_output_paths_that_cannot_be_made_are_refused_before_loading(tiny_gpt2, tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for out, words in ((a_file, "is a file"), (a_file / "run", "which is a file"),
+                       (tmp_path / ("n" * 300), "255")):
+        assert main(_args("no-such-backbone", out, "--steps", "1")) == 2  # refused before the backbone
+        assert words in _one_line_error(capsys)
+    assert a_file.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_a_read_only_parent_is_refused(tmp_path, capsys):
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o500)
+    assert main(_args("no-such-backbone", parent / "run", "--steps", "1")) == 2
+    assert "not writable" in _one_line_error(capsys)
+
+
+def test_export_onto_a_directory_is_refused(finished_run, tmp_path, capsys):
+    assert main(["export-backbone", str(finished_run), "--out", str(tmp_path)]) == 2
+    assert "is a directory" in _one_line_error(capsys)
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_last_good_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    main(_args(tiny_gpt2, out, "--steps", "2", "--eval-every", "1"))
+    before = (out / RunDir.CHECKPOINT).read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("fpt.checkpoint.save_file", full)
+    with pytest.raises(FptError, match="No space left on device.*step 2 is kept"):
+        training.resume(out, steps=4, progress=False)
+    assert (out / RunDir.CHECKPOINT).read_bytes() == before
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_closed_stdout_is_not_a_traceback():
+    code = f"{sys.executable} -m fpt backbones | head -1"
+    result = subprocess.run(code, shell=True, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.stdout.startswith("name") and "Traceback" not in result.stderr, result.stderr
+
+
+# --- bad npz files ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arrays, words", [
+    (dict(x=np.zeros((4, 3), dtype=np.int64), y=np.zeros(4, dtype=np.int64)), "at least two classes"),
+    (dict(x=np.zeros((4, 0), dtype=np.int64), y=np.arange(4) % 2), "length 0"),
+    (dict(x=np.zeros((4, 3), dtype=np.int64), y=np.arange(4) % 2, mask=np.array([[1, 1, 0]] * 3 + [[0, 0, 0]])),
+     "no true token"),
+])
+def test_npz_files_that_cannot_train_are_refused_before_the_run_directory(tmp_path, capsys, arrays, words):
+    np.savez(tmp_path / "d.npz", **arrays)
+    out = tmp_path / "run"
+    assert main(["train", "--task", f"npz:{tmp_path / 'd.npz'}", "--heldout-fraction", "0.5", "--out", str(out)]) == 2
+    assert words in _one_line_error(capsys) and not out.exists()
+
+
+def test_config_types_are_checked_when_read():
+    with pytest.raises(FptError, match="steps must be int"):
+        TrainConfig.from_dict({"steps": 2.5})
+    with pytest.raises(FptError, match="layers must be int or null"):
+        TrainConfig.from_dict({"layers": True})
+    assert TrainConfig.from_dict(json.loads('{"lr": 1, "layers": null}')).lr == 1
