@@ -222,3 +222,105 @@ def test_config_types_are_checked_when_read():
     with pytest.raises(FptError, match="layers must be int or null"):
         TrainConfig.from_dict({"layers": True})
     assert TrainConfig.from_dict(json.loads('{"lr": 1, "layers": null}')).lr == 1
+
+
+# --- hostile sweep specs ------------------------------------------------------------------------------
+
+# 9^8 = 43 million leaves if expanded; refused at the first nested value instead
+ALIAS_BOMB = """grid:
+  task: [bit-xor]
+  seed: [&a [0, 0, 0, 0, 0, 0, 0, 0, 0], &b [*a, *a, *a, *a, *a, *a, *a, *a, *a],
+         &c [*b, *b, *b, *b, *b, *b, *b, *b, *b], &d [*c, *c, *c, *c, *c, *c, *c, *c, *c],
+         &e [*d, *d, *d, *d, *d, *d, *d, *d, *d], &f [*e, *e, *e, *e, *e, *e, *e, *e, *e],
+         &g [*f, *f, *f, *f, *f, *f, *f, *f, *f], [*g, *g, *g, *g, *g, *g, *g, *g, *g]]
+"""
+
+
+@pytest.mark.parametrize("text, words", [
+    (ALIAS_BOMB, "seed takes int"),
+    ("grid:\n  task: [bit-xor]\n  seed: *s\n", "not valid YAML"),
+    ("grid:\n  task: [bit-xor]\n  seed: " + str(list(range(200))) + "\n  lr: " + str([0.001 * i for i in range(1, 101)]) + "\n",
+     "20,000 cells"),
+    ("grid:\n  task: [bit-xor]\nparallel: 0\n", "'parallel' must be an integer from 1"),
+    ("grid:\n  task: [bit-xor]\nparallel: 100000\n", "'parallel' must be an integer from 1"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps takes int"),
+    ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed takes int"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment takes bool"),
+])
+def test_hostile_specs_are_refused_in_one_line_before_anything_runs(tmp_path, capsys, text, words):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+    assert words in _one_line_error(capsys) and not (tmp_path / "sweep").exists()
+
+
+def test_a_directory_a_binary_file_or_a_huge_file_as_spec_is_refused(tmp_path, capsys):
+    binary = tmp_path / "spec.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("# " + "x" * (2 << 20))
+    for spec, words in ((tmp_path, "not a file"), (binary, "not text"), (huge, "a short YAML file")):
+        assert main(["sweep", str(spec), "--out", str(tmp_path / "sweep")]) == 2
+        assert words in _one_line_error(capsys)
+
+
+def test_reproduce_bounds_its_numbers(tmp_path, capsys):
+    for argv, words in ((["--seeds", "1000000000"], "at most"), (["--parallel", "0"], "--parallel from 1"),
+                        (["--set", "steps=many"], "steps takes int"), (["--set", "nope"], "KEY=VALUE")):
+        assert main(["reproduce", "table1", "--out", str(tmp_path / "r"), *argv]) == 2
+        assert words in _one_line_error(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+# --- missing optional packages, corrupt weights ------------------------------------------------------------
+
+def test_a_missing_optional_package_names_its_pip_command(tmp_path, monkeypatch):
+    from fpt.data.tape import read_tape_lmdb
+    from fpt.experiments.sweep import load_spec
+
+    monkeypatch.setitem(sys.modules, "lmdb", None)
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    with pytest.raises(FptError, match="pip install lmdb"):
+        read_tape_lmdb(tmp_path / "x.lmdb")
+    (tmp_path / "spec.yaml").write_text("grid:\n  task: [bit-xor]\n")
+    with pytest.raises(FptError, match="pip install pyyaml"):
+        load_spec(tmp_path / "spec.yaml")
+
+
+def test_corrupt_backbone_files_are_named_in_one_line(tmp_path, capsys):
+    from conftest import save_tiny
+
+    folder = tmp_path / "bert"
+    save_tiny("bert", folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    assert main(["info", "--backbone", str(folder)]) == 2
+    assert "may be truncated" in _one_line_error(capsys)
+    (folder / "config.json").write_text("{not json")
+    assert main(["info", "--backbone", str(folder)]) == 2
+    assert "cannot read the config" in _one_line_error(capsys)
+
+
+# --- bf16 where the CPU emulates it -----------------------------------------------------------------
+
+def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_gpt2, tmp_path):
+    import fpt.runtime as runtime
+
+    monkeypatch.setattr(runtime, "native_bf16", lambda: False)
+    monkeypatch.setattr(runtime.warn_if_bf16_emulated, "said", False, raising=False)
+    runtime.warn_if_bf16_emulated("fp32")
+    assert capsys.readouterr().err == ""
+    runtime.warn_if_bf16_emulated("bf16")
+    runtime.warn_if_bf16_emulated("bf16")
+    err = capsys.readouterr().err
+    assert err.count("emulated") == 1 and "--precision fp32" in err
+    assert "emulated" in runtime.bf16_note()
+
+
+def test_bf16_detection_reads_the_cpu_flags():
+    import fpt.runtime as runtime
+
+    runtime.native_bf16.cache_clear()
+    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else None
+    expected = None if flags is None else bool({"avx512_bf16", "amx_bf16", "bf16"} & set(flags))
+    assert runtime.native_bf16() is expected

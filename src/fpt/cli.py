@@ -15,7 +15,7 @@ from pathlib import Path
 from fpt import __version__
 from fpt.backbones import INITS
 from fpt.baselines import MODELS
-from fpt.errors import FptError
+from fpt.errors import FptError, require
 from fpt.experiments.paper import REPRODUCIBLE
 from fpt.policy import POLICIES
 from fpt.tasks import TASK_OPTIONS, list_tasks
@@ -214,6 +214,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def cmd_info(args: argparse.Namespace) -> None:
     from fpt.policy import format_group_table
+    from fpt.runtime import bf16_note
     from fpt.training import build
 
     config = _config_from_args(args)
@@ -224,6 +225,7 @@ def cmd_info(args: argparse.Namespace) -> None:
         print(f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
               f"task {config.task}, policy {config.policy}")
     print(format_group_table(model.group_rows))
+    print(bf16_note())
 
 
 def cmd_backbones(args: argparse.Namespace) -> None:
@@ -307,8 +309,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 def _option_value(text: str):
     """A --set value as YAML would read it in a sweep spec (numbers, booleans, text)."""
-    import yaml
-
+    yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
     return yaml.safe_load(text) if text.strip() else text
 
 

@@ -20,3 +20,13 @@ class FptError(Exception):
     def __init__(self, message: str, kind: str = USAGE):
         super().__init__(message)
         self.kind = kind
+
+
+def require(module: str, pip_command: str):
+    """Import an optional package, or say in one line how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise FptError(f"this needs the optional package {module!r}: {pip_command}") from None

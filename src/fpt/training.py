@@ -67,7 +67,7 @@ def _build_for_process(config: TrainConfig) -> tuple[Task, TrainableModel]:
     """build(), after the process settings a run needs (threads, subnormals, heap threshold)."""
     config.validate()
     task = build_task(config)
-    configure_process(config.threads, task.variable_length)
+    configure_process(config.threads, task.variable_length, config.precision)
     return task, build_model(config, task)
 
 

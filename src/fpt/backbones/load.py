@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from fpt.backbones import surgery
@@ -80,6 +81,9 @@ def _load_config(source: str, name: str):
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError) as exc:
+        if Path(source).is_dir():
+            raise FptError(f"cannot read the config of backbone directory {source} ({str(exc).splitlines()[0][:120]}); "
+                           "save it again with save_pretrained") from None
         raise FptError(
             f"cannot load backbone {name!r}: not a registered name (see `fpt backbones`), not a local "
             f"directory, and not reachable on the Hugging Face hub ({type(exc).__name__})"
@@ -119,7 +123,7 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
                                               ignore_mismatched_sizes=True)
             model.config.vocab_size = vocab  # the architecture's own value, for anyone reading it
             return model
-        except (OSError, ValueError):
+        except (OSError, ValueError, SafetensorError):  # an unreadable file: the plain load would fail too
             raise
         except Exception:  # pragma: no cover - a family whose modules depend on the vocabulary size
             pass
@@ -180,8 +184,9 @@ def _build_body(config, source: str | None, name: str, init: str, seed: int, lay
         return AutoModel.from_config(config, dtype=dtype)
     try:
         return _from_pretrained_without_token_table(source, config, dtype)
-    except (OSError, ValueError) as exc:
-        raise FptError(f"cannot load the weights of backbone {name!r}: {exc}".splitlines()[0]) from None
+    except (OSError, ValueError, SafetensorError) as exc:
+        raise FptError(f"cannot load the weights of backbone {name!r} from {source} ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0][:120]}); the files may be truncated: save or download them again") from None
 
 
 def _drop_unused_parts(model: nn.Module) -> nn.Module:

@@ -18,7 +18,7 @@ import numpy as np
 
 from fpt.data.safe_pickle import safe_loads
 from fpt.data import pad_rows
-from fpt.errors import MISSING_DATA, FptError
+from fpt.errors import MISSING_DATA, FptError, require
 
 SPLITS = ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
 N_FOLDS = 1195
@@ -32,7 +32,7 @@ _WHERE = ("download and unpack http://s3.amazonaws.com/songlabdata/proteindata/d
 
 def read_tape_lmdb(path: str | Path) -> list[dict[str, Any]]:
     """All records of a TAPE LMDB (a directory holding data.mdb, or a single file)."""
-    import lmdb  # optional dependency: only TAPE's format needs it
+    lmdb = require("lmdb", "pip install lmdb (or pip install 'fpt[tape]')")  # only TAPE's format needs it
 
     path = Path(path)
     if not path.exists():

@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import itertools
+import math
 import os
 import re
 import shutil
@@ -30,12 +31,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpt.errors import FptError
+from fpt.errors import FptError, require
 from fpt.experiments.paper import REPRODUCIBLE, VARIANTS
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
 
 SPEC_KEYS = {"name", "grid", "options", "parallel"}
+# Bounds that keep a hostile or mistyped spec from running for ever or filling the memory.
+MAX_SPEC_BYTES = 1 << 20
+MAX_CELLS = 10_000
+MAX_PARALLEL = 256
 # Set for a cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it).
 FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
 
@@ -104,17 +109,47 @@ def _check_value(key: str, value, where: str) -> None:
         raise FptError(f"{where}: unknown task {value!r}; choose from {', '.join(list_tasks())}")
 
 
+def _read_spec_text(path: Path) -> str:
+    if not path.exists():
+        raise FptError(f"sweep spec {path} does not exist")
+    if not path.is_file():
+        raise FptError(f"sweep spec {path} is not a file; give the path of a YAML spec")
+    if path.stat().st_size > MAX_SPEC_BYTES:
+        raise FptError(f"sweep spec {path} is {path.stat().st_size:,} bytes; a spec is a short YAML file "
+                       f"(at most {MAX_SPEC_BYTES:,})")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise FptError(f"sweep spec {path} is not text (UTF-8); give a YAML file") from None
+
+
+def _check_type(key: str, value, where: str) -> None:
+    """A spec value must be a plain scalar of its option's type (nested lists come from aliases too)."""
+    from fpt.config import _FIELD_TYPES
+    from fpt.tasks import TASK_OPTIONS
+
+    if key in _FIELD_TYPES:
+        allowed = _FIELD_TYPES[key]
+    elif key in TASK_OPTIONS:
+        kind = TASK_OPTIONS[key][0]
+        allowed = (int, float) if kind is float else (kind,)
+    else:  # variant
+        allowed = (str,)
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        names = " or ".join(t.__name__ for t in allowed if t is not type(None))
+        raise FptError(f"{where}: {key} takes {names}, got {value!r}")
+
+
 def load_spec(path: Path) -> SweepSpec:
-    """Read and check a sweep spec: an unknown key, task or variant is refused, naming its line."""
-    import yaml
+    """Read and check a sweep spec: an unknown key, task or variant, a value of the wrong type, or a
+    grid too large is refused, naming its line, before anything runs."""
+    yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
 
     path = Path(path)
+    text = _read_spec_text(path)
     try:
-        text = path.read_text()
         root = yaml.compose(text)
         data = yaml.safe_load(text)
-    except FileNotFoundError:
-        raise FptError(f"sweep spec {path} does not exist") from None
     except yaml.YAMLError as exc:
         raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
@@ -137,10 +172,14 @@ def load_spec(path: Path) -> SweepSpec:
             if section == "grid" and (not isinstance(value, list) or not value):
                 raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
             for item in values:
+                _check_type(key, item, where)
                 _check_value(key, item, where)
+    size = math.prod(len(values) for values in grid.values())
+    if size > MAX_CELLS:
+        raise FptError(f"{path}: the grid has {size:,} cells; at most {MAX_CELLS:,} are run by one sweep")
     parallel = data.get("parallel", 1)
-    if not isinstance(parallel, int) or parallel < 1:
-        raise FptError(f"{path}: 'parallel' must be a positive integer, got {parallel!r}")
+    if not isinstance(parallel, int) or isinstance(parallel, bool) or not 1 <= parallel <= MAX_PARALLEL:
+        raise FptError(f"{path}: 'parallel' must be an integer from 1 to {MAX_PARALLEL}, got {parallel!r}")
     spec = SweepSpec(data.get("name") or path.stem, grid, options, parallel)
     spec.cells()  # refuses duplicate cells now, before anything runs
     return spec
@@ -304,8 +343,10 @@ class Reproduction:
         unknown = [t for t in self.tables if t not in REPRODUCIBLE]
         if not self.tables or unknown:
             raise FptError(f"unknown table {', '.join(unknown) or '(none)'}; choose from {', '.join(REPRODUCIBLE)}")
-        if self.budget < 1 or self.seeds < 1 or self.parallel < 1:
-            raise FptError("--budget, --seeds and --parallel must be at least 1")
+        if self.budget < 1 or self.seeds < 1 or not 1 <= self.parallel <= MAX_PARALLEL:
+            raise FptError(f"--budget and --seeds must be at least 1, --parallel from 1 to {MAX_PARALLEL}")
+        if self.seeds > MAX_CELLS:
+            raise FptError(f"--seeds {self.seeds:,}: at most {MAX_CELLS:,} runs are made by one command")
         offered = {t for table in self.tables for t in REPRODUCIBLE[table][0]["task"]}
         missing = [t for t in self.tasks or [] if t not in offered]
         if missing:
@@ -316,6 +357,8 @@ class Reproduction:
         unknown_options = sorted(set(self.options) - option_names())
         if unknown_options:
             raise FptError(f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores")
+        for key, value in self.options.items():
+            _check_type(key, value, "--set")
 
     def common_options(self) -> dict:
         # Table 6 needs the learning curve (20 evaluations); the others only the final accuracy,
