@@ -30,7 +30,7 @@ def run(init: str, seed: int, budget_s: float, target: float) -> dict:
     config = TrainConfig(task="bit-xor", backbone="minilm", init=init, seed=seed, steps=100_000,
                          eval_every=25, target_accuracy=target)
     started = time.perf_counter()
-    configure_process(config.threads, variable_length=False)  # as `fpt train` does
+    configure_process(config.threads)  # as `fpt train` does
     task, model = build(config)
     built = time.perf_counter()
 

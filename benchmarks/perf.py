@@ -156,7 +156,7 @@ def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
     else:
         body = AutoModel.from_pretrained(require_backbone_entry(name).locate(), dtype=torch.float32, **extra)
     if task.spec.seq_len > body.config.max_position_embeddings:  # ListOps on MiniLM: 2000 positions
-        extend_positions(body, "bert", task.spec.seq_len)
+        extend_positions(body, body.config.model_type, task.spec.seq_len)
     for module_name, module in body.named_modules():  # the paper's dropout 0.1 everywhere, as fpt does
         if isinstance(module, nn.Dropout) and not (own_attention_rate and module_name.endswith("attention.self.dropout")):
             module.p = 0.1

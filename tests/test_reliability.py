@@ -237,15 +237,15 @@ ALIAS_BOMB = """grid:
 
 
 @pytest.mark.parametrize("text, words", [
-    (ALIAS_BOMB, "seed takes int"),
+    (ALIAS_BOMB, "seed must be int"),
     ("grid:\n  task: [bit-xor]\n  seed: *s\n", "not valid YAML"),
     ("grid:\n  task: [bit-xor]\n  seed: " + str(list(range(200))) + "\n  lr: " + str([0.001 * i for i in range(1, 101)]) + "\n",
      "20,000 cells"),
     ("grid:\n  task: [bit-xor]\nparallel: 0\n", "'parallel' must be an integer from 1"),
     ("grid:\n  task: [bit-xor]\nparallel: 100000\n", "'parallel' must be an integer from 1"),
-    ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps takes int"),
-    ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed takes int"),
-    ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment takes bool"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps must be int"),
+    ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed must be int"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment must be bool"),
 ])
 def test_hostile_specs_are_refused_in_one_line_before_anything_runs(tmp_path, capsys, text, words):
     path = tmp_path / "spec.yaml"
@@ -266,7 +266,7 @@ def test_a_directory_a_binary_file_or_a_huge_file_as_spec_is_refused(tmp_path, c
 
 def test_reproduce_bounds_its_numbers(tmp_path, capsys):
     for argv, words in ((["--seeds", "1000000000"], "at most"), (["--parallel", "0"], "--parallel from 1"),
-                        (["--set", "steps=many"], "steps takes int"), (["--set", "nope"], "KEY=VALUE")):
+                        (["--set", "steps=many"], "steps must be int"), (["--set", "nope"], "KEY=VALUE")):
         assert main(["reproduce", "table1", "--out", str(tmp_path / "r"), *argv]) == 2
         assert words in _one_line_error(capsys)
     assert not (tmp_path / "r").exists()
@@ -324,3 +324,61 @@ def test_bf16_detection_reads_the_cpu_flags():
     flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else None
     expected = None if flags is None else bool({"avx512_bf16", "amx_bf16", "bf16"} & set(flags))
     assert runtime.native_bf16() is expected
+
+
+# --- review findings kept fixed ---------------------------------------------------------------------------
+
+def test_growing_positions_draws_nothing_from_the_global_rng(tiny_gpt2):
+    from fpt.backbones import load_backbone
+    from fpt.backbones.surgery import extend_positions
+
+    backbone = load_backbone(tiny_gpt2)
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    assert extend_positions(backbone.model, backbone.family, 300) == 128
+    assert torch.equal(torch.get_rng_state(), before)  # so the layers a run seeds next do not depend on it
+
+
+def test_numbers_written_as_text_become_numbers_where_the_option_takes_one(tmp_path):
+    from fpt.experiments.sweep import Reproduction, load_spec
+
+    path = tmp_path / "spec.yaml"
+    path.write_text("grid:\n  task: [bit-xor]\n  lr: [1e-3, 3e-4]\noptions:\n  grad_clip: 1e0\n")
+    spec = load_spec(path)  # YAML 1.1 reads 1e-3 as the text "1e-3"
+    assert spec.grid["lr"] == [1e-3, 3e-4] and spec.options["grad_clip"] == 1.0
+    plan = Reproduction(["table1"], options={"lr": "1e-3"})
+    plan.check()
+    assert plan.options["lr"] == 1e-3
+
+
+def test_cell_keys_under_options_or_set_are_refused(tmp_path, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text("grid:\n  seed: [0, 1]\noptions:\n  task: bit-xor\n")  # used to end in a KeyError
+    assert main(["sweep", str(path), "--out", str(tmp_path / "s")]) == 2
+    assert "list it under grid" in _one_line_error(capsys)
+    assert main(["reproduce", "table1", "--set", "variant=fpt", "--out", str(tmp_path / "r")]) == 2
+    assert "the tables choose it" in _one_line_error(capsys)
+
+
+def test_a_run_killed_between_its_first_evaluation_and_checkpoint_resumes_from_step_0(tiny_gpt2, tmp_path):
+    straight = tmp_path / "straight"
+    assert main(_args(tiny_gpt2, straight, "--steps", "4", "--eval-every", "2")) == 0
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    shutil.copy(straight / "config.json", killed / "config.json")
+    (killed / "metrics.jsonl").write_text((straight / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+    assert main(["train", "--resume", str(killed), "--no-progress"]) == 0
+    assert [r["step"] for r in RunDir(killed).read_metrics()] == [2, 4]
+    a, b = load_checkpoint(straight / RunDir.CHECKPOINT), load_checkpoint(killed / RunDir.CHECKPOINT)
+    assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+
+
+def test_a_failed_run_empties_a_folder_the_user_made_but_keeps_it(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    def failing(self, batch):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(training.Trainer, "train_step", failing)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert main(_args(tiny_gpt2, mine, "--steps", "2")) == 2
+    assert mine.is_dir() and not list(mine.iterdir())

@@ -97,7 +97,8 @@ def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, te
 def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
     plan = Reproduction(["table18"], budget=10, seeds=2)
     (_, spec, _), *_ = plan.sweeps()
-    assert spec.options == {"steps": 10, "backbone": "minilm", "eval_every": 10} and spec.grid["seed"] == [0, 1]
+    assert spec.options == {"steps": 10, "backbone": "minilm"} and spec.grid["seed"] == [0, 1]
+    assert Reproduction(["table6"], budget=100).common_options()["eval_every"] == 5  # 20 evaluations a run
     rows = [{"task": "bit-xor", "variant": "output+layernorm", "status": "done", "accuracy": a} for a in (0.9, 1.0)]
     rows.append({"task": "cifar10", "variant": "output+layernorm", "status": "failed", "failure": MISSING_DATA,
                  "error": "fpt: error: no cifar10 data at /x: run `fpt data get cifar10` or pass --data-dir DIR"})

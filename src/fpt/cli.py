@@ -308,9 +308,13 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def _option_value(text: str):
-    """A --set value as YAML would read it in a sweep spec (numbers, booleans, text)."""
+    """A --set value as YAML would read it in a sweep spec (numbers, booleans, text); numbers
+    as text (YAML 1.1 reads 1e-3 so) become numbers where the option takes one."""
     yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
-    return yaml.safe_load(text) if text.strip() else text
+    try:
+        return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
@@ -339,14 +343,18 @@ COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "bac
             "export-backbone": cmd_export_backbone}
 
 
-def _record_failure(exc: FptError) -> None:
-    """Inside a sweep cell, say what kind of failure this was (failure.json, read by the sweep)."""
+def _record_failure(kind: str, message: str) -> None:
+    """Inside a sweep cell, say what kind of failure this was (the file the sweep named, read by
+    it afterwards); a failure to write it must not hide the failure being reported."""
     from fpt.experiments.sweep import FAILURE_RECORD_ENV
-    from fpt.runs import RunDir
+    from fpt.paths import write_json
 
     target = os.environ.get(FAILURE_RECORD_ENV)
     if target:
-        RunDir(Path(target).parent).write_failure(exc.kind, str(exc))
+        try:
+            write_json(Path(target), {"kind": kind, "message": message})
+        except OSError:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS[args.command](args)
     except FptError as exc:
         print(f"fpt: error: {exc}", file=sys.stderr)
-        _record_failure(exc)
+        _record_failure(exc.kind, str(exc))
         return 2
     except BrokenPipeError:  # `fpt backbones | head -1`: the reader left; nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -364,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a path the user gave that the system refuses: read-only, full disk, ...
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"fpt: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        _record_failure("usage", f"{exc.strerror or exc}{where}")
         return 2
     except KeyboardInterrupt:
         print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",

@@ -87,11 +87,7 @@ class TrainConfig:
         if unknown:
             raise FptError(f"{where}: unknown keys {', '.join(unknown)}")
         for key, value in data.items():
-            allowed = _FIELD_TYPES[key]
-            # bool is an int in Python: a count given as true/false is a mistake, not 1/0
-            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-                names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-                raise FptError(f"{where}: {key} must be {names}, got {value!r}")
+            check_option_type(key, value, where)
         return cls(**data)
 
 
@@ -103,3 +99,37 @@ def _field_types() -> dict[str, tuple[type, ...]]:
 
 
 _FIELD_TYPES = _field_types()
+
+
+def option_types(key: str) -> tuple[type, ...]:
+    """The types a value of `fpt train` option or task option `key` may have."""
+    from fpt.tasks import TASK_OPTIONS
+
+    if key in _FIELD_TYPES:
+        return _FIELD_TYPES[key]
+    kind = TASK_OPTIONS[key][0] if key in TASK_OPTIONS else str
+    return (int, float) if kind is float else (kind,)
+
+
+def check_option_type(key: str, value, where: str) -> None:
+    allowed = option_types(key)
+    # bool is an int in Python: a count given as true/false is a mistake, not 1/0
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+        raise FptError(f"{where}: {key} must be {names}, got {value!r}")
+
+
+def coerce_option(key: str, value, where: str):
+    """A value from YAML or the command line, as its option's type: "1e-3" is a float for --lr
+    (YAML 1.1 reads exponents without a dot as text); anything else must already have the type."""
+    allowed = option_types(key)
+    if isinstance(value, str) and str not in allowed:
+        for kind in (int, float):
+            if kind in allowed:
+                try:
+                    value = kind(value)
+                    break
+                except ValueError:
+                    continue
+    check_option_type(key, value, where)
+    return value

@@ -11,7 +11,6 @@ MISSING_DATA = "missing-data"  # a dataset is not on this machine
 MISSING_BACKBONE = "missing-backbone"  # a backbone's weights are not on this machine
 MISSING_BIT_BACKBONE = "missing-bit-backbone"  # --init bit before `fpt export-backbone` made one
 SKIPPED = "skipped"  # a sweep cell left out on purpose (--skip-variants)
-KINDS = (USAGE, MISSING_DATA, MISSING_BACKBONE, MISSING_BIT_BACKBONE, SKIPPED)
 
 
 class FptError(Exception):

@@ -20,10 +20,12 @@ from torch import nn
 @dataclass(frozen=True)
 class AttentionDropout:
     """Where a family drops attention probabilities: attribute `attr` of modules whose class name
-    ends with `owner_suffix` ("" for any), holding an nn.Dropout or a float rate read per call."""
+    ends with `owner_suffix` ("" for any), holding a float rate read per call (`holds_rate`) or
+    an nn.Dropout layer."""
 
     attr: str
     owner_suffix: str = ""
+    holds_rate: bool = False
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Family:
     group_rules: tuple[tuple[str, str], ...]  # ordered (group, regex on the parameter name); first match wins
     blocks: str  # dotted path of the ModuleList of transformer blocks
     position_table: str | None  # dotted path of the learned position nn.Embedding; None: none (RoPE)
-    attention_dropout: AttentionDropout
+    attention_dropout: tuple[AttentionDropout, ...]
     config_dropout_keys: tuple[str, ...]  # config fields holding the attention dropout rate
 
 
@@ -46,7 +48,7 @@ FAMILIES: dict[str, Family] = {
         ),
         blocks="h",
         position_table="wpe",
-        attention_dropout=AttentionDropout("attn_dropout"),
+        attention_dropout=(AttentionDropout("attn_dropout"),),
         config_dropout_keys=("attn_pdrop",),
     ),
     "bert": Family(
@@ -61,7 +63,7 @@ FAMILIES: dict[str, Family] = {
         ),
         blocks="encoder.layer",
         position_table="embeddings.position_embeddings",
-        attention_dropout=AttentionDropout("dropout", owner_suffix="SelfAttention"),
+        attention_dropout=(AttentionDropout("dropout", owner_suffix="SelfAttention"),),
         config_dropout_keys=("attention_probs_dropout_prob",),
     ),
     "llama": Family(
@@ -73,7 +75,7 @@ FAMILIES: dict[str, Family] = {
         ),
         blocks="layers",
         position_table=None,  # rotary positions: nothing to train (see --extra-positions)
-        attention_dropout=AttentionDropout("attention_dropout"),
+        attention_dropout=(AttentionDropout("attention_dropout", holds_rate=True),),
         config_dropout_keys=("attention_dropout",),
     ),
     "vit": Family(  # as wrapped by fpt.backbones.vit.ViTBody
@@ -87,7 +89,9 @@ FAMILIES: dict[str, Family] = {
         ),
         blocks="vit.encoder.layer",
         position_table="vit.embeddings.position_embeddings",
-        attention_dropout=AttentionDropout("attention_dropout"),
+        # transformers >= 5 keeps a rate; 4.x a Dropout layer on the self-attention
+        attention_dropout=(AttentionDropout("attention_dropout", holds_rate=True),
+                           AttentionDropout("dropout", owner_suffix="SelfAttention")),
         config_dropout_keys=("attention_probs_dropout_prob",),
     ),
 }
@@ -97,7 +101,7 @@ FAMILIES: dict[str, Family] = {
 _BLOCK_PATHS = ("encoder.layer", "h", "layers", "transformer.h", "encoder.layers")
 _ATTENTION_WORDS = ("attn", "attention")
 _FEEDFORWARD_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "intermediate")
-_FALLBACK_DROPOUT = (AttentionDropout("attention_dropout"), AttentionDropout("attn_dropout"),
+_FALLBACK_DROPOUT = (AttentionDropout("attention_dropout", holds_rate=True), AttentionDropout("attn_dropout"),
                      AttentionDropout("dropout", owner_suffix="SelfAttention"))
 _FALLBACK_CONFIG_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
 
@@ -151,4 +155,4 @@ def attention_dropout_sites(family: str) -> tuple[tuple[AttentionDropout, ...], 
     known = FAMILIES.get(family)
     if known is None:
         return _FALLBACK_DROPOUT, _FALLBACK_CONFIG_KEYS
-    return (known.attention_dropout,), known.config_dropout_keys
+    return known.attention_dropout, known.config_dropout_keys

@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-from fpt.errors import KINDS, FptError
+from fpt.errors import FptError
 from fpt.paths import write_json, write_text
 
 try:
@@ -39,6 +39,7 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = None  # the open lock file while this process writes the run
+        self._created = False  # made by this process (so `remove` may delete the folder itself)
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -78,11 +79,13 @@ class RunDir:
         """Make the directory and take its lock (see `lock`)."""
         cls.check_creatable(path)
         path = Path(path)
+        existed = path.is_dir()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise FptError(f"cannot create run directory {path}: {exc.strerror}") from None
         run = cls(path)
+        run._created = not existed
         run.lock()
         return run
 
@@ -100,8 +103,9 @@ class RunDir:
             raise FptError(f"run directory {self.path} is in use by another fpt process; wait for it to "
                            "finish (or stop it) and try again") from None
         self._lock = handle
-        for stale in self.path.glob(".*.tmp"):  # only a killed writer leaves these; we hold the lock
-            stale.unlink(missing_ok=True)
+        for stale in self.path.glob(".*.tmp"):  # a killed writer's (see fpt.paths.temporary_name)
+            if not _process_alive(stale.name.split(".")[-3]):
+                stale.unlink(missing_ok=True)
 
     def unlock(self) -> None:
         if self._lock is not None:
@@ -109,9 +113,14 @@ class RunDir:
             self._lock = None
 
     def remove(self) -> None:
-        """Delete a run that failed before saving anything worth keeping (nothing half-made)."""
+        """Delete a run that failed before saving anything worth keeping (nothing half-made); a
+        folder the user made beforehand is emptied, not deleted."""
         self.unlock()
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self._created:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for child in self.path.iterdir():
+            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
 
     @classmethod
     def existing(cls, path: str | Path) -> "RunDir":
@@ -213,8 +222,15 @@ class RunDir:
     def failure_path(self) -> Path:
         return self.path / self.FAILURE
 
-    def write_failure(self, kind: str, message: str) -> None:
-        write_json(self.failure_path, {"kind": kind if kind in KINDS else "usage", "message": message})
-
     def read_failure(self) -> dict | None:
         return self._read_json(self.FAILURE) if self.failure_path.is_file() else None
+
+
+def _process_alive(pid_text: str) -> bool:
+    try:
+        os.kill(int(pid_text), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True

@@ -37,15 +37,14 @@ def limit_heap_fragmentation(threshold: int = 1 << 20) -> bool:
     return libc.mallopt(_M_MMAP_THRESHOLD, threshold) == 1
 
 
-def configure_process(threads: int | None, variable_length: bool, precision: str = "fp32") -> None:
-    """Everything a training or evaluation process sets once, before it builds a model."""
+def configure_process(threads: int | None, precision: str = "fp32") -> None:
+    """What a training or evaluation process sets once, before it builds a task and a model (and
+    `limit_heap_fragmentation()` once it knows its batches vary in length)."""
     set_threads(threads)
     warn_if_bf16_emulated(precision)
     # Subnormal floats take a slow path on x86 CPUs: an LSTM baseline on Bit Memory went from
     # 1.9 to over 7 s a step within 150 steps. Flushing them to zero keeps it at 1.9 s.
     torch.set_flush_denormal(True)
-    if variable_length:
-        limit_heap_fragmentation()
 
 
 @cache

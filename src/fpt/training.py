@@ -18,11 +18,11 @@ from tqdm.auto import tqdm
 from fpt.backbones import load_backbone
 from fpt.baselines import Baseline, build_baseline
 from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
-from fpt.config import TRANSFORMER_ONLY_OPTIONS, TrainConfig  # noqa: F401  (re-exported)
+from fpt.config import TrainConfig
 from fpt.errors import FptError
 from fpt.model import FrozenPretrainedTransformer, TrainableModel
 from fpt.runs import RunDir
-from fpt.runtime import configure_process
+from fpt import runtime
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 from fpt.tasks.bucketing import LengthBucketedTask
@@ -66,8 +66,10 @@ def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
 def _build_for_process(config: TrainConfig) -> tuple[Task, TrainableModel]:
     """build(), after the process settings a run needs (threads, subnormals, heap threshold)."""
     config.validate()
+    runtime.configure_process(config.threads, config.precision)  # before the task: threads read its files
     task = build_task(config)
-    configure_process(config.threads, task.variable_length, config.precision)
+    if task.variable_length:
+        runtime.limit_heap_fragmentation()
     return task, build_model(config, task)
 
 
@@ -137,7 +139,7 @@ class Trainer:
         killed before its first checkpoint (no evaluation recorded either) starts again at step 0,
         exactly as it first did: the model was just built from the same config and seed."""
         run = RunDir(run_dir)
-        if not run.has_checkpoint and not run.read_metrics():
+        if not run.has_checkpoint:  # evaluations recorded after step 0 are dropped by resume
             return
         checkpoint = load_checkpoint(run.checkpoint_path)
         restore(self.model, checkpoint, run.checkpoint_path)
@@ -293,10 +295,14 @@ def load_run(run_dir: Path, lock: bool = False) -> tuple[TrainConfig, Task, Trai
     run = RunDir.existing(run_dir)
     if lock:
         run.lock()
-    config = TrainConfig.from_dict(run.read_config(), where=str(run.config_path))
-    task, model = _build_for_process(config)
-    trainer = Trainer(model, task, config, run, progress=False)
-    trainer.load(run.path)
+    try:
+        config = TrainConfig.from_dict(run.read_config(), where=str(run.config_path))
+        task, model = _build_for_process(config)
+        trainer = Trainer(model, task, config, run, progress=False)
+        trainer.load(run.path)
+    except BaseException:
+        run.unlock()
+        raise
     return config, task, model, trainer
 
 

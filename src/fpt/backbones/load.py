@@ -19,7 +19,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
-from fpt.backbones import surgery
+import fpt.backbones.surgery as surgery
 from fpt.backbones.export import bit_backbone_path, load_exported_backbone
 from fpt.backbones.registry import BackboneEntry, get_backbone_entry
 from fpt.backbones.vit import ViTBody, is_vit
@@ -144,8 +144,6 @@ def weights_hash(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-
-
 def _architecture(name: str, source: str | None, entry: BackboneEntry | None, init: str):
     """(config, where the weights are): offline where the registry knows the architecture and no
     weights are needed."""
@@ -208,7 +206,7 @@ def load_backbone(
     dtype: torch.dtype = torch.float32,
     *,
     seq_len: int | None = None,
-    dropout: float | None = None,
+    dropout: float | None = 0.1,
     attention_dropout: float | None = None,
     checkpointing: bool = False,
     compile: bool = False,
@@ -222,7 +220,8 @@ def load_backbone(
 
     Made at load time, for a run: `layers` keeps the first K blocks; `seq_len` grows a learned
     position table shorter than the task (by interpolation); `dropout` / `attention_dropout` set
-    the body's rates (None: as published; attention None: the same as dropout); `checkpointing`
+    the body's rates (default: the paper's 0.1 for both; attention None: the same as dropout;
+    both None: as published); `checkpointing`
     recomputes blocks in backward; `compile` runs the body through torch.compile.
     """
     from transformers.utils import logging as hf_logging
@@ -258,7 +257,7 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
         published = surgery.extend_positions(model, family, seq_len)
         if published is not None:
             backbone.extended_positions, backbone.max_positions = (published, seq_len), seq_len
-    if dropout is not None:
+    if dropout is not None or attention_dropout is not None:
         surgery.set_dropout(model, family, dropout, dropout if attention_dropout is None else attention_dropout)
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a decoder's key/value cache is never read here

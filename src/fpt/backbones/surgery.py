@@ -71,8 +71,9 @@ def extend_positions(model: nn.Module, family: str, length: int) -> int | None:
     if old is None or length <= old.num_embeddings:
         return None
     rows = F.interpolate(old.weight.T[None].float(), size=length, mode="linear", align_corners=True)[0].T
-    new = nn.Embedding(length, old.embedding_dim, dtype=old.weight.dtype)
-    new.weight.copy_(rows)
+    # _weight: built from the rows, never randomly initialised, so growing draws nothing from the
+    # global RNG and the new input and output layers a run seeds next do not depend on it
+    new = nn.Embedding(length, old.embedding_dim, _weight=rows.to(old.weight.dtype).contiguous())
     new.weight.requires_grad_(old.weight.requires_grad)
     parent, _, attr = path.rpartition(".")
     owner = model.get_submodule(parent)
@@ -88,17 +89,20 @@ def extend_positions(model: nn.Module, family: str, length: int) -> int | None:
     return old.num_embeddings
 
 
-def set_dropout(model: nn.Module, family: str, hidden: float, attention: float) -> None:
+def set_dropout(model: nn.Module, family: str, hidden: float | None, attention: float | None) -> None:
     """Dropout rates of a body: `hidden` for every dropout layer, `attention` on attention
-    probabilities (the paper uses 0.1 for both).
+    probabilities (the paper uses 0.1 for both); None leaves that rate as published.
 
     Attention dropout matters for speed: torch's fused CPU attention kernels have no dropout, so
     with it attention runs a plain path that stores batch x heads x length^2 probabilities (ListOps
     at 2000 tokens: gigabytes per layer, several times slower).
     """
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = hidden
+    if hidden is not None:
+        for module in model.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = hidden
+    if attention is None:
+        return
     # A second pass: in BERT the self-attention module is visited before its child dropout, so
     # setting both in one pass would let the hidden rate overwrite the attention rate.
     sites, config_keys = attention_dropout_sites(family)
@@ -107,10 +111,10 @@ def set_dropout(model: nn.Module, family: str, hidden: float, attention: float) 
             if not type(module).__name__.endswith(site.owner_suffix):
                 continue
             value = getattr(module, site.attr, None)
-            if isinstance(value, nn.Dropout):
-                value.p = attention
-            elif isinstance(value, float):  # Llama, ViT: a rate read on every call
+            if site.holds_rate and isinstance(value, float):  # Llama, ViT: a rate read on every call
                 setattr(module, site.attr, attention)
+            elif not site.holds_rate and isinstance(value, nn.Dropout):
+                value.p = attention
     for key in config_keys:
         if hasattr(model.config, key):
             setattr(model.config, key, attention)

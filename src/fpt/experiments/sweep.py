@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from fpt.config import coerce_option
 from fpt.errors import FptError, require
 from fpt.experiments.paper import REPRODUCIBLE, VARIANTS
 from fpt.paths import atomic_write, write_json
@@ -41,6 +42,8 @@ SPEC_KEYS = {"name", "grid", "options", "parallel"}
 MAX_SPEC_BYTES = 1 << 20
 MAX_CELLS = 10_000
 MAX_PARALLEL = 256
+# Keys that tell a sweep's cells apart: in a spec's grid (or a reproduction's tables), not its options.
+GRID_ONLY_KEYS = ("task", "variant", "seed")
 # Set for a cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it).
 FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
 
@@ -123,23 +126,6 @@ def _read_spec_text(path: Path) -> str:
         raise FptError(f"sweep spec {path} is not text (UTF-8); give a YAML file") from None
 
 
-def _check_type(key: str, value, where: str) -> None:
-    """A spec value must be a plain scalar of its option's type (nested lists come from aliases too)."""
-    from fpt.config import _FIELD_TYPES
-    from fpt.tasks import TASK_OPTIONS
-
-    if key in _FIELD_TYPES:
-        allowed = _FIELD_TYPES[key]
-    elif key in TASK_OPTIONS:
-        kind = TASK_OPTIONS[key][0]
-        allowed = (int, float) if kind is float else (kind,)
-    else:  # variant
-        allowed = (str,)
-    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-        names = " or ".join(t.__name__ for t in allowed if t is not type(None))
-        raise FptError(f"{where}: {key} takes {names}, got {value!r}")
-
-
 def load_spec(path: Path) -> SweepSpec:
     """Read and check a sweep spec: an unknown key, task or variant, a value of the wrong type, or a
     grid too large is refused, naming its line, before anything runs."""
@@ -168,12 +154,14 @@ def load_spec(path: Path) -> SweepSpec:
             where = f"{path}, line {_line_of(node, key)}"
             if key not in known:
                 raise FptError(f"{where}: unknown {section} key {key!r}; use `fpt train` option names with underscores")
-            values = value if section == "grid" else [value]
             if section == "grid" and (not isinstance(value, list) or not value):
                 raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
+            if section == "options" and key in GRID_ONLY_KEYS:
+                raise FptError(f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {key}: [{value}])")
+            values = [coerce_option(key, item, where) for item in (value if section == "grid" else [value])]
             for item in values:
-                _check_type(key, item, where)
                 _check_value(key, item, where)
+            mapping[key] = values if section == "grid" else values[0]
     size = math.prod(len(values) for values in grid.values())
     if size > MAX_CELLS:
         raise FptError(f"{path}: the grid has {size:,} cells; at most {MAX_CELLS:,} are run by one sweep")
@@ -229,6 +217,7 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
             shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
             command = ["train", *_train_args(spec.options, cell.values), "--threads", str(threads), "--no-progress",
                        "--out", str(run.path)]
+        run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
         env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
         with open(log, "a") as handle:
             proc = subprocess.run([sys.executable, "-m", "fpt", *command], stdout=handle,
@@ -239,7 +228,14 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
             error = failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             return {**cell.values, "status": "failed", "failure": failure.get("kind", "crash"), "error": error,
                     "run_dir": str(run.path)}
-    summary = run.read_summary()
+    try:
+        summary = run.read_summary()
+    except FptError as exc:
+        summary, missing = None, str(exc)
+    else:
+        missing = f"{run.summary_path} is missing after the run ended"
+    if summary is None:
+        return {**cell.values, "status": "failed", "failure": "crash", "error": missing, "run_dir": str(run.path)}
     final = summary.get("final") or {}
     return {**cell.values, "status": "done", "split": final.get("split"), "accuracy": final.get("accuracy"),
             "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
@@ -311,8 +307,6 @@ def write_results_csv(rows: list[dict], path: Path) -> None:
     atomic_write(path, write)
 
 
-
-
 # --- fpt reproduce: the paper's tables as sweeps ------------------------------------------------
 
 
@@ -357,14 +351,16 @@ class Reproduction:
         unknown_options = sorted(set(self.options) - option_names())
         if unknown_options:
             raise FptError(f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores")
-        for key, value in self.options.items():
-            _check_type(key, value, "--set")
+        grid_keys = sorted(set(self.options) & set(GRID_ONLY_KEYS))
+        if grid_keys:
+            raise FptError(f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec")
+        self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
 
     def common_options(self) -> dict:
-        # Table 6 needs the learning curve (20 evaluations); the others only the final accuracy,
-        # which matters where an evaluation is costly (MNIST's 10,000 test images take about a minute).
-        every = max(1, self.budget // 20) if "table6" in self.tables else self.budget
-        return {"steps": self.budget, "backbone": self.backbone, "eval_every": every, **self.options}
+        options = {"steps": self.budget, "backbone": self.backbone}
+        if "table6" in self.tables:  # steps to a threshold are read from 20 evaluations per run
+            options["eval_every"] = max(1, self.budget // 20)
+        return {**options, **self.options}
 
     def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
         """(sub-folder, spec, skipped cells) per task (and per table whose rows are not variants)."""
@@ -383,8 +379,11 @@ class Reproduction:
         result = []
         for folder, task, grid in plans:
             variants = [v for v in grid["variant"] if v not in self.skip_variants]
-            skipped = [{"task": task, "variant": v, "status": "skipped", "failure": "skipped",
-                        "error": "skipped for time (--skip-variants)"} for v in grid["variant"] if v in self.skip_variants]
+            others = {k: v for k, v in grid.items() if k != "variant"}  # e.g. table12's layers
+            skipped = [{"task": task, "variant": v, **dict(zip(others, values)), "status": "skipped",
+                        "failure": "skipped", "error": "skipped for time (--skip-variants)"}
+                       for v in grid["variant"] if v in self.skip_variants
+                       for values in itertools.product(*others.values())]
             spec = SweepSpec(f"reproduce-{folder}", {"task": [task], **grid, "variant": variants,
                                                      "seed": list(range(self.seeds))},
                              self.common_options(), self.parallel)
@@ -408,8 +407,8 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tu
     rows = []
     for folder, spec, skipped in plan.sweeps():
         if spec.grid["variant"]:
-            rows += run_sweep(spec, out / folder, progress)
-        rows += skipped
+            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress)]
+        rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
     learning_curves(rows, out / "curves.png")
     options = plan.common_options()
@@ -420,9 +419,9 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tu
     texts = []
     for table in plan.tables:
         grid, paper_table, row_key = REPRODUCIBLE[table]
-        subset = [{**r, "row": r.get(row_key)} for r in rows
-                  if r.get("variant") in grid["variant"] and r["task"] in grid["task"]
-                  and (row_key == "variant" or r.get(row_key) in grid[row_key])]
+        # a table's own runs: its tasks' shared sweep, or the sweep made for it (table12's layers)
+        own = {t if row_key == "variant" else f"{t}-{table}" for t in grid["task"]}
+        subset = [{**r, "row": r.get(row_key)} for r in rows if r["sweep"] in own and r.get("variant") in grid["variant"]]
         title = f"{table} ({setting}; {plan.seeds} seed(s); {machine_description(plan.parallel)})"
         if table == "table6":
             text = steps_table(subset, title + ": steps to the held-out threshold", row_key)
