@@ -65,6 +65,7 @@ def worker(task_name: str, data_dir: str | None) -> dict:
         limit_heap_fragmentation()
     model = build_model(config, task)
     trainer = Trainer(model, task, config, progress=False)
+    model.train()  # as Trainer.fit does: dropout on (a loaded backbone starts in eval mode)
     if isinstance(task, ArrayTask) and task.variable_length:  # the longest examples: the worst batch
         longest = torch.sort(task.train.lengths, descending=True, stable=True).indices[:config.batch_size]
         batch = task.make_batch(task.train, longest, torch.Generator().manual_seed(0))
@@ -86,7 +87,7 @@ def worker(task_name: str, data_dir: str | None) -> dict:
         evaluate(model, task, config.eval_batch_size)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {"task": task_name, "seq_len": task.spec.seq_len, "batch": len(batch), "tokens": int(batch.x.shape[1]),
-            "checkpointing": config.checkpointing, "train_peak_gb": round(train_peak, 2),
+            "checkpointing": config.checkpointing, "micro_batch": config.micro_batch_size, "train_peak_gb": round(train_peak, 2),
             "peak_gb": round(peak, 2), "train_step_s": round(step_s, 1)}
 
 

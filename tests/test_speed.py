@@ -1,6 +1,8 @@
 """Every speed lever keeps its promise: exact ones give the same numbers, opt-in ones stay close,
 bucketing keeps each example's result in the original order. Speed itself lives in benchmarks/."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -180,3 +182,26 @@ def test_training_flushes_subnormal_floats_whose_slow_path_stalled_the_lstm_base
         assert torch.tensor([1e-40]).item() == 0.0
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_long_inputs_with_attention_dropout_get_checkpointing_and_micro_batches_by_default(tmp_path, tiny_backbones):
+    from fpt.tasks import TaskSpec
+    from fpt.training import plan_memory
+
+    listops_like = TaskSpec(seq_len=2000, num_classes=10, vocab_size=20)
+    config = TrainConfig(task="listops")
+    plan_memory(config, listops_like, heads=12)
+    assert config.checkpointing is True and config.micro_batch_size == 4  # 12 x 2000^2 x 12 B x 4 < 2.5 GB
+    for kept in (TrainConfig(task="listops", checkpointing=False), TrainConfig(task="listops", attention_dropout=0.0)):
+        plan_memory(kept, listops_like, heads=12)
+        assert kept.checkpointing is False and kept.micro_batch_size is None
+    short = TrainConfig()
+    plan_memory(short, TaskSpec(seq_len=49, num_classes=10, input_dim=16), heads=12)
+    assert short.checkpointing is False and short.micro_batch_size is None
+    # what was chosen is recorded in config.json, so a resumed run makes the same choice
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "long.npz", x=rng.integers(0, 5, (8, 600)), y=np.arange(8) % 2)
+    _, run_dir = train(TrainConfig(task=f"npz:{tmp_path / 'long.npz'}", backbone=tiny_backbones["bert"], steps=1,
+                                   batch_size=2, task_options={"heldout_fraction": 0.25}), out=tmp_path / "run",
+                       progress=False)
+    assert json.loads((run_dir / "config.json").read_text())["checkpointing"] is True

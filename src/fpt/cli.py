@@ -60,7 +60,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "precision", str, "fp32 | bf16 (frozen weights in bfloat16, bf16 matmuls: "
                        "about 2-3x faster on CPUs with AVX512-BF16/AMX, half the memory; changes numerics)")
     _add_config_option(parser, "checkpointing", None, "recompute each block in backward: same numbers, "
-                       "much less memory, about 1.4x step time", action=argparse.BooleanOptionalAction)
+                       "much less memory, about 1.4x step time; unset: on (with micro-batches) where attention "
+                       "dropout meets inputs of 512 tokens or more", action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "compile", None, "torch.compile the backbone (eager where unavailable)",
                        action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "bucket_window", int, "batch sequences of similar length, per window of N batches")

@@ -46,7 +46,9 @@ class TrainConfig:
     seed: int = 0
     # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
     precision: str = "fp32"  # fp32 | bf16 (frozen weights in bfloat16, backbone under autocast)
-    checkpointing: bool = False  # recompute each block in backward: much less memory, ~1/3 more compute
+    # recompute each block in backward: much less memory, ~1/3 more compute; None: on where attention
+    # dropout meets long inputs (fpt.training.plan_memory), which also picks micro-batches there
+    checkpointing: bool | None = None
     compile: bool = False  # torch.compile the backbone (eager where unavailable)
     bucket_window: int | None = None  # batch variable-length sequences of similar length, per window of N batches
     threads: int | None = None  # torch intra-op threads (default: one per core)
@@ -74,7 +76,7 @@ class TrainConfig:
         compute_dtype(self.precision)
         check_model(self.model)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        if self.model != "fpt" and any(getattr(self, k) != defaults[k] for k in TRANSFORMER_ONLY_OPTIONS):
+        if self.model != "fpt" and any(getattr(self, k) not in (defaults[k], False) for k in TRANSFORMER_ONLY_OPTIONS):
             raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
 
     @classmethod

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from fpt.backbones import load_backbone
+from fpt.backbones.surgery import enable_checkpointing
 from fpt.baselines import Baseline, build_baseline
 from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
 from fpt.config import TrainConfig
@@ -44,11 +45,35 @@ def build_model(config: TrainConfig, task: Task) -> TrainableModel:
     return _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
 
 
+# With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
+# probabilities per layer: a step of CIFAR-10 LRA (1024 tokens, batch 16, MiniLM) peaked at 17.3 GB.
+# Where that happens, activation checkpointing (exact: dropout masks are replayed) keeps one block's
+# attention at a time (4.9 GB measured), and micro-batches keep that block's attention within this
+# budget (same gradients in expectation; the dropout masks are drawn per micro-batch).
+LONG_INPUT = 512
+ATTENTION_BYTES_BUDGET = 2.5e9
+_BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, the dropout mask and a temporary
+
+
+def plan_memory(config: TrainConfig, spec, heads: int) -> None:
+    """Fill `config.checkpointing` (None: auto) and, with it, an automatic --micro-batch-size."""
+    attention = config.dropout if config.attention_dropout is None else config.attention_dropout
+    long_with_dropout = attention > 0 and spec.seq_len >= LONG_INPUT
+    if config.checkpointing is None:
+        config.checkpointing = long_with_dropout
+        if long_with_dropout and config.micro_batch_size is None:
+            per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT
+            fits = max(1, int(ATTENTION_BYTES_BUDGET // per_example))
+            config.micro_batch_size = fits if fits < config.batch_size else None
+
+
 def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
     backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers,
                              seq_len=task.spec.seq_len, dropout=config.dropout,
-                             attention_dropout=config.attention_dropout, checkpointing=config.checkpointing,
-                             compile=config.compile)
+                             attention_dropout=config.attention_dropout, compile=config.compile)
+    plan_memory(config, task.spec, getattr(backbone.model.config, "num_attention_heads", 1))
+    if config.checkpointing:
+        enable_checkpointing(backbone.model)
     torch.manual_seed(config.seed)  # the new input and output layers
     return FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
                                        dropout=config.dropout, extra_positions=config.extra_positions,
@@ -73,6 +98,16 @@ def _build_for_process(config: TrainConfig) -> tuple[Task, TrainableModel]:
     return task, build_model(config, task)
 
 
+# Tokens in one evaluation batch at most: 256 CIFAR-10 LRA images of 1024 tokens took 6.4 GB in one
+# batch; results do not depend on how examples are batched, so long tasks use smaller batches.
+EVAL_TOKEN_BUDGET = 32_768
+
+
+def eval_batch_for(task: Task, batch_size: int) -> int:
+    """The evaluation batch size for this task: `batch_size`, less where sequences are long."""
+    return max(1, min(batch_size, EVAL_TOKEN_BUDGET // task.spec.seq_len))
+
+
 def _is_out_of_memory(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text
@@ -88,8 +123,9 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
 
     With confusion=True (single-label tasks) also the confusion matrix (rows: true class) and
-    per-class accuracy.
+    per-class accuracy. Long sequences are evaluated in smaller batches (`eval_batch_for`).
     """
+    batch_size = eval_batch_for(task, batch_size)
     was_training = model.training
     model.eval()
     num_classes = task.spec.num_classes
@@ -329,6 +365,7 @@ def predict(model: TrainableModel, task: Task, batch_size: int = 256, split: str
     was_training = model.training
     model.eval()
     try:
+        batch_size = eval_batch_for(task, batch_size)
         if isinstance(task, LengthBucketedTask):  # batches come sorted by length: put them back in order
             pieces = [(index, model(batch.x, batch.mask)) for index, batch in task.indexed_eval_batches(batch_size, split)]
             total = sum(len(index) for index, _ in pieces)
