@@ -91,3 +91,37 @@ def test_baselines_and_the_transformer_are_trainable_models(tiny_gpt2):
     for model in (transformer, build_baseline("lstm", task)):
         assert isinstance(model, TrainableModel)
         assert model.weights_hash and model.weights_name
+
+
+def _edges() -> dict[str, set[str]]:
+    """module -> the fpt modules it imports (a `from package import name` names the submodule if
+    there is one), at the top or inside functions; the package root `fpt` is left out."""
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in _imports(path):
+            if imported in modules and imported != "fpt":
+                targets.add(imported)
+            elif imported.rsplit(".", 1)[0] in modules and imported.rsplit(".", 1)[0] != "fpt":
+                targets.add(imported.rsplit(".", 1)[0])
+        graph[name] = targets - {name}
+    return graph
+
+
+def test_there_is_no_import_cycle():
+    graph, state, cycles = _edges(), {}, []
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(trail[trail.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, cycles

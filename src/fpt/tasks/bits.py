@@ -11,7 +11,7 @@ from typing import Iterator
 import torch
 
 from fpt.errors import FptError
-from fpt.tasks import register_task
+from fpt.tasks.registry import register_task
 from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
 
 HELDOUT_SEED = 20210305  # fixed: the held-out set never depends on the run's --seed

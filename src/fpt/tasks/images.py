@@ -16,7 +16,7 @@ from einops import rearrange
 
 from fpt.paths import data_dir as default_data_dir
 from fpt.errors import MISSING_DATA, FptError
-from fpt.tasks import register_task
+from fpt.tasks.registry import register_task
 from fpt.tasks.arrays import ArrayTask, Split
 from fpt.tasks.base import TaskSpec
 

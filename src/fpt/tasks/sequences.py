@@ -13,7 +13,7 @@ import numpy as np
 
 from fpt.paths import data_dir as default_data_dir
 from fpt.errors import MISSING_DATA, FptError
-from fpt.tasks import register_task
+from fpt.tasks.registry import register_task
 from fpt.tasks.arrays import ArrayTask, Split, check_labels
 from fpt.tasks.base import TaskSpec
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from fpt.data.ts import read_ts, ucr_split_files
 from fpt.errors import FptError
-from fpt.tasks import register_task
+from fpt.tasks.registry import register_task
 from fpt.tasks.arrays import Split
 from fpt.tasks.sequences import SequenceTask
 

@@ -1,0 +1,71 @@
+"""The task registry: `@register_task(name)`, `create_task(name, **options)`, `list_tasks()`, and
+the task options the CLI and sweeps expose."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+from fpt.errors import FptError
+from fpt.tasks.base import Task
+
+_TASKS: dict[str, Callable[..., Task]] = {}
+
+# The task options the CLI and sweeps expose: name -> (type, help). Only those given are passed,
+# so each task keeps its own defaults; a task refuses options it does not take (`task_options`).
+TASK_OPTIONS: dict[str, tuple[type, str]] = {
+    "n_bits": (int, "bit tasks: bits per string"),
+    "n_strings": (int, "bit-memory: strings to memorise"),
+    "patch_size": (int, "values (bits, pixels, time steps) per token"),
+    "mask_prob": (float, "bit-memory: share of bits masked in the query"),
+    "eval_size": (int, "generated tasks: held-out examples"),
+    "data_dir": (str, "folder holding the task's files (default: the fpt cache)"),
+    "protocol": (str, "listops: lra | paper; cifar10-lra: paper | lra"),
+    "max_len": (int, "longest sequence kept; longer ones are cut and counted"),
+    "augment": (bool, "image augmentation on training batches"),
+    "test_path": (str, "npz: a second file used as the test split"),
+    "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
+    "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
+    "znorm": (bool, "ucr: z-normalise each series per channel"),
+}
+
+
+def register_task(name: str):
+    """Class or factory decorator: make a task available under `name`."""
+
+    def wrap(factory):
+        _TASKS[name] = factory
+        return factory
+
+    return wrap
+
+
+def list_tasks() -> list[str]:
+    return sorted(_TASKS)
+
+
+def _registered_name(name: str, options: dict) -> tuple[str, dict]:
+    """`npz:PATH` is the npz task with its path; every other name is looked up as it is."""
+    if name.startswith("npz:"):
+        return "npz", {**options, "path": name[len("npz:"):]}
+    return name, options
+
+
+def task_options(name: str, options: dict) -> dict:
+    """Every option of the task with defaults filled in; options it does not take are an error."""
+    name, options = _registered_name(name, options)
+    if name not in _TASKS:
+        raise FptError(f"unknown task {name!r}; choose one of {', '.join(list_tasks())}")
+    accepted = inspect.signature(_TASKS[name]).parameters
+    unknown = sorted(k for k in options if k not in accepted)
+    if unknown:
+        raise FptError(f"task {name!r} takes no option {', '.join(unknown)}; it takes {', '.join(accepted)}")
+    bound = inspect.signature(_TASKS[name]).bind(**options)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def create_task(name: str, **options) -> Task:
+    """Build a task by name with its options (see `task_options`)."""
+    resolved = task_options(name, options)
+    return _TASKS[_registered_name(name, options)[0]](**resolved)
