@@ -183,3 +183,11 @@ def test_bundled_gunpoint_offline():
     assert torch.allclose(x.mean(1), torch.zeros(50), atol=1e-5)
     assert torch.allclose(x.std(1, unbiased=False), torch.ones(50), atol=1e-4)
     assert sorted(torch.bincount(task.evals["test"].y).tolist()) == [74, 76]
+
+
+@needs_sktime
+def test_values_beyond_float32_are_refused_not_turned_into_inf(tmp_path):
+    cases = [([[1.0, 2.0, 1e300]], "a"), ([[3.0, 1.0, 2.0]], "b")]
+    write_ts(tmp_path / "Big" / "Big_TRAIN.ts", cases, name="Big")
+    write_ts(tmp_path / "Big" / "Big_TEST.ts", cases, name="Big")
+    raises_naming(lambda: create_task("ucr", dataset="Big", data_dir=str(tmp_path)), "Big_TRAIN.ts", "float32")

@@ -88,7 +88,10 @@ def read_ts(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
         raise FptError(f"{path}: not a readable .ts file ({reason}); see the format at {ARCHIVE_URL}") from None
     series = []
     for row in frame.to_numpy():
-        channels = [np.asarray(cell, dtype=np.float32) for cell in row]
+        channels = [np.asarray(cell, dtype=np.float64) for cell in row]
+        if any(np.isinf(c).any() or (np.abs(c[np.isfinite(c)]) > np.finfo(np.float32).max).any() for c in channels):
+            raise FptError(f"{path}: a value is infinite or beyond float32 (|x| > 3.4e38); clean the file first")
+        channels = [c.astype(np.float32) for c in channels]  # missing values ("?") stay NaN
         length = max(len(c) for c in channels)  # a channel shorter than its siblings is padded as missing
         case = np.full((length, len(channels)), np.nan, dtype=np.float32)
         for j, channel in enumerate(channels):
