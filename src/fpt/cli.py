@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, help="safetensors path (default for a Bit Memory run from random "
                         "init with every weight trained: where --init bit looks)")
 
+    predict = commands.add_parser("predict", help="a trained run's predictions on new inputs, in input order")
+    predict.add_argument("run_dir", type=Path)
+    predict.add_argument("--input", type=Path, required=True, help="an .npz with x (and optional mask, y), "
+                         "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them")
+    predict.add_argument("--out", type=Path, help="predictions.csv, .jsonl or .npy "
+                         "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)")
+    predict.add_argument("--batch-size", type=int, default=256)
+
     report = commands.add_parser("report", help="a self-contained HTML page for a run or a sweep")
     report.add_argument("directory", type=Path)
     report.add_argument("--out", type=Path, help="HTML path (default: DIRECTORY/report.html)")
@@ -321,6 +329,24 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
         print(f"use it with --init bit --backbone {config.backbone}")
 
 
+def cmd_predict(args: argparse.Namespace) -> None:
+    from fpt.prediction import accuracy, check_output, predict_probabilities, read_inputs, write_predictions
+    from fpt.training import load_run
+
+    if args.batch_size < 1:
+        raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.out is not None:
+        check_output(args.out)  # before any work
+    run = load_run(args.run_dir)
+    batches, labels = read_inputs(args.input, run.task)
+    probabilities = predict_probabilities(run.model, batches)
+    suffix = ".csv" if run.task.spec.num_outputs == 1 else ".jsonl"
+    out = write_predictions(args.out or args.run_dir / f"predictions-{args.input.name}{suffix}", probabilities)
+    print(f"{len(probabilities)} predictions: {out}")
+    if labels is not None:
+        print(f"accuracy {accuracy(probabilities, labels):.4f} on the labels in {args.input.name}")
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     from fpt.experiments.report import write_report
 
@@ -368,7 +394,7 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
-            "attention": cmd_attention, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
+            "attention": cmd_attention, "predict": cmd_predict, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
             "data": cmd_data, "report": cmd_report,
             "export-backbone": cmd_export_backbone}
 

@@ -9,7 +9,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -326,7 +326,27 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
         run_dir.unlock()
 
 
-def load_run(run_dir: Path, lock: bool = False) -> tuple[TrainConfig, Task, TrainableModel, Trainer]:
+class LoadedRun(NamedTuple):
+    """A run rebuilt from its directory; unpacks as (config, task, model, trainer)."""
+
+    config: TrainConfig
+    task: Task
+    model: TrainableModel
+    trainer: Trainer
+
+    def predict(self, x, mask=None, batch_size: int = 256) -> torch.Tensor:
+        """Class probabilities (N, outputs, classes) for rows `x` in the task's stored form (images
+        uint8 (N, H, W[, C]), token ids (N, L) with an optional mask, or the bit tasks' inputs)."""
+        import numpy as np
+
+        from fpt.prediction import predict_probabilities, to_batches
+
+        x = np.asarray(x)
+        return predict_probabilities(self.model, to_batches(self.task, x, None if mask is None else np.asarray(mask),
+                                                            batch_size))
+
+
+def load_run(run_dir: Path, lock: bool = False) -> LoadedRun:
     """Rebuild a run from its directory and load its checkpoint (`lock`: to write to it, see RunDir.lock)."""
     run = RunDir.existing(run_dir)
     if lock:
@@ -339,7 +359,7 @@ def load_run(run_dir: Path, lock: bool = False) -> tuple[TrainConfig, Task, Trai
     except BaseException:
         run.unlock()
         raise
-    return config, task, model, trainer
+    return LoadedRun(config, task, model, trainer)
 
 
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,

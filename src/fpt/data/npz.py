@@ -17,7 +17,7 @@ from fpt.errors import FptError
 _SAVE_HINT = "save with np.savez(path, x=..., y=..., mask=...)"
 
 
-def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):
@@ -34,7 +34,7 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
 def load_npz_task(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Load and check ``x``, ``y`` and ``mask`` (all true when the file has none)."""
     path = Path(path)
-    arrays = _read_arrays(path)
+    arrays = read_arrays(path)
     missing = [key for key in ("x", "y") if key not in arrays]
     if missing:
         raise FptError(f"{path}: missing array(s) {', '.join(missing)} (found {', '.join(arrays) or 'none'}); "

@@ -78,7 +78,7 @@ def read_tape_json(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def _check_records(records: list[Any], path: Path) -> tuple[list[str], np.ndarray]:
+def records_to_sequences(records: list[Any], path: Path) -> tuple[list[str], np.ndarray]:
     sequences: list[str] = []
     labels: list[int] = []
     for i, record in enumerate(records):
@@ -113,7 +113,7 @@ def load_remote_homology(directory: str | Path, split: str) -> tuple[list[str], 
         for suffix, read in ((".lmdb", read_tape_lmdb), (".json", read_tape_json)):
             path = folder / f"remote_homology_{split}{suffix}"
             if path.exists():
-                return _check_records(read(path), path)
+                return records_to_sequences(read(path), path)
     raise FptError(f"no remote homology {split} split in {directory}: expected "
                    f"remote_homology/remote_homology_{split}.lmdb (or .json); {_WHERE}", kind=MISSING_DATA)
 

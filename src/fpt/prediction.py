@@ -1,0 +1,166 @@
+"""Predictions of a trained run on new inputs, in the task's own formats, in input order.
+
+Inputs (`read_inputs`): an .npz file with `x` (rows as the task stores them: images as uint8
+(N, H, W[, C]), token ids (N, L), or, for the generated bit tasks, model inputs (N, L, D)),
+optional `mask` and `y`; MNIST-style IDX images (`*-images-idx3-ubyte[.gz]`, with labels read
+from the matching `-labels-idx1-ubyte` file beside it when there is one); a ListOps TSV (LRA's
+format); a TAPE JSON file of proteins. Labels are optional; where they are given, accuracy is
+reported too. Anything that does not fit the run's task is refused in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fpt.errors import FptError
+from fpt.paths import atomic_write
+from fpt.tasks import Task
+from fpt.tasks.arrays import ArrayTask, Split
+from fpt.tasks.base import Batch
+
+OUTPUT_FORMATS = (".csv", ".jsonl", ".npy")
+
+
+def _labels_beside(images: Path) -> Path | None:
+    for old, new in (("images-idx3", "labels-idx1"), ("images.idx3", "labels.idx1")):
+        if old in images.name:
+            candidate = images.with_name(images.name.replace(old, new))
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _rows_from_file(path: Path, task: Task) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(x rows, mask or None, labels or None) from a file in one of the task's formats."""
+    name, notes = path.name.lower(), getattr(task, "notes", {})
+    if not path.is_file():
+        raise FptError(f"--input {path} is not a file")
+    if name.endswith(".npz"):
+        from fpt.data.npz import read_arrays
+
+        arrays = read_arrays(path)
+        if "x" not in arrays:
+            raise FptError(f"{path}: no array x (found {', '.join(arrays) or 'none'}); save it with np.savez(path, x=...)")
+        return arrays["x"], arrays.get("mask"), arrays.get("y")
+    if "idx3" in name:
+        from fpt.data.idx import read_idx
+
+        labels = _labels_beside(path)
+        return read_idx(path), None, None if labels is None else read_idx(labels)
+    if name.endswith(".tsv") and task.name == "listops":
+        from fpt.data.lra_tsv import read_listops_tsv, tokenize_listops
+
+        sources, labels = read_listops_tsv(path)
+        ids, mask, _ = tokenize_listops(sources, max_len=notes.get("max_len"), protocol=notes.get("protocol", "lra"))
+        return ids, mask, labels
+    if name.endswith(".json") and task.name == "remote-homology":
+        from fpt.data.tape import encode_proteins, read_tape_json, records_to_sequences
+
+        sequences, labels = records_to_sequences(read_tape_json(path), path)
+        ids, mask, _ = encode_proteins(sequences, max_len=notes.get("max_len", 1024))
+        return ids, mask, labels
+    raise FptError(f"--input {path}: not a format the {task.name} task reads (an .npz with x, IDX images, "
+                   "a ListOps .tsv or a TAPE .json)")
+
+
+def _check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, task: Task, path) -> None:
+    spec = task.spec
+    stored = task.train.x if isinstance(task, ArrayTask) else None
+    if stored is not None and stored.dtype == torch.uint8:  # pixels: a float would wrap when stored
+        if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() > 255)):
+            raise FptError(f"{path}: images must be integers 0..255 (uint8) as the {task.name} task stores them")
+    if stored is not None and not task.variable_length:
+        shape = tuple(stored.shape[1:])
+        if tuple(x.shape[1:]) != shape and not (len(shape) == 3 and shape[2] == 1 and tuple(x.shape[1:]) == shape[:2]):
+            raise FptError(f"{path}: rows of shape {tuple(x.shape[1:])}, but this run's {task.name} task reads {shape}")
+    elif stored is None and (x.ndim != 3 or x.shape[1:] != (spec.seq_len, spec.input_dim)):
+        raise FptError(f"{path}: x of shape {x.shape}; this run's {task.name} task takes (N, {spec.seq_len}, {spec.input_dim})")
+    if x.ndim >= 2 and stored is not None and task.variable_length and x.shape[1] > spec.seq_len:
+        raise FptError(f"{path}: sequences of {x.shape[1]} tokens; this run was trained on at most {spec.seq_len}")
+    if spec.vocab_size is not None and task.variable_length:
+        if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() >= spec.vocab_size)):
+            found = f"{x.min()}..{x.max()}" if np.issubdtype(x.dtype, np.integer) and x.size else str(x.dtype)
+            raise FptError(f"{path}: token ids must be integers in 0..{spec.vocab_size - 1}, found {found}")
+    if mask is not None and (mask.shape != x.shape[:2] or not mask.any(1).all()):
+        raise FptError(f"{path}: mask must be (N, L) = {x.shape[:2]} with a true token in every row")
+    if y is not None:
+        expected = (len(x),) if spec.num_outputs == 1 else (len(x), spec.num_outputs)
+        if y.shape not in (expected, (len(x), spec.num_outputs)) or y.min(initial=0) < 0 or y.max(initial=0) >= spec.num_classes:
+            raise FptError(f"{path}: labels y must be {expected} in 0..{spec.num_classes - 1}")
+
+
+def read_inputs(path: str | Path, task: Task) -> tuple[list[Batch], np.ndarray | None]:
+    """The file's examples as model batches (in input order, one example a batch row) and labels."""
+    path = Path(path)
+    x, mask, y = _rows_from_file(path, task)
+    _check_rows(x, mask, y, task, path)
+    return to_batches(task, x, mask), y
+
+
+def to_batches(task: Task, x: np.ndarray, mask: np.ndarray | None = None, batch_size: int = 256) -> list[Batch]:
+    """Rows in the task's stored form -> model batches, in order (prepared as the task's evaluation
+    batches are: images to patches, variable-length rows cut to each batch's longest)."""
+    if isinstance(task, ArrayTask):
+        stored = task.train.x
+        if x.ndim == stored.ndim - 1:  # images without their channel axis
+            x = x[..., None]
+        rows = torch.from_numpy(np.ascontiguousarray(x)).to(stored.dtype)
+        lengths = None if mask is None else torch.from_numpy(np.asarray(mask, dtype=bool).sum(1))
+        if task.variable_length and lengths is None:
+            lengths = torch.full((len(rows),), rows.shape[1])
+        split = Split(rows, torch.zeros(len(rows), dtype=torch.long), lengths)
+        return [task.make_batch(split, torch.arange(start, min(start + batch_size, len(rows))), None)
+                for start in range(0, len(rows), batch_size)]
+    inputs = torch.from_numpy(np.ascontiguousarray(x)).float()
+    return [Batch(inputs[start:start + batch_size], torch.zeros(0)) for start in range(0, len(inputs), batch_size)]
+
+
+@torch.inference_mode()
+def predict_probabilities(model, batches: list[Batch]) -> torch.Tensor:
+    """Class probabilities (N, outputs, classes) for every example, in order."""
+    was_training = model.training
+    model.eval()
+    try:
+        return torch.cat([torch.softmax(model(batch.x, batch.mask).float(), dim=-1) for batch in batches])
+    finally:
+        model.train(was_training)
+
+
+def check_output(path: str | Path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in OUTPUT_FORMATS:
+        raise FptError(f"--out {path}: write predictions as {', '.join(OUTPUT_FORMATS)}")
+    if path.is_dir():
+        raise FptError(f"--out {path} is a directory; give a file name ending in {', '.join(OUTPUT_FORMATS)}")
+    return path
+
+
+def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
+    """.csv (index, predicted, one probability column per class; single-output tasks), .jsonl
+    (one object per example) or .npy (the probabilities, (N, outputs, classes))."""
+    path = check_output(path)
+    suffix = path.suffix.lower()
+    predicted = probabilities.argmax(-1)
+    if suffix == ".npy":
+        return atomic_write(path, lambda tmp: np.save(open(tmp, "wb"), probabilities.numpy()))
+    if suffix == ".csv":
+        if probabilities.shape[1] != 1:
+            raise FptError(f"--out {path}: this task predicts {probabilities.shape[1]} labels per example; use .jsonl or .npy")
+        header = "index,predicted," + ",".join(f"p{c}" for c in range(probabilities.shape[-1]))
+        lines = [header] + [f"{i},{int(predicted[i, 0])}," + ",".join(f"{p:.6g}" for p in probabilities[i, 0].tolist())
+                            for i in range(len(probabilities))]
+        return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+    import json
+
+    records = [json.dumps({"index": i, "predicted": predicted[i].tolist() if predicted.shape[1] > 1 else int(predicted[i, 0]),
+                           "probabilities": [[round(p, 6) for p in row] for row in probabilities[i].tolist()]})
+               for i in range(len(probabilities))]
+    return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
+
+
+def accuracy(probabilities: torch.Tensor, y: np.ndarray) -> float:
+    labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).reshape(len(probabilities), -1)
+    return (probabilities.argmax(-1) == labels).float().mean().item()
