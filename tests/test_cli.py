@@ -114,3 +114,24 @@ def test_train_reads_a_yaml_config_and_flags_override_it(tiny_gpt2, tmp_path, ca
         config.write_text(text)
         assert main(["train", "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
         assert words in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_device_choices_are_checked_and_a_missing_device_named_in_one_line(tiny_gpt2, tmp_path, capsys):
+    import torch
+
+    from fpt.devices import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type in ("cpu", "cuda", "mps")
+    for name, words in (("tpu", "unknown --device"), ("cuda:x", "unknown --device")):
+        assert main(["train", "--device", name, "--out", str(tmp_path / "r")]) == 2
+        assert words in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main(["train", "--device", "cuda", "--backbone", tiny_gpt2, "--out", str(tmp_path / "r")]) == 2
+        assert "--device cuda is not on this machine; it has cpu" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    out = tmp_path / "cpu"
+    assert main(["train", "--device", "cpu", "--backbone", tiny_gpt2, "--n-bits", "4", "--eval-size", "8",
+                 "--steps", "2", "--no-progress", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["device"] == "cpu"
+    assert main(["train", "--resume", str(out), "--device", "cpu", "--steps", "3", "--no-progress"]) == 0

@@ -28,6 +28,7 @@ class Checkpoint:
     rng_state: torch.Tensor
     backbone: str
     backbone_hash: str
+    cuda_rng_state: torch.Tensor | None = None
 
 
 def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: int) -> None:
@@ -39,6 +40,10 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
         for key, value in moments.items():
             tensors[f"optim.{names[index]}.{key}"] = value.detach().reshape(-1).clone() if key == "step" else value.contiguous()
     tensors["rng.torch"] = torch.get_rng_state()
+    device = next(model.parameters()).device
+    if device.type == "cuda":  # dropout on a GPU draws from its own generator
+        tensors["rng.cuda"] = torch.cuda.get_rng_state(device)
+    tensors = {key: value.detach().cpu() for key, value in tensors.items()}  # loads onto any device
     metadata = {
         "format": FORMAT,
         "step": str(step),
@@ -102,6 +107,7 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
         rng_state=rng,
         backbone=metadata["backbone"],
         backbone_hash=metadata["backbone_hash"],
+        cuda_rng_state=tensors.get("rng.cuda"),
     )
 
 

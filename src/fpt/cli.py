@@ -15,6 +15,7 @@ from pathlib import Path
 from fpt import __version__
 from fpt.backbones import INITS
 from fpt.baselines import MODELS
+from fpt.devices import DEVICE_CHOICES
 from fpt.errors import FptError, require
 from fpt.experiments.paper import REPRODUCIBLE
 from fpt.policy import POLICIES
@@ -66,6 +67,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                        action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "bucket_window", int, "batch sequences of similar length, per window of N batches")
     _add_config_option(parser, "seed", int)
+    _add_config_option(parser, "device", str, DEVICE_CHOICES + " (auto: CUDA if there is one, else MPS, else the CPU)")
     for name, (kind, help_text) in TASK_OPTIONS.items():
         flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
@@ -197,7 +199,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options that would change a resumed run: only --steps may (to extend it)."""
     from fpt.config import TrainConfig
 
-    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads"}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads", "device"}
     given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out", "config"}) if getattr(args, k, None) is not None]
     return ["--" + k.replace("_", "-") for k in given]
 
@@ -224,7 +226,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         if conflicts:
             raise FptError(f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
                            "(only --steps may change, to extend the run)")
-        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress)
+        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device)
     else:
         summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress)
     _report(summary, run_dir)

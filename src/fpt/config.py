@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from fpt.backbones import check_init
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype
 from fpt.baselines import check_model
+from fpt.devices import check_device_name
 from fpt.errors import FptError
 from fpt.model import check_pooling
 from fpt.policy import parse_policy
@@ -52,6 +53,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the backbone (eager where unavailable)
     bucket_window: int | None = None  # batch variable-length sequences of similar length, per window of N batches
     threads: int | None = None  # torch intra-op threads (default: one per core)
+    device: str = "auto"  # auto (CUDA, else MPS, else CPU) | cpu | cuda | cuda:N | mps
 
     def validate(self) -> None:
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
@@ -69,6 +71,7 @@ class TrainConfig:
         if self.threads is not None and self.threads < 1:
             raise FptError(f"--threads must be at least 1, got {self.threads}")
         check_bucket_window(self.bucket_window)
+        check_device_name(self.device)
         # Names, through each one's own lookup, so a typo fails before a backbone is loaded.
         parse_policy(self.policy)
         check_init(self.init)

@@ -61,13 +61,14 @@ class OutputHead(nn.Module):
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         batch, length, _ = hidden.shape
         if self.pooling == "mean":
-            weights = torch.ones(batch, length, 1, dtype=hidden.dtype) if mask is None else mask.unsqueeze(-1).to(hidden.dtype)
+            weights = (torch.ones(batch, length, 1, dtype=hidden.dtype, device=hidden.device) if mask is None
+                       else mask.unsqueeze(-1).to(hidden.dtype))
             picked = (hidden * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True).clamp_min(1)
         elif mask is None:
             picked = hidden[:, length - self.spec.last_k:]
         else:  # right padding: the last k real tokens end at each sequence's own length
             ends = mask.sum(1, keepdim=True)
-            index = (ends - self.spec.last_k + torch.arange(self.spec.last_k)).clamp_min(0)
+            index = (ends - self.spec.last_k + torch.arange(self.spec.last_k, device=hidden.device)).clamp_min(0)
             picked = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
         logits = self.linear(picked)
         return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
@@ -140,7 +141,7 @@ class FrozenPretrainedTransformer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
         embeds = self.embedder(x)
         attention_mask = None if mask is None else mask.long()
-        with torch.autocast("cpu", dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
+        with torch.autocast(embeds.device.type, dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
             out = self.backbone_info(inputs_embeds=embeds, attention_mask=attention_mask,
                                      output_attentions=output_attentions)
         logits = self.head(out.last_hidden_state.float(), mask)

@@ -124,7 +124,8 @@ def predict_probabilities(model, batches: list[Batch]) -> torch.Tensor:
     was_training = model.training
     model.eval()
     try:
-        return torch.cat([torch.softmax(model(batch.x, batch.mask).float(), dim=-1) for batch in batches])
+        device = next(model.parameters()).device
+        return torch.cat([torch.softmax(model(b.x, b.mask).float(), dim=-1).cpu() for b in (b.to(device) for b in batches)])
     finally:
         model.train(was_training)
 

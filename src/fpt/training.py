@@ -20,6 +20,7 @@ from fpt.backbones.surgery import enable_checkpointing
 from fpt.baselines import Baseline, build_baseline
 from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
 from fpt.config import TrainConfig
+from fpt.devices import resolve_device
 from fpt.errors import FptError
 from fpt.model import FrozenPretrainedTransformer, TrainableModel
 from fpt.runs import RunDir
@@ -42,7 +43,14 @@ def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
 
 
 def build_model(config: TrainConfig, task: Task) -> TrainableModel:
-    return _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
+    """The model of a config, on its --device (the frozen weights move once; batches each step)."""
+    device = resolve_device(config.device)
+    model = _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
+    return model.to(device)
+
+
+def _device_of(model) -> torch.device:
+    return next(model.parameters()).device
 
 
 # With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
@@ -129,9 +137,11 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     was_training = model.training
     model.eval()
     num_classes = task.spec.num_classes
-    matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
+    device = _device_of(model)
+    matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
     for batch in task.eval_batches(batch_size, split):
+        batch = batch.to(device)
         logits = model(batch.x, batch.mask)
         loss_sum += F.cross_entropy(logits.reshape(-1, num_classes), batch.y.reshape(-1), reduction="sum").item()
         predicted = logits.argmax(-1)
@@ -148,7 +158,7 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
               "exact_match": exact / examples, "examples": examples}
     if confusion:
         support = matrix.sum(1)
-        result["confusion"] = matrix.tolist()
+        result["confusion"] = matrix.cpu().tolist()
         result["per_class_accuracy"] = [(matrix[c, c] / support[c]).item() if support[c] else None
                                         for c in range(num_classes)]
     return result
@@ -167,6 +177,7 @@ class Trainer:
         if not self.params:
             raise FptError("this policy trains no parameter; include at least one group (e.g. output)")
         self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
+        self.device = _device_of(model)
         self.step = 0
         self.last_checkpoint_step: int | None = None
 
@@ -182,6 +193,8 @@ class Trainer:
         try:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
             torch.set_rng_state(checkpoint.rng_state)
+            if checkpoint.cuda_rng_state is not None and self.device.type == "cuda":
+                torch.cuda.set_rng_state(checkpoint.cuda_rng_state, self.device)
         except (ValueError, KeyError, RuntimeError) as exc:
             raise FptError(f"checkpoint {run.checkpoint_path} does not fit this run's optimizer ({str(exc)[:80]}); "
                            "was it copied from another run?") from None
@@ -205,6 +218,7 @@ class Trainer:
 
     def train_step(self, batch: Batch) -> tuple[float, float]:
         """One optimiser step over `batch`, accumulated over micro-batches; returns loss, accuracy."""
+        batch = batch.to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
         size = len(batch)
         micro = self.config.micro_batch_size or size
@@ -346,13 +360,16 @@ class LoadedRun(NamedTuple):
                                                             batch_size))
 
 
-def load_run(run_dir: Path, lock: bool = False) -> LoadedRun:
-    """Rebuild a run from its directory and load its checkpoint (`lock`: to write to it, see RunDir.lock)."""
+def load_run(run_dir: Path, lock: bool = False, device: str | None = None) -> LoadedRun:
+    """Rebuild a run from its directory and load its checkpoint (`lock`: to write to it, see
+    RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU)."""
     run = RunDir.existing(run_dir)
     if lock:
         run.lock()
     try:
         config = TrainConfig.from_dict(run.read_config(), where=str(run.config_path))
+        if device is not None:
+            config.device = device
         task, model = _build_for_process(config)
         trainer = Trainer(model, task, config, run, progress=False)
         trainer.load(run.path)
@@ -363,11 +380,11 @@ def load_run(run_dir: Path, lock: bool = False) -> LoadedRun:
 
 
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
-           on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
+           on_step: Callable[[int, float], None] | None = None, device: str | None = None) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps`."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
-    config, _, _, trainer = load_run(run_dir, lock=True)
+    config, _, _, trainer = load_run(run_dir, lock=True, device=device)
     try:
         if steps is not None:
             config.steps = steps
@@ -386,13 +403,19 @@ def predict(model: TrainableModel, task: Task, batch_size: int = 256, split: str
     model.eval()
     try:
         batch_size = eval_batch_for(task, batch_size)
+        device = _device_of(model)
+
+        def run(batch: Batch) -> torch.Tensor:
+            batch = batch.to(device)
+            return model(batch.x, batch.mask).cpu()
+
         if isinstance(task, LengthBucketedTask):  # batches come sorted by length: put them back in order
-            pieces = [(index, model(batch.x, batch.mask)) for index, batch in task.indexed_eval_batches(batch_size, split)]
+            pieces = [(index, run(batch)) for index, batch in task.indexed_eval_batches(batch_size, split)]
             total = sum(len(index) for index, _ in pieces)
             out = torch.empty(total, *pieces[0][1].shape[1:], dtype=pieces[0][1].dtype)
             for index, logits in pieces:
                 out[index] = logits
             return out
-        return torch.cat([model(batch.x, batch.mask) for batch in task.eval_batches(batch_size, split)])
+        return torch.cat([run(batch) for batch in task.eval_batches(batch_size, split)])
     finally:
         model.train(was_training)

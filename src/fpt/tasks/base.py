@@ -42,6 +42,13 @@ class Batch:
     def __len__(self) -> int:
         return self.x.shape[0]
 
+    def to(self, device: torch.device) -> "Batch":
+        """The batch on `device` (drawn on the CPU, so a seed gives the same data on every device)."""
+        if self.x.device == device:
+            return self
+        mask = None if self.mask is None else self.mask.to(device)
+        return Batch(self.x.to(device), self.y.to(device), mask)
+
     def slice(self, start: int, stop: int) -> "Batch":
         mask = None if self.mask is None else self.mask[start:stop]
         return Batch(self.x[start:stop], self.y[start:stop], mask)

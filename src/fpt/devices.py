@@ -1,0 +1,43 @@
+"""Which device a run computes on: `--device auto|cpu|cuda|cuda:N|mps`. The one place that knows
+what devices exist; everything else moves tensors to `model`'s device.
+
+Training batches are always drawn on the CPU from the same seeded generators and then moved, so
+the data a seed gives does not depend on the device.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fpt.errors import FptError
+
+DEVICE_CHOICES = "auto | cpu | cuda | cuda:N | mps"
+
+
+def available_devices() -> list[str]:
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def check_device_name(name: str) -> None:
+    """The spelling of --device, checked without looking at the hardware (configs are checked early)."""
+    kind, _, index = name.partition(":")
+    if name != "auto" and (kind not in ("cpu", "cuda", "mps") or (index and not (kind == "cuda" and index.isdigit()))):
+        raise FptError(f"unknown --device {name!r}; choose {DEVICE_CHOICES}")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """The device `name` stands for on this machine (auto: CUDA if there is one, else MPS, else
+    the CPU); a device this machine lacks is refused in one line naming those it has."""
+    check_device_name(name)
+    here = available_devices()
+    if name == "auto":
+        return torch.device(next((d for d in here if d != "cpu"), "cpu"))
+    wanted = "cuda:0" if name == "cuda" else name
+    if wanted not in here:
+        raise FptError(f"--device {name} is not on this machine; it has {', '.join(here)}")
+    return torch.device(wanted)
