@@ -63,3 +63,14 @@ def test_report_renders_in_a_real_browser(run_dir, tmp_path):
 
     pixels = imread(shot)
     assert pixels.shape[0] >= 1000 and pixels.std() > 0.05  # a page with content, not a blank canvas
+
+
+def test_a_sweep_report_shows_its_configuration_as_a_table_not_json(tiny_gpt2, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"grid:\n  task: [bit-xor]\n  seed: [0, 1]\noptions:\n  steps: 2\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
+    sweep = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(sweep), "--no-progress"]) == 0
+    assert main(["report", str(sweep)]) == 0
+    page = (sweep / "report.html").read_text()
+    assert "<td>grid: seed</td><td>0, 1</td>" in page and "<td>steps</td><td>2</td>" in page
+    assert '{"task"' not in page and "{&quot;" not in page

@@ -102,7 +102,9 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
             points = RunDir(r["run_dir"]).read_metrics()
             variant = str(r.get(row_key, "fpt"))
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
+            # markers: a run evaluated once is a point, which a bare line would not draw at all
             ax.plot([p["step"] for p in points], [100 * p["accuracy"] for p in points], color=colour, alpha=0.8,
+                    marker="o", markersize=3,
                     label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
         ax.set_title(TASK_COLUMNS.get(task, task))
         ax.set_xlabel("step")

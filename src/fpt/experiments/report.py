@@ -93,8 +93,10 @@ def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
     title = f"fpt sweep: {spec.get('name', sweep_dir.name)}"
     sections = []
     if spec:
-        sections.append("<h2>Configuration</h2>" + _table(["", ""], [["grid", json.dumps(spec["grid"])],
-                                                                     ["options", json.dumps(spec["options"])]], "config"))
+        rows = ([[f"grid: {key}", ", ".join(map(str, values))] for key, values in spec["grid"].items()]
+                + [[key, value] for key, value in spec["options"].items()]
+                + [["runs at once", spec.get("parallel", 1)]])
+        sections.append("<h2>Configuration</h2>" + _table(["setting", "value"], rows, "config"))
     if (sweep_dir / "results.md").exists():
         text = (sweep_dir / "results.md").read_text()
         heading = next((line.lstrip("# ") for line in text.splitlines() if line.startswith("#")), "")
