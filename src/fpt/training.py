@@ -91,7 +91,8 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
 def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
     match = None
     if config.model == "cnn-matched":  # as many parameters as the FPT of this config trains
-        match = sum(p.numel() for p in _build_transformer(config, task).parameters() if p.requires_grad)
+        fpt_model = _build_transformer(dataclasses.replace(config, model="fpt"), task)  # a copy: plan_memory fills it
+        match = sum(p.numel() for p in fpt_model.parameters() if p.requires_grad)
     torch.manual_seed(config.seed)
     return build_baseline(config.model, task, dropout=config.dropout, match_params=match)
 
