@@ -87,3 +87,40 @@ def test_token_ids_beyond_the_runs_vocabulary_are_refused(tiny_gpt2, tmp_path, c
     run = load_run(out)
     alone = run.predict(np.array([[1, 2, 3]]))  # the padded row gives what the unpadded one gives
     assert torch.allclose(alone, run.predict(np.array([[1, 2, 3, 0]]), mask=np.array([[1, 1, 1, 0]])), atol=1e-5)
+
+
+def test_runs_trained_with_bucketing_predict_too_and_bad_token_rows_are_refused(tiny_gpt2, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(2, 9, 16)
+    mask = np.arange(8)[None] < lengths[:, None]
+    np.savez(tmp_path / "seq.npz", x=np.where(mask, rng.integers(1, 6, (16, 8)), 0), y=np.arange(16) % 2, mask=mask)
+    out = tmp_path / "run"
+    assert main(["train", "--task", f"npz:{tmp_path / 'seq.npz'}", "--backbone", tiny_gpt2, "--steps", "2",
+                 "--batch-size", "4", "--bucket-window", "2", "--no-progress", "--out", str(out)]) == 0
+    assert main(["predict", str(out), "--input", str(tmp_path / "seq.npz"), "--out", str(tmp_path / "p.csv"),
+                 "--batch-size", "3"]) == 0
+    assert len((tmp_path / "p.csv").read_text().splitlines()) == 17
+    assert load_run(out).predict(np.array([[1, 2, 3]])).shape == (1, 1, 2)
+    for name, arrays, words in (
+            ("flat", dict(x=np.array([1, 2, 3])), "axes"),
+            ("left", dict(x=np.array([[0, 1, 2]]), mask=np.array([[False, True, True]])), "right-padded"),
+            ("text", dict(x=np.array([[1, 2]]), y=np.array(["a"])), "labels y must be integers")):
+        np.savez(tmp_path / f"{name}.npz", **arrays)
+        assert main(["predict", str(out), "--input", str(tmp_path / f"{name}.npz"), "--out", str(tmp_path / "q.csv")]) == 2
+        assert words in capsys.readouterr().err
+
+
+def test_read_only_commands_need_a_checkpoint(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--backbone", tiny_gpt2, "--n-bits", "4", "--eval-size", "8", "--steps", "1",
+                 "--no-progress", "--out", str(out)]) == 0
+    (out / "checkpoint.safetensors").unlink()
+    assert main(["evaluate", str(out)]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_a_config_written_before_devices_existed_resumes_on_the_cpu():
+    from fpt.config import TrainConfig
+
+    assert TrainConfig.from_dict({"task": "bit-xor"}).device == "cpu"
+    assert TrainConfig().device == "auto"

@@ -205,3 +205,16 @@ def test_long_inputs_with_attention_dropout_get_checkpointing_and_micro_batches_
                                    batch_size=2, task_options={"heldout_fraction": 0.25}), out=tmp_path / "run",
                        progress=False)
     assert json.loads((run_dir / "config.json").read_text())["checkpointing"] is True
+
+
+def test_a_body_that_cannot_recompute_gets_micro_batches_for_all_its_layers_and_cuda_gets_neither():
+    from fpt.tasks import TaskSpec
+    from fpt.training import plan_memory
+
+    spec = TaskSpec(seq_len=1024, num_classes=10, vocab_size=256)
+    vit_like = TrainConfig(task="cifar10-lra")
+    plan_memory(vit_like, spec, heads=12, layers=12, can_checkpoint=False)
+    assert vit_like.checkpointing is False and vit_like.micro_batch_size == 1  # 12 x 1024^2 x 12 B x 12 layers
+    on_gpu = TrainConfig(task="cifar10-lra")
+    plan_memory(on_gpu, spec, heads=12, layers=12, device_type="cuda")  # fused kernels drop out themselves
+    assert on_gpu.checkpointing is False and on_gpu.micro_batch_size is None

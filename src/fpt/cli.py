@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(train)
     _add_config_option(train, "steps", int)
     _add_config_option(train, "batch_size", int)
-    _add_config_option(train, "micro_batch_size", int, "split each batch into micro-batches (same gradients)")
+    _add_config_option(train, "micro_batch_size", int, "split each batch into micro-batches (less memory; the same gradients up to dropout masks)")
     _add_config_option(train, "lr", float, "Adam learning rate")
     _add_config_option(train, "grad_clip", float, "gradient-norm clip")
     _add_config_option(train, "eval_every", int, "evaluate and checkpoint every N steps")
@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
     evaluate.add_argument("run_dir", type=Path)
+    evaluate.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
 
     info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
     _add_model_options(info)
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     attention = commands.add_parser("attention", help="PNG of a run's mean attention over heads")
     attention.add_argument("run_dir", type=Path)
+    attention.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
     attention.add_argument("--layer", type=int, default=0)
     attention.add_argument("--examples", type=int, default=64, help="held-out inputs to average over")
     attention.add_argument("--out", type=Path, help="PNG path (default: RUN_DIR/attention_layer<L>.png)")
@@ -120,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export-backbone", help="save a run's trained backbone body (e.g. for --init bit)")
     export.add_argument("run_dir", type=Path)
+    export.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
     export.add_argument("--out", type=Path, help="safetensors path (default for a Bit Memory run from random "
                         "init with every weight trained: where --init bit looks)")
 
@@ -130,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--out", type=Path, help="predictions.csv, .jsonl or .npy "
                          "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)")
     predict.add_argument("--batch-size", type=int, default=256)
+    predict.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
 
     report = commands.add_parser("report", help="a self-contained HTML page for a run or a sweep")
     report.add_argument("directory", type=Path)
@@ -237,7 +241,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from fpt.runs import RunDir
     from fpt.training import evaluate, load_run
 
-    config, task, model, trainer = load_run(args.run_dir)
+    config, task, model, trainer = load_run(args.run_dir, device=args.device)
     single_label = task.spec.num_outputs == 1
     results = {}
     for split in task.eval_splits:
@@ -285,7 +289,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
 
     if args.examples < 1:
         raise FptError(f"--examples must be at least 1, got {args.examples}")
-    config, task, model, trainer = load_run(args.run_dir)
+    config, task, model, trainer = load_run(args.run_dir, device=args.device)
     attention = mean_attention(model, task, args.layer, args.examples)
     out = args.out or args.run_dir / f"attention_layer{args.layer}.png"
     title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.step})"
@@ -308,7 +312,7 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
 
     if args.out is not None and args.out.is_dir():
         raise FptError(f"--out {args.out} is a directory; give the path of a .safetensors file")
-    config, _, model, trainer = load_run(args.run_dir)
+    config, _, model, trainer = load_run(args.run_dir, device=args.device)
     if config.model != "fpt":
         raise FptError(f"{args.run_dir} trained a {config.model}, not a transformer backbone")
     if model.extended_positions is not None:
@@ -333,14 +337,14 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
 
 def cmd_predict(args: argparse.Namespace) -> None:
     from fpt.prediction import accuracy, check_output, predict_probabilities, read_inputs, write_predictions
-    from fpt.training import load_run
+    from fpt.training import eval_batch_for, load_run
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.out is not None:
         check_output(args.out)  # before any work
-    run = load_run(args.run_dir)
-    batches, labels = read_inputs(args.input, run.task)
+    run = load_run(args.run_dir, device=args.device)
+    batches, labels = read_inputs(args.input, run.task, eval_batch_for(run.task, args.batch_size))
     probabilities = predict_probabilities(run.model, batches)
     suffix = ".csv" if run.task.spec.num_outputs == 1 else ".jsonl"
     out = write_predictions(args.out or args.run_dir / f"predictions-{args.input.name}{suffix}", probabilities)

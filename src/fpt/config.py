@@ -38,7 +38,7 @@ class TrainConfig:
     attention_dropout: float | None = None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
     steps: int = 2000
     batch_size: int = 16
-    micro_batch_size: int | None = None  # split each batch to bound memory; same gradients
+    micro_batch_size: int | None = None  # split each batch to bound memory; same gradients up to dropout masks
     lr: float = 1e-3
     grad_clip: float = 1.0
     eval_every: int = 100
@@ -68,6 +68,8 @@ class TrainConfig:
             raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
+        if not 0 <= self.seed < 2**63:
+            raise FptError(f"--seed must be in 0..2^63-1, got {self.seed}")
         if self.threads is not None and self.threads < 1:
             raise FptError(f"--threads must be at least 1, got {self.threads}")
         check_bucket_window(self.bucket_window)
@@ -84,9 +86,11 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":
-        """A config from JSON-like data, every key known and every value of its field's type."""
+        """A config from JSON-like data, every key known and every value of its field's type. A
+        config written before --device existed ran on the CPU, and resumes there."""
         if not isinstance(data, dict):
             raise FptError(f"{where}: a config is a mapping of option names to values, not a {type(data).__name__}")
+        data = {"device": "cpu", **data}
         known = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(known))
         if unknown:

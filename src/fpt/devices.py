@@ -26,7 +26,7 @@ def available_devices() -> list[str]:
 def check_device_name(name: str) -> None:
     """The spelling of --device, checked without looking at the hardware (configs are checked early)."""
     kind, _, index = name.partition(":")
-    if name != "auto" and (kind not in ("cpu", "cuda", "mps") or (index and not (kind == "cuda" and index.isdigit()))):
+    if name != "auto" and (kind not in ("cpu", "cuda", "mps") or (":" in name and not (kind == "cuda" and index.isdigit()))):
         raise FptError(f"unknown --device {name!r}; choose {DEVICE_CHOICES}")
 
 

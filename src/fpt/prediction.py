@@ -66,9 +66,33 @@ def _rows_from_file(path: Path, task: Task) -> tuple[np.ndarray, np.ndarray | No
                    "a ListOps .tsv or a TAPE .json)")
 
 
-def _check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, task: Task, path) -> None:
+def _unwrapped(task: Task) -> Task:
+    return getattr(task, "inner", task)  # a length-bucketed task reads its inner task's rows
+
+
+def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, task: Task, path) -> None:
+    """Refuse, in one line, rows that do not fit the run's task (what training would refuse too)."""
+    task = _unwrapped(task)
     spec = task.spec
     stored = task.train.x if isinstance(task, ArrayTask) else None
+    if len(x) == 0:
+        raise FptError(f"{path}: no examples in x")
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise FptError(f"{path}: x must hold numbers, found {x.dtype}")
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
+        raise FptError(f"{path}: x holds NaN or infinite values")
+    expected_ndim = stored.ndim if stored is not None else 3
+    images = stored is not None and stored.ndim == 4  # (N, H, W, C): a file may leave out C
+    if x.ndim != expected_ndim and not (images and x.ndim == 3):
+        raise FptError(f"{path}: x has {x.ndim} axes; this run's {task.name} task reads rows of {expected_ndim - 1}")
+    if stored is not None and task.variable_length and stored.ndim == 3 and x.shape[2] != stored.shape[2]:
+        raise FptError(f"{path}: tokens of {x.shape[2]} values; this run's {task.name} task reads {stored.shape[2]}")
+    if y is not None and not np.issubdtype(np.asarray(y).dtype, np.integer):
+        raise FptError(f"{path}: labels y must be integers, found {np.asarray(y).dtype}")
+    if mask is not None and mask.shape == x.shape[:2]:
+        lengths = mask.astype(bool).sum(1)
+        if not (mask.astype(bool) == (np.arange(x.shape[1])[None] < lengths[:, None])).all():
+            raise FptError(f"{path}: mask must mark each row's real tokens first, then padding (right-padded rows)")
     if stored is not None and stored.dtype == torch.uint8:  # pixels: a float would wrap when stored
         if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() > 255)):
             raise FptError(f"{path}: images must be integers 0..255 (uint8) as the {task.name} task stores them")
@@ -92,20 +116,21 @@ def _check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, ta
             raise FptError(f"{path}: labels y must be {expected} in 0..{spec.num_classes - 1}")
 
 
-def read_inputs(path: str | Path, task: Task) -> tuple[list[Batch], np.ndarray | None]:
+def read_inputs(path: str | Path, task: Task, batch_size: int = 256) -> tuple[list[Batch], np.ndarray | None]:
     """The file's examples as model batches (in input order, one example a batch row) and labels."""
     path = Path(path)
-    x, mask, y = _rows_from_file(path, task)
-    _check_rows(x, mask, y, task, path)
-    return to_batches(task, x, mask), y
+    x, mask, y = _rows_from_file(path, _unwrapped(task))
+    check_rows(x, mask, y, task, path)
+    return to_batches(task, x, mask, batch_size), y
 
 
 def to_batches(task: Task, x: np.ndarray, mask: np.ndarray | None = None, batch_size: int = 256) -> list[Batch]:
     """Rows in the task's stored form -> model batches, in order (prepared as the task's evaluation
     batches are: images to patches, variable-length rows cut to each batch's longest)."""
+    task = _unwrapped(task)
     if isinstance(task, ArrayTask):
         stored = task.train.x
-        if x.ndim == stored.ndim - 1:  # images without their channel axis
+        if stored.ndim == 4 and x.ndim == 3:  # images without their channel axis
             x = x[..., None]
         rows = torch.from_numpy(np.ascontiguousarray(x)).to(stored.dtype)
         lengths = None if mask is None else torch.from_numpy(np.asarray(mask, dtype=bool).sum(1))
@@ -146,7 +171,11 @@ def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
     suffix = path.suffix.lower()
     predicted = probabilities.argmax(-1)
     if suffix == ".npy":
-        return atomic_write(path, lambda tmp: np.save(open(tmp, "wb"), probabilities.numpy()))
+        def save(tmp: Path) -> None:
+            with open(tmp, "wb") as handle:
+                np.save(handle, probabilities.numpy())
+
+        return atomic_write(path, save)
     if suffix == ".csv":
         if probabilities.shape[1] != 1:
             raise FptError(f"--out {path}: this task predicts {probabilities.shape[1]} labels per example; use .jsonl or .npy")

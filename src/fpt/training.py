@@ -63,14 +63,20 @@ ATTENTION_BYTES_BUDGET = 2.5e9
 _BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, the dropout mask and a temporary
 
 
-def plan_memory(config: TrainConfig, spec, heads: int) -> None:
-    """Fill `config.checkpointing` (None: auto) and, with it, an automatic --micro-batch-size."""
+def plan_memory(config: TrainConfig, spec, heads: int, layers: int = 1, can_checkpoint: bool = True,
+                device_type: str = "cpu") -> None:
+    """Fill `config.checkpointing` (None: auto) and, with it, an automatic --micro-batch-size.
+
+    Only where attention keeps its probabilities: CUDA's fused kernels apply dropout themselves.
+    A body that cannot recompute its blocks (e.g. a ViT) gets micro-batches sized for all layers.
+    """
     attention = config.dropout if config.attention_dropout is None else config.attention_dropout
-    long_with_dropout = attention > 0 and spec.seq_len >= LONG_INPUT
+    long_with_dropout = attention > 0 and spec.seq_len >= LONG_INPUT and device_type != "cuda"
     if config.checkpointing is None:
-        config.checkpointing = long_with_dropout
+        config.checkpointing = long_with_dropout and can_checkpoint
         if long_with_dropout and config.micro_batch_size is None:
-            per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT
+            stored_layers = 1 if config.checkpointing else layers
+            per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT * stored_layers
             fits = max(1, int(ATTENTION_BYTES_BUDGET // per_example))
             config.micro_batch_size = fits if fits < config.batch_size else None
 
@@ -79,7 +85,9 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
     backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers,
                              seq_len=task.spec.seq_len, dropout=config.dropout,
                              attention_dropout=config.attention_dropout, compile=config.compile)
-    plan_memory(config, task.spec, getattr(backbone.model.config, "num_attention_heads", 1))
+    body = backbone.model.config
+    plan_memory(config, task.spec, getattr(body, "num_attention_heads", 1), getattr(body, "num_hidden_layers", 1),
+                getattr(backbone.model, "supports_gradient_checkpointing", False), resolve_device(config.device).type)
     if config.checkpointing:
         enable_checkpointing(backbone.model)
     torch.manual_seed(config.seed)  # the new input and output layers
@@ -182,12 +190,12 @@ class Trainer:
         self.step = 0
         self.last_checkpoint_step: int | None = None
 
-    def load(self, run_dir: Path) -> None:
-        """Continue from the checkpoint in run_dir: parameters, Adam state, step, RNG state. A run
-        killed before its first checkpoint (no evaluation recorded either) starts again at step 0,
+    def load(self, run_dir: Path, fresh_ok: bool = False) -> None:
+        """Continue from the checkpoint in run_dir: parameters, Adam state, step, RNG state. With
+        `fresh_ok` (resuming), a run killed before its first checkpoint starts again at step 0,
         exactly as it first did: the model was just built from the same config and seed."""
         run = RunDir(run_dir)
-        if not run.has_checkpoint:  # evaluations recorded after step 0 are dropped by resume
+        if fresh_ok and not run.has_checkpoint:  # evaluations recorded after step 0 are dropped by resume
             return
         checkpoint = load_checkpoint(run.checkpoint_path)
         restore(self.model, checkpoint, run.checkpoint_path)
@@ -327,6 +335,7 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
     path = Path(out or RunDir.default_path(config.task, label))
     RunDir.check_creatable(path)  # before the backbone is loaded
     task, model = _build_for_process(config)
+    config.device = str(_device_of(model))  # what ran, so a resume stays there unless told otherwise
     run_dir = RunDir.create(path)
     trainer = None
     try:
@@ -354,11 +363,11 @@ class LoadedRun(NamedTuple):
         uint8 (N, H, W[, C]), token ids (N, L) with an optional mask, or the bit tasks' inputs)."""
         import numpy as np
 
-        from fpt.prediction import predict_probabilities, to_batches
+        from fpt.prediction import check_rows, predict_probabilities, to_batches
 
-        x = np.asarray(x)
-        return predict_probabilities(self.model, to_batches(self.task, x, None if mask is None else np.asarray(mask),
-                                                            batch_size))
+        x, mask = np.asarray(x), None if mask is None else np.asarray(mask)
+        check_rows(x, mask, None, self.task, "predict")
+        return predict_probabilities(self.model, to_batches(self.task, x, mask, eval_batch_for(self.task, batch_size)))
 
 
 def load_run(run_dir: Path, lock: bool = False, device: str | None = None) -> LoadedRun:
@@ -373,7 +382,7 @@ def load_run(run_dir: Path, lock: bool = False, device: str | None = None) -> Lo
             config.device = device
         task, model = _build_for_process(config)
         trainer = Trainer(model, task, config, run, progress=False)
-        trainer.load(run.path)
+        trainer.load(run.path, fresh_ok=lock)
     except BaseException:
         run.unlock()
         raise

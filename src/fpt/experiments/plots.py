@@ -26,7 +26,7 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
     n_layers = model.backbone.config.num_hidden_layers
     if not 0 <= layer < n_layers:
         raise FptError(f"--layer must be between 0 and {n_layers - 1}, got {layer}")
-    batch = next(iter(task.eval_batches(examples)))
+    batch = next(iter(task.eval_batches(examples))).to(next(model.parameters()).device)
     # Fused attention kernels do not return weights; the eager path does, with the same result.
     previous = model.backbone.config._attn_implementation
     model.backbone.set_attn_implementation("eager")
@@ -35,7 +35,7 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
         _, attentions = model(batch.x, batch.mask, output_attentions=True)
     finally:
         model.backbone.set_attn_implementation(previous)
-    return attentions[layer].mean(dim=(0, 1))  # (query, key)
+    return attentions[layer].mean(dim=(0, 1)).float().cpu()  # (query, key)
 
 
 def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int) -> Path:
