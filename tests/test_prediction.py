@@ -79,9 +79,10 @@ def test_token_ids_beyond_the_runs_vocabulary_are_refused(tiny_gpt2, tmp_path, c
     out = tmp_path / "run"
     assert main(["train", "--task", f"npz:{tmp_path / 'seq.npz'}", "--backbone", tiny_gpt2, "--steps", "1",
                  "--no-progress", "--out", str(out)]) == 0
-    np.savez(tmp_path / "new.npz", x=np.array([[1, 2, 99]]), mask=np.array([[True, True, True]]))
-    assert main(["predict", str(out), "--input", str(tmp_path / "new.npz"), "--out", str(tmp_path / "p.csv")]) == 2
-    assert "token ids must be integers in 0..5" in capsys.readouterr().err
+    for big in (99, 300):  # ids are stored as uint8 like pixels, but are not checked as pixels
+        np.savez(tmp_path / "new.npz", x=np.array([[1, 2, big]]), mask=np.array([[True, True, True]]))
+        assert main(["predict", str(out), "--input", str(tmp_path / "new.npz"), "--out", str(tmp_path / "p.csv")]) == 2
+        assert "token ids must be integers in 0..5" in capsys.readouterr().err
     np.savez(tmp_path / "ok.npz", x=np.array([[1, 2, 3, 0]]), mask=np.array([[True, True, True, False]]))
     assert main(["predict", str(out), "--input", str(tmp_path / "ok.npz"), "--out", str(tmp_path / "p.csv")]) == 0
     run = load_run(out)

@@ -93,7 +93,7 @@ def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, tas
         lengths = mask.astype(bool).sum(1)
         if not (mask.astype(bool) == (np.arange(x.shape[1])[None] < lengths[:, None])).all():
             raise FptError(f"{path}: mask must mark each row's real tokens first, then padding (right-padded rows)")
-    if stored is not None and stored.dtype == torch.uint8:  # pixels: a float would wrap when stored
+    if images:  # pixels are stored as uint8: a float or a value past 255 would wrap
         if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() > 255)):
             raise FptError(f"{path}: images must be integers 0..255 (uint8) as the {task.name} task stores them")
     if stored is not None and not task.variable_length:
