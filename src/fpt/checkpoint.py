@@ -1,5 +1,5 @@
-"""Checkpoints: only the trained tensors, Adam's moments, the step and the RNG state, in one
-safetensors file written atomically (temp file + rename), bound to the backbone's weight hash.
+"""Checkpoints: only the trained tensors, Adam's moments, the step and every rank's RNG state, in
+one safetensors file written atomically (temp file + rename), bound to the backbone's weight hash.
 
 Nothing is ever unpickled: safetensors holds tensors and a string-to-string metadata map.
 """
@@ -21,28 +21,57 @@ FORMAT = "fpt-checkpoint-1"
 
 
 @dataclass
+class RngState:
+    """One process's random state: the CPU generator and, where dropout ran on a GPU, its generator."""
+
+    cpu: torch.Tensor
+    cuda: torch.Tensor | None = None
+
+    @classmethod
+    def here(cls, device: torch.device) -> "RngState":
+        return cls(torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+    def restore(self, device: torch.device) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None and device.type == "cuda":
+            torch.cuda.set_rng_state(self.cuda, device)
+
+
+@dataclass
 class Checkpoint:
     step: int
     params: dict[str, torch.Tensor]
     optimizer_state: dict  # torch.optim state_dict, keyed by parameter index
-    rng_state: torch.Tensor
+    rng_states: list[RngState]  # one per rank of the run that saved it
     backbone: str
     backbone_hash: str
-    cuda_rng_state: torch.Tensor | None = None
+    grad_scaler: dict | None = None  # --precision fp16: the loss scale and its growth tracker
+
+    @property
+    def world_size(self) -> int:
+        return len(self.rng_states)
 
 
-def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: int) -> None:
-    """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash."""
+def _rng_key(kind: str, rank: int) -> str:
+    """rng.torch for rank 0 (the name single-process checkpoints always had), rng.torch.rankN after."""
+    return f"rng.{kind}" if rank == 0 else f"rng.{kind}.rank{rank}"
+
+
+def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: int,
+                    rng_states: list[RngState] | None = None, grad_scaler: dict | None = None) -> None:
+    """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash.
+    `rng_states`: every rank's, in rank order (default: this process's own)."""
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     tensors = {f"param.{n}": t.contiguous() for n, t in model.trainable_state().items()}
     state = optimizer.state_dict()
     for index, moments in state["state"].items():
         for key, value in moments.items():
             tensors[f"optim.{names[index]}.{key}"] = value.detach().reshape(-1).clone() if key == "step" else value.contiguous()
-    tensors["rng.torch"] = torch.get_rng_state()
-    device = next(model.parameters()).device
-    if device.type == "cuda":  # dropout on a GPU draws from its own generator
-        tensors["rng.cuda"] = torch.cuda.get_rng_state(device)
+    rng_states = rng_states or [RngState.here(next(model.parameters()).device)]
+    for rank, rng in enumerate(rng_states):
+        tensors[_rng_key("torch", rank)] = rng.cpu
+        if rng.cuda is not None:  # dropout on a GPU draws from its own generator
+            tensors[_rng_key("cuda", rank)] = rng.cuda
     tensors = {key: value.detach().cpu() for key, value in tensors.items()}  # loads onto any device
     metadata = {
         "format": FORMAT,
@@ -51,7 +80,10 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
         "backbone_hash": model.weights_hash,
         "param_names": json.dumps(names),
         "optimizer_param_groups": json.dumps(state["param_groups"]),
+        "world_size": str(len(rng_states)),
     }
+    if grad_scaler is not None:
+        metadata["grad_scaler"] = json.dumps(grad_scaler)
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
@@ -97,17 +129,26 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
                 raise ValueError(f"Adam {moment} of {name} has shape {tuple(value.shape)}, "
                                  f"the parameter {tuple(params[name].shape)}")
             optim_state.setdefault(index_of[name], {})[moment] = value
-    rng = tensors["rng.torch"]
-    if rng.dtype != torch.uint8 or rng.shape != torch.get_rng_state().shape:
-        raise ValueError(f"RNG state of {rng.dtype} {tuple(rng.shape)}")
+    world_size = int(metadata.get("world_size", "1"))  # written before torch.distributed: one process
+    if world_size < 1:
+        raise ValueError(f"world size {world_size}")
+    rng_states = []
+    for rank in range(world_size):
+        rng = tensors[_rng_key("torch", rank)]
+        if rng.dtype != torch.uint8 or rng.shape != torch.get_rng_state().shape:
+            raise ValueError(f"RNG state of {rng.dtype} {tuple(rng.shape)}")
+        rng_states.append(RngState(rng, tensors.get(_rng_key("cuda", rank))))
+    grad_scaler = json.loads(metadata["grad_scaler"]) if "grad_scaler" in metadata else None
+    if grad_scaler is not None and not isinstance(grad_scaler, dict):
+        raise ValueError("grad scaler state is not a mapping")
     return Checkpoint(
         step=step,
         params=params,
         optimizer_state={"state": optim_state, "param_groups": groups},
-        rng_state=rng,
+        rng_states=rng_states,
         backbone=metadata["backbone"],
         backbone_hash=metadata["backbone_hash"],
-        cuda_rng_state=tensors.get("rng.cuda"),
+        grad_scaler=grad_scaler,
     )
 
 

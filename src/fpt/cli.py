@@ -59,7 +59,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "attention_dropout", float, "dropout on attention probabilities (unset: --dropout); "
                        "0 lets CPU attention use its fused kernel, several times faster on long inputs such as ListOps")
     _add_config_option(parser, "precision", str, "fp32 | bf16 (frozen weights in bfloat16, bf16 matmuls: "
-                       "about 2-3x faster on CPUs with AVX512-BF16/AMX, half the memory; changes numerics)")
+                       "about 2-3x faster on CPUs with AVX512-BF16/AMX and on GPUs, half the memory; changes "
+                       "numerics) | fp16 (CUDA only, with a loss scaler); trained weights and Adam stay fp32")
     _add_config_option(parser, "checkpointing", None, "recompute each block in backward: same numbers, "
                        "much less memory, about 1.4x step time; unset: on (with micro-batches) where attention "
                        "dropout meets inputs of 512 tokens or more", action=argparse.BooleanOptionalAction)
@@ -96,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
     train.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    train.add_argument("--nproc", type=int, metavar="N", help="train one run on N processes (data parallel): "
+                       "the same as `torchrun --standalone --nproc-per-node N -m fpt train ...`")
+    train.add_argument("--ddp-backend", metavar="gloo|nccl",
+                       help="torch.distributed backend under torchrun (default: gloo for CPU tensors, nccl for CUDA)")
 
     evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
     evaluate.add_argument("run_dir", type=Path)
@@ -217,23 +222,68 @@ def _report(summary: dict, run_dir: Path) -> None:
     print(f"run directory: {run_dir}")
 
 
-def cmd_train(args: argparse.Namespace) -> None:
+def cmd_train(args: argparse.Namespace) -> int | None:
+    from fpt.distributed import check_backend, is_main_process, launch
     from fpt.runtime import set_threads
     from fpt.training import resume, train
 
-    if args.threads is not None:  # also for --resume, where the saved config keeps its own value
-        if args.threads < 1:
-            raise FptError(f"--threads must be at least 1, got {args.threads}")
-        set_threads(args.threads)
+    if args.threads is not None and args.threads < 1:
+        raise FptError(f"--threads must be at least 1, got {args.threads}")
+    check_backend(args.ddp_backend)
     if args.resume is not None:
         conflicts = _resume_conflicts(args)
         if conflicts:
             raise FptError(f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
                            "(only --steps may change, to extend the run)")
-        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device)
+    if args.nproc is not None:
+        _check_before_launch(args)
+        return launch(args.nproc, _without_nproc(args.argv))
+    if args.threads is not None:  # also for --resume, where the saved config keeps its own value
+        set_threads(args.threads)
+    if args.resume is not None:
+        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device,
+                                  ddp_backend=args.ddp_backend)
     else:
-        summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress)
-    _report(summary, run_dir)
+        summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress,
+                                 ddp_backend=args.ddp_backend)
+    if is_main_process():
+        _report(summary, run_dir)
+    return None
+
+
+def _check_before_launch(args: argparse.Namespace) -> None:
+    """What `--nproc N` can check in this process, so a usage mistake is one line here rather than
+    one per rank under torchrun's report: the options, the batch split, the device, the run dir."""
+    from fpt.checkpoint import load_checkpoint
+    from fpt.devices import resolve_device
+    from fpt.distributed import check_launch
+    from fpt.runs import RunDir
+
+    check_launch(args.nproc)
+    if args.resume is not None:
+        run = RunDir.existing(args.resume)
+        saved = load_checkpoint(run.checkpoint_path).world_size if run.has_checkpoint else args.nproc
+        if saved != args.nproc:
+            raise FptError(f"{run.checkpoint_path} was saved by a run on {saved} process(es); "
+                           f"resume it with --nproc {saved}")
+        return
+    config = _config_from_args(args)
+    config.validate(args.nproc)
+    resolve_device(config.device)
+    if args.out is not None:
+        RunDir.check_creatable(args.out)
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--nproc":
+            skip = True
+        elif not token.startswith("--nproc="):
+            kept.append(token)
+    return kept
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -359,9 +409,18 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(write_report(args.directory, args.out))
 
 
+def _refuse_under_torchrun(command: str) -> None:
+    from fpt.distributed import launched
+
+    if launched():
+        raise FptError(f"fpt {command} runs whole trainings one after another, not as ranks of one; "
+                       "start it without torchrun (--executor ray spreads cells over a cluster)")
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
 
+    _refuse_under_torchrun("sweep")
     spec = load_spec(args.spec)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
     rows = run_sweep(spec, out, progress=args.progress)
@@ -382,6 +441,7 @@ def _option_value(text: str):
 def cmd_reproduce(args: argparse.Namespace) -> None:
     from fpt.experiments.sweep import Reproduction, run_reproduction
 
+    _refuse_under_torchrun("reproduce")
     options = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
@@ -421,9 +481,11 @@ def _record_failure(kind: str, message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(argv)
-        COMMANDS[args.command](args)
+        args.argv = argv
+        status = COMMANDS[args.command](args)
     except FptError as exc:
         print(f"fpt: error: {exc}", file=sys.stderr)
         _record_failure(exc.kind, str(exc))
@@ -440,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",
               file=sys.stderr)
         return 130
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

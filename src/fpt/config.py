@@ -55,10 +55,14 @@ class TrainConfig:
     threads: int | None = None  # torch intra-op threads (default: one per core)
     device: str = "auto"  # auto (CUDA, else MPS, else CPU) | cpu | cuda | cuda:N | mps
 
-    def validate(self) -> None:
+    def validate(self, world_size: int = 1) -> None:
+        """Check every value; `world_size`: the number of ranks the global batch is split among."""
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
             if getattr(self, key) < 1:
                 raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
+        if self.batch_size % world_size:
+            raise FptError(f"--batch-size {self.batch_size} (the global batch) does not split evenly among "
+                           f"{world_size} processes; use a multiple of {world_size}")
         if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
             raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
         if not (self.lr > 0 and math.isfinite(self.lr)):

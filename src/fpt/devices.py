@@ -35,9 +35,11 @@ def resolve_device(name: str = "auto") -> torch.device:
     the CPU); a device this machine lacks is refused in one line naming those it has."""
     check_device_name(name)
     here = available_devices()
+    # "cuda" is the current CUDA device, as in torch: under torchrun, the GPU of this rank's LOCAL_RANK
+    current_cuda = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda:0"
     if name == "auto":
-        return torch.device(next((d for d in here if d != "cpu"), "cpu"))
-    wanted = "cuda:0" if name == "cuda" else name
+        return torch.device(current_cuda if torch.cuda.is_available() else next((d for d in here if d != "cpu"), "cpu"))
+    wanted = current_cuda if name == "cuda" else name
     if wanted not in here:
         raise FptError(f"--device {name} is not on this machine; it has {', '.join(here)}")
     return torch.device(wanted)

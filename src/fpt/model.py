@@ -101,9 +101,9 @@ class FrozenPretrainedTransformer(nn.Module):
 
     The body comes from `load_backbone`, which makes every change a run asks of it (positions
     long enough for the task, dropout rates, checkpointing, compile). `dropout` here is the input
-    embedder's. precision "bf16" keeps the frozen weights in bfloat16 and runs the body under
-    autocast (changes numerics); it is applied here because which weights are frozen depends on
-    the policy.
+    embedder's. precision "bf16" (or "fp16", GPUs) keeps the frozen weights in 16 bits and runs
+    the body under autocast (changes numerics); it is applied here because which weights are
+    frozen depends on the policy.
     """
 
     def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",

@@ -5,6 +5,7 @@ the entry points `train()`, `resume()` and `load_run()`, which also make the pro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -18,9 +19,11 @@ from tqdm.auto import tqdm
 from fpt.backbones import load_backbone
 from fpt.backbones.surgery import enable_checkpointing
 from fpt.baselines import Baseline, build_baseline
-from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
+from fpt import distributed
+from fpt.checkpoint import Checkpoint, RngState, load_checkpoint, restore, save_checkpoint
 from fpt.config import TrainConfig
 from fpt.devices import resolve_device
+from fpt.distributed import SINGLE, World
 from fpt.errors import FptError
 from fpt.model import FrozenPretrainedTransformer, TrainableModel
 from fpt.runs import RunDir
@@ -45,6 +48,8 @@ def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
 def build_model(config: TrainConfig, task: Task) -> TrainableModel:
     """The model of a config, on its --device (the frozen weights move once; batches each step)."""
     device = resolve_device(config.device)
+    if config.precision == "fp16" and device.type != "cuda":
+        raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
     model = _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
     return model.to(device)
 
@@ -105,9 +110,9 @@ def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
     return build_baseline(config.model, task, dropout=config.dropout, match_params=match)
 
 
-def _build_for_process(config: TrainConfig) -> tuple[Task, TrainableModel]:
+def _build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task, TrainableModel]:
     """build(), after the process settings a run needs (threads, subnormals, heap threshold)."""
-    config.validate()
+    config.validate(world.size)
     runtime.configure_process(config.threads, config.precision)  # before the task: threads read its files
     task = build_task(config)
     if task.variable_length:
@@ -136,11 +141,13 @@ def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: str | None = None,
-             confusion: bool = False) -> dict:
+             confusion: bool = False, world: World = SINGLE) -> dict:
     """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
 
     With confusion=True (single-label tasks) also the confusion matrix (rows: true class) and
     per-class accuracy. Long sequences are evaluated in smaller batches (`eval_batch_for`).
+    Ranks of a distributed run score every world.size-th batch each and sum the counts, so the
+    split is scored exactly once and every rank gets the same result.
     """
     batch_size = eval_batch_for(task, batch_size)
     was_training = model.training
@@ -149,7 +156,9 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     device = _device_of(model)
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
-    for batch in task.eval_batches(batch_size, split):
+    for index, batch in enumerate(task.eval_batches(batch_size, split)):
+        if index % world.size != world.rank:
+            continue
         batch = batch.to(device)
         logits = model(batch.x, batch.mask)
         loss_sum += F.cross_entropy(logits.reshape(-1, num_classes), batch.y.reshape(-1), reduction="sum").item()
@@ -163,6 +172,11 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
             matrix += torch.bincount(batch.y.reshape(-1) * num_classes + predicted.reshape(-1),
                                      minlength=num_classes**2).reshape(num_classes, num_classes)
     model.train(was_training)
+    if world.distributed:
+        counts = world.all_reduce_sum(torch.tensor([loss_sum, correct, exact, labels, examples],
+                                                   dtype=torch.float64, device=device)).tolist()
+        loss_sum, (correct, exact, labels, examples) = counts[0], map(round, counts[1:])
+        matrix = world.all_reduce_sum(matrix)
     result = {"split": split or task.eval_split, "loss": loss_sum / labels, "accuracy": correct / labels,
               "exact_match": exact / examples, "examples": examples}
     if confusion:
@@ -174,50 +188,61 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
 
 
 class Trainer:
-    """Adam on the trainable parameters; evaluates and checkpoints every `eval_every` steps."""
+    """Adam on the trainable parameters; evaluates and checkpoints every `eval_every` steps.
+
+    In a distributed run (`world`), every rank draws the same global batch and trains its slice
+    of it under DistributedDataParallel, so N ranks compute what one process computes; only the
+    rank-0 trainer has a `run_dir` (the others pass None) and shows progress.
+    """
 
     def __init__(self, model: TrainableModel, task: Task, config: TrainConfig,
                  run_dir: Path | RunDir | None = None, progress: bool = True,
-                 on_step: Callable[[int, float], None] | None = None):
-        self.model, self.task, self.config = model, task, config
+                 on_step: Callable[[int, float], None] | None = None, world: World = SINGLE):
+        self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
-        self.progress, self.on_step = progress, on_step
+        self.progress, self.on_step = progress and world.is_main, on_step
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise FptError("this policy trains no parameter; include at least one group (e.g. output)")
         self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
         self.device = _device_of(model)
+        # fp16 needs its loss scaled so small gradients do not flush to zero (bf16 has fp32's range)
+        self.scaler = torch.amp.GradScaler(self.device.type) if config.precision == "fp16" else None
+        self.forward = distributed.wrap(model, world)
+        if world.distributed:  # ranks drop different units; a checkpoint restores each rank's state
+            torch.manual_seed(distributed.rank_seed(config.seed, world.rank))
         self.step = 0
         self.last_checkpoint_step: int | None = None
 
-    def load(self, run_dir: Path, fresh_ok: bool = False) -> None:
-        """Continue from the checkpoint in run_dir: parameters, Adam state, step, RNG state. With
-        `fresh_ok` (resuming), a run killed before its first checkpoint starts again at step 0,
-        exactly as it first did: the model was just built from the same config and seed."""
-        run = RunDir(run_dir)
-        if fresh_ok and not run.has_checkpoint:  # evaluations recorded after step 0 are dropped by resume
-            return
-        checkpoint = load_checkpoint(run.checkpoint_path)
-        restore(self.model, checkpoint, run.checkpoint_path)
+    def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
+        """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
+        RNG state. `resuming` (training on) needs the world size the checkpoint was saved with."""
+        if resuming and checkpoint.world_size != self.world.size:
+            raise FptError(f"{path} was saved by a run on {checkpoint.world_size} process(es); resume it with "
+                           f"as many (`fpt train --nproc {checkpoint.world_size} --resume ...`), "
+                           f"not {self.world.size}")
+        restore(self.model, checkpoint, path)
         try:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
-            torch.set_rng_state(checkpoint.rng_state)
-            if checkpoint.cuda_rng_state is not None and self.device.type == "cuda":
-                torch.cuda.set_rng_state(checkpoint.cuda_rng_state, self.device)
+            checkpoint.rng_states[min(self.world.rank, checkpoint.world_size - 1)].restore(self.device)
+            if self.scaler is not None and checkpoint.grad_scaler is not None:
+                self.scaler.load_state_dict(checkpoint.grad_scaler)
         except (ValueError, KeyError, RuntimeError) as exc:
-            raise FptError(f"checkpoint {run.checkpoint_path} does not fit this run's optimizer ({str(exc)[:80]}); "
+            raise FptError(f"checkpoint {path} does not fit this run's optimizer ({str(exc)[:80]}); "
                            "was it copied from another run?") from None
         self.step = self.last_checkpoint_step = checkpoint.step
 
     def _checkpoint(self) -> None:
         """Save the trained state, only while every trained tensor is finite (a diverged state is
         never kept as the 'last good' one); a failed write keeps the previous checkpoint."""
-        if self.run_dir is None:
-            return
+        rng_states = self.world.all_gather(RngState.here(self.device))  # every rank takes part
         if not all(torch.isfinite(p).all() for p in self.params):
             raise self._diverged("trained weights became NaN or infinite")
+        if self.run_dir is None:
+            return
         try:
-            save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step)
+            save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step, rng_states,
+                            self.scaler.state_dict() if self.scaler is not None else None)
         except OSError as exc:
             kept = (f"the checkpoint of step {self.last_checkpoint_step} is kept" if self.last_checkpoint_step is not None
                     else "no checkpoint was saved yet")
@@ -226,22 +251,38 @@ class Trainer:
         self.last_checkpoint_step = self.step
 
     def train_step(self, batch: Batch) -> tuple[float, float]:
-        """One optimiser step over `batch`, accumulated over micro-batches; returns loss, accuracy."""
-        batch = batch.to(self.device)
+        """One optimiser step over `batch` (this rank's slice of it), accumulated over
+        micro-batches; returns the loss and accuracy over the whole batch, the same on every rank."""
+        share = len(batch) // self.world.size
+        batch = batch.slice(self.world.rank * share, (self.world.rank + 1) * share).to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
         size = len(batch)
         micro = self.config.micro_batch_size or size
         loss_sum, correct = 0.0, 0
         for start in range(0, size, micro):
             part = batch.slice(start, start + micro)
-            logits = self.model(part.x, part.mask)
-            loss = classification_loss(logits, part.y)
-            (loss * (len(part) / size)).backward()
+            last = start + micro >= size
+            # DDP all-reduces gradients once per step, after the last micro-batch
+            syncing = contextlib.nullcontext() if last or not self.world.distributed else self.forward.no_sync()
+            with syncing:
+                logits = self.forward(part.x, part.mask)
+                loss = classification_loss(logits, part.y)
+                scaled = loss * (len(part) / size)
+                (scaled if self.scaler is None else self.scaler.scale(scaled)).backward()
             loss_sum += loss.item() * len(part)
             correct += (logits.argmax(-1) == part.y).sum().item()
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
         torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
-        self.optimizer.step()
-        return loss_sum / size, correct / batch.y.numel()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)  # skipped where the scaled gradients overflowed
+            self.scaler.update()
+        counts = [loss_sum, correct, size, batch.y.numel()]
+        if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
+            counts = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device)).tolist()
+        return counts[0] / counts[2], counts[1] / counts[3]
 
     def _diverged(self, what: str) -> FptError:
         where = (f"the last good checkpoint (step {self.last_checkpoint_step}) is in {self.run_dir}"
@@ -258,7 +299,7 @@ class Trainer:
 
     def _evaluate(self) -> dict:
         try:
-            return evaluate(self.model, self.task, self.config.eval_batch_size)
+            return evaluate(self.model, self.task, self.config.eval_batch_size, world=self.world)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
 
@@ -312,6 +353,7 @@ class Trainer:
             "target_reached_at_step": reached_at,
             "final": last_eval,
             "wall_time_s": round(time.perf_counter() - started, 3),
+            "world_size": self.world.size,
             "trained_params": sum(p.numel() for p in self.params),
             "total_params": sum(p.numel() for p in self.model.parameters()),
             "backbone_hash": self.model.weights_hash,
@@ -324,30 +366,52 @@ class Trainer:
 
 
 def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
-          on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
+          on_step: Callable[[int, float], None] | None = None, ddp_backend: str | None = None) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train.
 
     A run that fails before its first checkpoint leaves no directory behind; one interrupted
-    (Ctrl-C, kill) keeps it and resumes, from step 0 if it saved nothing yet.
+    (Ctrl-C, kill) keeps it and resumes, from step 0 if it saved nothing yet. Under torchrun every
+    rank calls this; rank 0 alone makes and writes the directory, and all return its path.
     """
+    world = distributed.start(ddp_backend)
+    try:
+        return _train(config, out, progress, on_step, world)
+    finally:
+        distributed.stop(world)
+
+
+def _train(config: TrainConfig, out: Path | None, progress: bool,
+           on_step: Callable[[int, float], None] | None, world: World) -> tuple[dict, Path]:
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
     label = config.backbone if config.model == "fpt" else config.model
-    path = Path(out or RunDir.default_path(config.task, label))
-    RunDir.check_creatable(path)  # before the backbone is loaded
-    task, model = _build_for_process(config)
-    config.device = str(_device_of(model))  # what ran, so a resume stays there unless told otherwise
-    run_dir = RunDir.create(path)
+
+    def creatable_path() -> Path:  # rank 0 names it (the default has the time in it) for all ranks
+        path = Path(out or RunDir.default_path(config.task, label))
+        RunDir.check_creatable(path)  # before the backbone is loaded
+        return path
+
+    path = world.agree(creatable_path)
+    task, model = _build_for_process(config, world)
+    world.check_same("backbone weights", model.weights_hash)
+    device = _device_of(model)
+    # what ran, so a resume stays there unless told otherwise (each rank of a GPU job takes its own GPU)
+    config.device = device.type if world.distributed and device.type == "cuda" else str(device)
+    made: list[RunDir] = []
+    world.agree(lambda: made.append(RunDir.create(path)))
+    run_dir = made[0] if made else None
     trainer = None
     try:
-        run_dir.write_config(dataclasses.asdict(config))
-        trainer = Trainer(model, task, config, run_dir, progress, on_step)
-        return trainer.fit(), run_dir.path
+        if run_dir is not None:
+            run_dir.write_config(dataclasses.asdict(config))
+        trainer = Trainer(model, task, config, run_dir, progress, on_step, world)
+        return trainer.fit(), path
     except Exception:
-        if trainer is None or trainer.last_checkpoint_step is None:
+        if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
             run_dir.remove()
         raise
     finally:
-        run_dir.unlock()
+        if run_dir is not None:
+            run_dir.unlock()
 
 
 class LoadedRun(NamedTuple):
@@ -370,40 +434,74 @@ class LoadedRun(NamedTuple):
         return predict_probabilities(self.model, to_batches(self.task, x, mask, eval_batch_for(self.task, batch_size)))
 
 
-def load_run(run_dir: Path, lock: bool = False, device: str | None = None) -> LoadedRun:
-    """Rebuild a run from its directory and load its checkpoint (`lock`: to write to it, see
-    RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU)."""
+def _read_run(run_dir: Path, lock: bool) -> tuple[RunDir, dict, Checkpoint | None]:
+    """A run's directory (locked, to write to it), config and checkpoint (None before the first)."""
     run = RunDir.existing(run_dir)
     if lock:
         run.lock()
     try:
-        config = TrainConfig.from_dict(run.read_config(), where=str(run.config_path))
-        if device is not None:
-            config.device = device
-        task, model = _build_for_process(config)
-        trainer = Trainer(model, task, config, run, progress=False)
-        trainer.load(run.path, fresh_ok=lock)
+        checkpoint = load_checkpoint(run.checkpoint_path) if run.has_checkpoint or not lock else None
+        return run, run.read_config(), checkpoint
     except BaseException:
         run.unlock()
+        raise
+
+
+def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world: World = SINGLE) -> LoadedRun:
+    """Rebuild a run from its directory and load its checkpoint (`lock`: to train on, see
+    RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU).
+    Ranks of a distributed run get what rank 0 read: only it needs to see the directory."""
+    read: list[RunDir] = []
+
+    def read_on_main() -> tuple[dict, Checkpoint | None]:
+        run, data, checkpoint = _read_run(run_dir, lock)
+        read.append(run)
+        return data, checkpoint
+
+    data, checkpoint = world.agree(read_on_main)
+    run = read[0] if read else None
+    try:
+        config = TrainConfig.from_dict(data, where=str(Path(run_dir) / RunDir.CONFIG))
+        if device is not None:
+            config.device = device
+        task, model = _build_for_process(config, world)
+        world.check_same("backbone weights", model.weights_hash)
+        trainer = Trainer(model, task, config, run, progress=False, world=world)
+        # resuming a run killed before its first checkpoint starts again at step 0, exactly as it
+        # first did: the model was just built from the same config and seed
+        if checkpoint is not None:
+            trainer.load(checkpoint, Path(run_dir) / RunDir.CHECKPOINT, resuming=lock)
+    except BaseException:
+        if run is not None:
+            run.unlock()
         raise
     return LoadedRun(config, task, model, trainer)
 
 
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
-           on_step: Callable[[int, float], None] | None = None, device: str | None = None) -> tuple[dict, Path]:
-    """Continue a run from its last checkpoint, to its configured steps or to `steps`."""
+           on_step: Callable[[int, float], None] | None = None, device: str | None = None,
+           ddp_backend: str | None = None) -> tuple[dict, Path]:
+    """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
+    torchrun with as many ranks as it was trained with)."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
-    config, _, _, trainer = load_run(run_dir, lock=True, device=device)
+    world = distributed.start(ddp_backend)
     try:
-        if steps is not None:
-            config.steps = steps
-            trainer.run_dir.write_config(dataclasses.asdict(config))
-        trainer.run_dir.truncate_metrics(trainer.step)
-        trainer.progress, trainer.on_step = progress, on_step
-        return trainer.fit(), Path(run_dir)
+        config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world)
+        try:
+            if steps is not None:
+                config.steps = steps
+            if trainer.run_dir is not None:
+                if steps is not None:
+                    trainer.run_dir.write_config(dataclasses.asdict(config))
+                trainer.run_dir.truncate_metrics(trainer.step)
+            trainer.progress, trainer.on_step = progress and world.is_main, on_step
+            return trainer.fit(), Path(run_dir)
+        finally:
+            if trainer.run_dir is not None:
+                trainer.run_dir.unlock()
     finally:
-        trainer.run_dir.unlock()
+        distributed.stop(world)
 
 
 @torch.inference_mode()

@@ -18,7 +18,7 @@ from torch import nn
 from fpt.errors import FptError
 from fpt.families import attention_dropout_sites, blocks_path, position_table_path
 
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def compute_dtype(precision: str) -> torch.dtype:
