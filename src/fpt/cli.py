@@ -7,6 +7,7 @@ Every mistake a user can make ends in one line on stderr naming the fix, and exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -73,6 +74,15 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
                             help=f"{help_text} (default: the task's)", **flag)
+
+
+def _add_executor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local: runs on this machine, the spec's parallel at a time; ray: each run a Ray task "
+                        "(the sweep folder on a filesystem every node shares) (default: local)")
+    parser.add_argument("--ray-address", help="a running Ray cluster, e.g. auto (default: start Ray on this machine)")
+    parser.add_argument("--cpus-per-run", type=int, help="Ray: CPUs (torch threads) per run (default: 1)")
+    parser.add_argument("--gpus-per-run", type=float, help="Ray: GPUs per run, fractions share one (default: 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("spec", type=Path)
     sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    _add_executor_options(sweep)
 
     reproduce = commands.add_parser("reproduce", help="ready-made sweeps beside the paper's tables")
     reproduce.add_argument("table", help="a comma list of " + " | ".join(REPRODUCIBLE) +
@@ -163,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "precision, checkpointing and compile reach transformer rows only")
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    _add_executor_options(reproduce)
     return parser
 
 
@@ -417,13 +429,31 @@ def _refuse_under_torchrun(command: str) -> None:
                        "start it without torchrun (--executor ray spreads cells over a cluster)")
 
 
+def _executor(args: argparse.Namespace):
+    """The Ray executor the flags ask for (checked, and ray imported, before anything runs), or
+    None: the local one."""
+    ray_flags = {"--ray-address": args.ray_address, "--cpus-per-run": args.cpus_per_run,
+                 "--gpus-per-run": args.gpus_per_run}
+    if args.executor == "local":
+        given = [flag for flag, value in ray_flags.items() if value is not None]
+        if given:
+            raise FptError(f"{', '.join(given)}: for Ray only; add --executor ray")
+        return None
+    from fpt.experiments.ray_executor import RayExecutor
+
+    return RayExecutor(args.ray_address, 1 if args.cpus_per_run is None else args.cpus_per_run,
+                       0 if args.gpus_per_run is None else args.gpus_per_run)
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
 
     _refuse_under_torchrun("sweep")
+    executor = _executor(args)
     spec = load_spec(args.spec)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
-    rows = run_sweep(spec, out, progress=args.progress)
+    with executor or contextlib.nullcontext():
+        rows = run_sweep(spec, out, progress=args.progress, executor=executor)
     print(write_sweep_report(rows, spec, out))
     print(f"sweep directory: {out}")
 
@@ -448,13 +478,15 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
         if not sep or not key:
             raise FptError(f"--set takes KEY=VALUE (e.g. --set precision=bf16), got {item!r}")
         options[key.replace("-", "_")] = _option_value(value)
+    executor = _executor(args)
     tables = [t for t in args.table.split(",") if t]
     plan = Reproduction(tables, args.tasks.split(",") if args.tasks else None, args.budget, args.seeds,
                         args.backbone, args.parallel, tuple(v for v in (args.skip_variants or "").split(",") if v),
                         options)
     plan.check()
     out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
-    _, text = run_reproduction(plan, out, progress=args.progress)
+    with executor or contextlib.nullcontext():
+        _, text = run_reproduction(plan, out, progress=args.progress, executor=executor)
     print(text)
     print(f"results: {out}")
 

@@ -12,6 +12,8 @@
 Each cell is a separate `fpt train` process writing its own run directory under
 SWEEP_DIR/runs/. A cell whose summary.json exists is never run again; one that was killed is
 resumed from its checkpoint. A cell that fails is recorded with its error and the sweep goes on.
+Cells run in threads of this process (`LocalExecutor`, the default) or as Ray tasks
+(fpt.experiments.ray_executor); either way each is `run_cell`, and the rows are the same.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, Protocol
 
 from fpt.config import coerce_option
 from fpt.errors import FptError, require
@@ -204,10 +207,18 @@ def _cell_status(run: RunDir) -> str:
     return "new"
 
 
+def cell_run(sweep_dir: Path, cell: Cell) -> RunDir:
+    return RunDir(sweep_dir / "runs" / cell.name)
+
+
+def failed_row(cell: Cell, run: RunDir, kind: str, error: str) -> dict:
+    return {**cell.values, "status": "failed", "failure": kind, "error": error, "run_dir": str(run.path)}
+
+
 def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict:
     """Run (or resume) one cell in its own process; never raises: a failure is a result, and the
     child records its kind in the run directory's failure.json (see fpt.cli.main)."""
-    run = RunDir(sweep_dir / "runs" / cell.name)
+    run = cell_run(sweep_dir, cell)
     log = sweep_dir / "logs" / f"{cell.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     status = _cell_status(run)
@@ -227,8 +238,7 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
         if proc.returncode != 0:
             failure = run.read_failure() or {}
             error = failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-            return {**cell.values, "status": "failed", "failure": failure.get("kind", "crash"), "error": error,
-                    "run_dir": str(run.path)}
+            return failed_row(cell, run, failure.get("kind", "crash"), error)
     try:
         summary = run.read_summary()
     except FptError as exc:
@@ -236,7 +246,7 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
     else:
         missing = f"{run.summary_path} is missing after the run ended"
     if summary is None:
-        return {**cell.values, "status": "failed", "failure": "crash", "error": missing, "run_dir": str(run.path)}
+        return failed_row(cell, run, "crash", missing)
     final = summary.get("final") or {}
     return {**cell.values, "status": "done", "split": final.get("split"), "accuracy": final.get("accuracy"),
             "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
@@ -273,8 +283,33 @@ def _flags(args: list[str]) -> dict[str, str]:
     return flags
 
 
-def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True) -> list[dict]:
-    """Run every cell not yet done, `spec.parallel` at a time; write results.csv; return the rows."""
+class Executor(Protocol):
+    """Runs (or resumes) cells with `run_cell`, yielding (index in cells, row) as each finishes."""
+
+    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path) -> Iterator[tuple[int, dict]]: ...
+
+    def describe(self, parallel: int) -> str:
+        """Where the runs ran, for the title of a table."""
+        ...
+
+
+class LocalExecutor:
+    """`spec.parallel` cells at a time on this machine, its cores split between them."""
+
+    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path) -> Iterator[tuple[int, dict]]:
+        threads = max(1, (os.cpu_count() or 1) // spec.parallel)
+        with ThreadPoolExecutor(spec.parallel) as pool:
+            futures = {pool.submit(run_cell, cell, spec, sweep_dir, threads): i for i, cell in enumerate(cells)}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    def describe(self, parallel: int) -> str:
+        return machine_description(parallel)
+
+
+def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor: Executor | None = None) -> list[dict]:
+    """Run every cell not yet done (on this machine unless another executor is given); write
+    results.csv, in the grid's order whichever cell finished first; return the rows."""
     from tqdm.auto import tqdm
 
     check_cells_unchanged(spec, sweep_dir)
@@ -282,15 +317,13 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True) -> list[d
     cells = spec.cells()
     for cell in cells:  # the options each cell runs with, to compare when the sweep is run again
         write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": _train_args(spec.options, cell.values)})
-    threads = max(1, (os.cpu_count() or 1) // spec.parallel)
-    with ThreadPoolExecutor(spec.parallel) as pool, tqdm(total=len(cells), disable=not progress, unit="run",
-                                                         desc=f"sweep {spec.name}") as bar:
-        futures = [pool.submit(run_cell, cell, spec, sweep_dir, threads) for cell in cells]
-        rows = []
-        for cell, future in zip(cells, futures):
+    rows: list[dict] = [{}] * len(cells)
+    with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
+        for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir):
             # "row": what tells this cell's table row apart (every grid value but task and seed)
-            label = ",".join(f"{k}={v}" for k, v in cell.values.items() if k not in ("task", "seed")) or "fpt"
-            rows.append({**future.result(), "row": label})
+            label = ",".join(f"{k}={v}" for k, v in cells[index].values.items() if k not in ("task", "seed")) or "fpt"
+            rows[index] = {**row, "row": label}
+            bar.set_postfix_str(cells[index].name, refresh=False)
             bar.update(1)
     write_results_csv(rows, sweep_dir / "results.csv")
     return rows
@@ -396,7 +429,8 @@ def _tasks_of(tables: list[str]) -> list[str]:
     return list(dict.fromkeys(t for table in tables for t in REPRODUCIBLE[table][0]["task"]))
 
 
-def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tuple[list[dict], str]:
+def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
+                     executor: Executor | None = None) -> tuple[list[dict], str]:
     """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md,
     OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
     from fpt.experiments.plots import learning_curves
@@ -408,7 +442,7 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tu
     rows = []
     for folder, spec, skipped in plan.sweeps():
         if spec.grid["variant"]:
-            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress)]
+            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
     learning_curves(rows, out / "curves.png")
@@ -423,7 +457,7 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tu
         # a table's own runs: its tasks' shared sweep, or the sweep made for it (table12's layers)
         own = {t if row_key == "variant" else f"{t}-{table}" for t in grid["task"]}
         subset = [{**r, "row": r.get(row_key)} for r in rows if r["sweep"] in own and r.get("variant") in grid["variant"]]
-        title = f"{table} ({setting}; {plan.seeds} seed(s); {machine_description(plan.parallel)})"
+        title = f"{table} ({setting}; {plan.seeds} seed(s); {(executor or LocalExecutor()).describe(plan.parallel)})"
         if table == "table6":
             text = steps_table(subset, title + ": steps to the held-out threshold", row_key)
         else:

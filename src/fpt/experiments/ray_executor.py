@@ -1,0 +1,122 @@
+"""Sweep cells as Ray tasks: `fpt sweep SPEC --executor ray` (and `fpt reproduce`) on a cluster.
+
+Each cell is one Ray task that runs fpt.experiments.sweep.run_cell on whichever node Ray picks,
+so a cell resumes from its checkpoint exactly as on one machine. The sweep folder (and the
+folder the command was started in, for relative paths) must be on a filesystem every node
+shares, at the same path; each node needs fpt installed.
+
+    with RayExecutor(address="auto", cpus_per_run=4) as executor:
+        run_sweep(spec, sweep_dir, executor=executor)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from fpt.errors import FptError, require
+from fpt.experiments.sweep import Cell, SweepSpec, cell_run, failed_row, run_cell
+
+PIP = "pip install 'fpt[ray]'"
+# The object store only carries the cells' small rows: Ray's minimum is 75 MiB, its default a
+# third of the memory, which a laptop or a shared box should not give away.
+OBJECT_STORE_BYTES = 100 * 2**20
+# A cell on a node that was lost runs again elsewhere, from its last checkpoint (run_cell).
+MAX_RETRIES = 3
+
+
+def start_local_ray(num_cpus: int | None = None) -> None:
+    """A Ray instance on this machine only: its cores, no dashboard, a small object store. The
+    cells' output goes to SWEEP_DIR/logs/, so workers print nothing here."""
+    ray = require("ray", PIP)
+    ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+             object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, logging_level=logging.WARNING)
+
+
+def _cell_on_worker(cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus: int) -> dict:
+    """One cell inside a Ray worker: torch limited to the task's CPUs, and relative paths (the
+    sweep folder, data_dir, npz:PATH) read as the command that started the sweep read them."""
+    from fpt.runtime import set_threads
+
+    set_threads(cpus)
+    try:
+        os.chdir(cwd)
+    except OSError:
+        raise FptError(f"{cwd} is not on this Ray node; start the sweep from a folder every node shares") from None
+    return run_cell(cell, spec, sweep_dir, cpus)
+
+
+@dataclass
+class RayExecutor:
+    """Cells as Ray tasks of `cpus_per_run` CPUs (torch threads) and `gpus_per_run` GPUs each.
+    address None: a local Ray on this machine's cores (or the Ray this process already joined),
+    else a cluster's ("auto": the one `ray start` made here). Use it in a `with` block."""
+
+    address: str | None = None
+    cpus_per_run: int = 1
+    gpus_per_run: float = 0
+
+    def __post_init__(self) -> None:
+        if self.cpus_per_run < 1:
+            raise FptError(f"--cpus-per-run must be at least 1, got {self.cpus_per_run}")
+        if self.gpus_per_run < 0:
+            raise FptError(f"--gpus-per-run must be 0 or more (e.g. 0.5 puts two cells on a GPU), got {self.gpus_per_run}")
+        require("ray", PIP)  # before anything runs
+        self._started = False
+
+    def __enter__(self) -> RayExecutor:
+        import ray
+
+        if not ray.is_initialized():  # else: joined already (a notebook, a test), left as it is
+            if self.address is None:
+                start_local_ray()
+            else:
+                try:
+                    ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
+                except ConnectionError as exc:
+                    raise FptError(f"no Ray cluster at --ray-address {self.address} ({str(exc).splitlines()[0]}); "
+                                   "start one with `ray start --head`") from None
+            self._started = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import ray
+
+        if self._started:
+            ray.shutdown()
+            self._started = False
+
+    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path) -> Iterator[tuple[int, dict]]:
+        import ray
+
+        if not ray.is_initialized():
+            raise FptError("use RayExecutor in a `with` block, which joins or starts Ray")
+        task = ray.remote(_cell_on_worker).options(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run,
+                                                   max_retries=MAX_RETRIES)
+        cwd = os.getcwd()
+        pending = {task.remote(cwd, cell, spec, sweep_dir, self.cpus_per_run): i for i, cell in enumerate(cells)}
+        try:
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                index = pending.pop(ref)
+                try:
+                    row = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:  # run_cell never raises: the node's setup did
+                    raise FptError(f"cell {cells[index].name}: {str(exc.cause).splitlines()[0]}") from None
+                except ray.exceptions.RayError as exc:  # its node lost more than MAX_RETRIES times
+                    error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    row = failed_row(cells[index], cell_run(sweep_dir, cells[index]), "crash", error)
+                yield index, row
+        finally:  # stopped early (an error, Ctrl-C): the cluster's other cells stop too
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+    def describe(self, parallel: int) -> str:
+        import torch
+
+        gpus = f" and {self.gpus_per_run:g} GPU(s)" if self.gpus_per_run else ""
+        where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
+        return f"{where}, {self.cpus_per_run} CPU(s){gpus} per run, torch {torch.__version__}"

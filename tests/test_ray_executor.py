@@ -1,0 +1,100 @@
+"""Sweeps on Ray: each cell a Ray task on a local 2-CPU cluster (started once for the module),
+the same results as the local executor; the flags' mistakes are one line before anything runs."""
+
+import csv
+import json
+import os
+import sys
+
+import pytest
+
+from fpt.cli import main
+from fpt.experiments.sweep import load_spec, run_sweep
+
+
+def _spec(tmp_path, backbone):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"name: tiny\ngrid:\n  task: [bit-xor]\n  seed: [0, 1]\n"
+                    f"options:\n  steps: 4\n  eval_every: 2\n  eval_size: 16\n  backbone: {backbone}\nparallel: 2\n")
+    return path
+
+
+def _rows(sweep_dir):
+    """results.csv less what differs between two runs of the same cells: wall times, the folder."""
+    with open(sweep_dir / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        assert row.pop("wall_time_s")
+        row["run_dir"] = os.path.relpath(row["run_dir"], sweep_dir)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """About 10 s to start: once for the module, 2 CPUs, no dashboard, a small object store."""
+    import ray
+
+    from fpt.experiments.ray_executor import start_local_ray
+
+    start_local_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, tiny_gpt2, tmp_path, monkeypatch):
+    from fpt.experiments import ray_executor, sweep
+
+    spec = _spec(tmp_path, tiny_gpt2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # local threads 2 // parallel 2 = 1, as Ray's 1 CPU per run
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "local"), "--no-progress"]) == 0
+
+    def in_this_process(*args):
+        raise AssertionError("a cell ran in the driver, not in a Ray worker")
+
+    monkeypatch.setattr(sweep, "run_cell", in_this_process)
+    monkeypatch.setattr(ray_executor, "run_cell", in_this_process)
+    monkeypatch.chdir(tmp_path)  # a relative --out is read in the driver's folder, not the worker's
+    assert main(["sweep", "spec.yaml", "--out", "ray", "--executor", "ray", "--cpus-per-run", "1", "--no-progress"]) == 0
+    assert local_ray.is_initialized()  # joined, not started, by the command: left running
+
+    rows = _rows(tmp_path / "ray")
+    assert [r["status"] for r in rows] == ["done", "done"] and [r["seed"] for r in rows] == ["0", "1"]
+    assert rows == _rows(tmp_path / "local")
+    assert (tmp_path / "ray" / "results.md").read_text() == (tmp_path / "local" / "results.md").read_text()
+    config = json.loads((tmp_path / "ray" / "runs" / "task=bit-xor,seed=1" / "config.json").read_text())
+    assert config["threads"] == 1 and config["seed"] == 1
+
+    # a cell lost after its step-2 checkpoint... is resumed from it on the next run, the other left alone
+    monkeypatch.undo()
+    cell = tmp_path / "ray" / "runs" / "task=bit-xor,seed=0"
+    (cell / "summary.json").unlink()
+    done = tmp_path / "ray" / "runs" / "task=bit-xor,seed=1" / "summary.json"
+    before = done.stat().st_mtime_ns
+    with ray_executor.RayExecutor() as executor:
+        rows = run_sweep(load_spec(spec), tmp_path / "ray", progress=False, executor=executor)
+    assert [r["status"] for r in rows] == ["done", "done"]
+    assert json.loads((cell / "summary.json").read_text())["resumed_from_step"] == 4
+    assert done.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("flags, names", [
+    (["--ray-address", "auto"], ["--ray-address", "--executor ray"]),
+    (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
+    (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "at least 1"]),
+    (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "0 or more"]),
+])
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_bad_executor_flags_are_one_line_before_anything_runs(tmp_path, capsys, flags, names, command):
+    target = str(_spec(tmp_path, "minilm")) if command == "sweep" else "table1"
+    assert main([command, target, "--out", str(tmp_path / "out"), *flags]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and all(name in error for name in names), error
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_ray_the_error_names_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    assert main(["sweep", str(_spec(tmp_path, "minilm")), "--out", str(tmp_path / "out"), "--executor", "ray"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "pip install 'fpt[ray]'" in error, error
+    assert not (tmp_path / "out").exists()
