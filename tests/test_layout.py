@@ -19,7 +19,7 @@ LEVELS = {
     "baselines": 5,
     "config": 6, "checkpoint": 6, "runs": 6, "prediction": 6,
     "training": 7,
-    "experiments": 8,
+    "experiments": 8, "export": 8,
     "cli": 9,
 }
 

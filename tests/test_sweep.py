@@ -84,6 +84,8 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     ("grid:\n  task: [bit-xor]\n  variant: [fpt, gpt5]\n", "line 3: unknown variant 'gpt5'"),
     ("options:\n  steps: 3\ngrid:\n  task: bit-xor\n", "line 4: grid values of 'task' must be a non-empty list"),
     ("grid: [1, 2\n", "not valid YAML"),
+    ("grid:\n  seed: [0]\noptions:\n  task: bit-xor\n", "line 4: 'task' names the cells of a sweep; list it under grid"),
+    ("grid:\n  seed: [0, 1]\noptions:\n  steps: 1\n", "the grid names no task; list it there"),  # ran, then a KeyError
 ])
 def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, text, message, capsys):
     path = tmp_path / "spec.yaml"

@@ -141,8 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, help="safetensors path (default for a Bit Memory run from random "
                         "init with every weight trained: where --init bit looks)")
 
+    export_run = commands.add_parser("export", help="write a trained run as a PEFT adapter or a Hugging Face-style directory")
+    export_run.add_argument("run_dir", type=Path)
+    export_run.add_argument("--format", required=True, help="peft (a layer-norm-tuning adapter for the base model, "
+                            "plus fpt's input layer and head) | hf (the whole model, for "
+                            "FrozenPretrainedTransformer.from_pretrained and `fpt predict`)")
+    export_run.add_argument("--out", type=Path, required=True, help="a new (or empty) directory")
+
     predict = commands.add_parser("predict", help="a trained run's predictions on new inputs, in input order")
-    predict.add_argument("run_dir", type=Path)
+    predict.add_argument("run_dir", type=Path, help="a run directory, or a directory `fpt export --format hf` wrote")
     predict.add_argument("--input", type=Path, required=True, help="an .npz with x (and optional mask, y), "
                          "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them")
     predict.add_argument("--out", type=Path, help="predictions.csv, .jsonl or .npy "
@@ -397,18 +404,28 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
         print(f"use it with --init bit --backbone {config.backbone}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from fpt.export import export_run
+
+    print(f"{args.format} export of {args.run_dir}: {export_run(args.run_dir, args.format, args.out)}")
+
+
 def cmd_predict(args: argparse.Namespace) -> None:
-    from fpt.prediction import accuracy, check_output, predict_probabilities, read_inputs, write_predictions
+    from fpt.prediction import (accuracy, check_output, is_saved_model, load_saved_model, predict_probabilities,
+                                read_inputs, write_predictions)
     from fpt.training import eval_batch_for, load_run
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.out is not None:
         check_output(args.out)  # before any work
-    run = load_run(args.run_dir, device=args.device)
-    batches, labels = read_inputs(args.input, run.task, eval_batch_for(run.task, args.batch_size))
-    probabilities = predict_probabilities(run.model, batches)
-    suffix = ".csv" if run.task.spec.num_outputs == 1 else ".jsonl"
+    if is_saved_model(args.run_dir):  # written by `fpt export --format hf`
+        task, model = load_saved_model(args.run_dir, args.device)
+    else:
+        _, task, model, _ = load_run(args.run_dir, device=args.device)
+    batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
+    probabilities = predict_probabilities(model, batches)
+    suffix = ".csv" if task.spec.num_outputs == 1 else ".jsonl"
     out = write_predictions(args.out or args.run_dir / f"predictions-{args.input.name}{suffix}", probabilities)
     print(f"{len(probabilities)} predictions: {out}")
     if labels is not None:
@@ -494,7 +511,7 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
             "attention": cmd_attention, "predict": cmd_predict, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
             "data": cmd_data, "report": cmd_report,
-            "export-backbone": cmd_export_backbone}
+            "export-backbone": cmd_export_backbone, "export": cmd_export}
 
 
 def _record_failure(kind: str, message: str) -> None:

@@ -1,20 +1,31 @@
 """FrozenPretrainedTransformer = input embedder + backbone body + output head; and the
-TrainableModel protocol every model the trainer takes provides."""
+TrainableModel protocol every model the trainer takes provides.
+
+A model saves itself whole as Hugging Face does (`save_pretrained`: config.json with the
+backbone's own config and fpt's settings under "fpt", model.safetensors with every weight) and
+`FrozenPretrainedTransformer.from_pretrained(DIR)` rebuilds it offline, without its run.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
-from fpt.backbones import Backbone
+from fpt.backbones import Backbone, backbone_from_config
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.errors import FptError
+from fpt.paths import atomic_write, write_json
 from fpt.policy import GroupRow, apply_policy, classify_backbone, parse_policy
 from fpt.tasks.base import TaskSpec
 
 POOLINGS = ("last", "mean")
+PRETRAINED_FORMAT = "fpt-pretrained-1"
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"  # Hugging Face's names
 
 
 class InputEmbedder(nn.Module):
@@ -113,7 +124,7 @@ class FrozenPretrainedTransformer(nn.Module):
             raise FptError(f"the task is {spec.seq_len} tokens long and backbone {backbone.name!r} has "
                            f"{backbone.max_positions} positions; load it with load_backbone(..., seq_len={spec.seq_len})")
         check_dropout_rates(dropout, None)
-        self.spec = spec
+        self.spec, self.policy, self.precision = spec, policy, precision
         self.backbone_info = backbone
         self.weights_name, self.weights_hash = backbone.name, backbone.weights_hash
         self.extended_positions = backbone.extended_positions
@@ -139,10 +150,135 @@ class FrozenPretrainedTransformer(nn.Module):
         return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
-        embeds = self.embedder(x)
-        attention_mask = None if mask is None else mask.long()
-        with torch.autocast(embeds.device.type, dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
-            out = self.backbone_info(inputs_embeds=embeds, attention_mask=attention_mask,
-                                     output_attentions=output_attentions)
-        logits = self.head(out.last_hidden_state.float(), mask)
-        return (logits, out.attentions) if output_attentions else logits
+        return transformer_forward(self.embedder, self.backbone_info, self.head, x, mask, self.compute_dtype,
+                                   output_attentions)
+
+    def settings(self) -> dict:
+        """What rebuilds this model around its weights, as JSON: the task's shapes, the policy, the
+        input layer and head, and the backbone weights it was trained on."""
+        info = self.backbone_info
+        return {"format": PRETRAINED_FORMAT, "task_spec": dataclasses.asdict(self.spec), "policy": self.policy,
+                "pooling": self.head.pooling, "dropout": self.embedder.dropout.p,
+                "extra_positions": self.embedder.positions is not None, "precision": self.precision,
+                "backbone": info.name, "init": info.init, "weights_hash": info.weights_hash,
+                "extended_positions": info.extended_positions, "backbone_dropout": info.dropout,
+                "backbone_attention_dropout": info.attention_dropout}
+
+    def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> Path:
+        """Write the whole model into `directory`: config.json (the backbone's Hugging Face config,
+        `settings()` and `extra` under "fpt") and model.safetensors (every weight), each atomically."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        config = json.loads(self.backbone.config.to_json_string(use_diff=False))
+        config["fpt"] = {**self.settings(), **(extra or {})}
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        atomic_write(directory / WEIGHTS_NAME,
+                     lambda tmp: save_file(tensors, str(tmp), metadata={"format": PRETRAINED_FORMAT}))
+        write_json(directory / CONFIG_NAME, config)
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> "FrozenPretrainedTransformer":
+        """Rebuild a model written by `save_pretrained` (`fpt export --format hf`) offline: no run
+        directory, no hub, no remote code; JSON and safetensors only. Returned in eval mode."""
+        directory = Path(directory)
+        config = read_pretrained_config(directory)
+        settings = config.pop("fpt")
+        spec = task_spec(settings, directory / CONFIG_NAME)
+        try:
+            with torch.random.fork_rng():  # building draws initial weights: the caller's RNG stays as it was
+                backbone = backbone_from_config(
+                    config, name=settings["backbone"], init=settings["init"], weights_hash=settings["weights_hash"],
+                    seq_len=spec.seq_len, dropout=settings["backbone_dropout"],
+                    attention_dropout=settings["backbone_attention_dropout"])
+                grown = settings["extended_positions"]
+                backbone.extended_positions = None if grown is None else (int(grown[0]), int(grown[1]))
+                model = cls(backbone, spec, **head_settings(settings), policy=settings["policy"],
+                            precision=settings["precision"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise FptError(f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); "
+                           "export the run again") from None
+        load_weights(model, directory / WEIGHTS_NAME)
+        return model.eval()
+
+
+def transformer_forward(embedder: InputEmbedder, body: Callable, head: OutputHead, x: torch.Tensor,
+                        mask: torch.Tensor | None, compute_dtype: torch.dtype, output_attentions: bool = False):
+    """Input layer, body (under autocast where frozen weights are 16-bit), head: logits, and the
+    attention maps if asked. `body` takes inputs_embeds: fpt's own backbone or a PEFT model."""
+    embeds = embedder(x)
+    attention_mask = None if mask is None else mask.long()
+    with torch.autocast(embeds.device.type, dtype=compute_dtype, enabled=compute_dtype != torch.float32):
+        out = body(inputs_embeds=embeds, attention_mask=attention_mask, output_attentions=output_attentions)
+    logits = head(out.last_hidden_state.float(), mask)
+    return (logits, out.attentions) if output_attentions else logits
+
+
+def read_pretrained_config(directory: Path) -> dict:
+    """config.json of a saved model, with fpt's settings under "fpt"; anything else is refused."""
+    path = directory / CONFIG_NAME
+    if not (path.is_file() and (directory / WEIGHTS_NAME).is_file()):
+        raise FptError(f"{directory} holds no saved fpt model ({CONFIG_NAME} and {WEIGHTS_NAME}); "
+                       "write one with `fpt export RUN_DIR --format hf --out DIR`")
+    config = read_json_object(path, "fpt export RUN_DIR --format hf --out DIR")
+    if not isinstance(config.get("fpt"), dict):
+        raise FptError(f"{path} has no fpt settings; it was not written by fpt (`fpt export --format hf`)")
+    if config["fpt"].get("format") != PRETRAINED_FORMAT:
+        raise FptError(f"{path}: format {config['fpt'].get('format')!r}, this fpt reads {PRETRAINED_FORMAT!r}; "
+                       "export the run again")
+    return config
+
+
+def read_json_object(path: Path, made_by: str) -> dict:
+    """The JSON object in `path`; a missing or damaged file is one line naming `made_by`, the
+    command that writes it."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FptError(f"{path} is missing; write it with `{made_by}`") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FptError(f"{path} is not valid JSON ({exc}); write it again with `{made_by}`") from None
+    if not isinstance(data, dict):
+        raise FptError(f"{path} holds a {type(data).__name__}, not a JSON object; write it again with `{made_by}`")
+    return data
+
+
+def task_spec(settings: dict, where) -> TaskSpec:
+    """The TaskSpec saved in `settings()` form, checked field by field."""
+    fields = settings.get("task_spec")
+    names = {f.name for f in dataclasses.fields(TaskSpec)}
+    if not (isinstance(fields, dict) and set(fields) <= names
+            and all(value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+                    for value in fields.values())):
+        raise FptError(f"{where}: the task spec is missing or damaged; export the run again")
+    try:
+        return TaskSpec(**fields)
+    except TypeError as exc:
+        raise FptError(f"{where}: the task spec is damaged ({exc}); export the run again") from None
+
+
+def head_settings(settings: dict) -> dict:
+    """The input layer's and head's keyword arguments, from `settings()` form."""
+    return {"pooling": settings["pooling"], "dropout": settings["dropout"],
+            "extra_positions": bool(settings["extra_positions"])}
+
+
+@torch.no_grad()
+def load_weights(module: nn.Module, path: Path) -> None:
+    """Copy a safetensors file into `module`: every tensor name and shape must match its state_dict."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError) as exc:
+        raise FptError(f"cannot read {path} ({exc}); it may be truncated: export the run again") from None
+    state = module.state_dict()
+    missing, unexpected = sorted(state.keys() - tensors.keys()), sorted(tensors.keys() - state.keys())
+    wrong = [k for k in state.keys() & tensors.keys() if state[k].shape != tensors[k].shape]
+    if missing or unexpected or wrong:
+        problem = (f"no {missing[0]}" if missing else f"an unknown {unexpected[0]}" if unexpected
+                   else f"{wrong[0]} of shape {tuple(tensors[wrong[0]].shape)}, the model's {tuple(state[wrong[0]].shape)}")
+        raise FptError(f"{path} does not fit the model it describes ({problem}); export the run again")
+    module.load_state_dict(tensors)

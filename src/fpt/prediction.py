@@ -6,6 +6,9 @@ optional `mask` and `y`; MNIST-style IDX images (`*-images-idx3-ubyte[.gz]`, wit
 from the matching `-labels-idx1-ubyte` file beside it when there is one); a ListOps TSV (LRA's
 format); a TAPE JSON file of proteins. Labels are optional; where they are given, accuracy is
 reported too. Anything that does not fit the run's task is refused in one line.
+
+The model comes from a run directory (`fpt.training.load_run`) or from a directory written by
+`fpt export --format hf` (`load_saved_model`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,33 @@ from fpt.tasks.arrays import ArrayTask, Split
 from fpt.tasks.base import Batch
 
 OUTPUT_FORMATS = (".csv", ".jsonl", ".npy")
+
+
+def is_saved_model(directory: str | Path) -> bool:
+    """A directory `fpt export --format hf` wrote (a run directory holds a checkpoint instead)."""
+    from fpt.model import WEIGHTS_NAME
+
+    return (Path(directory) / WEIGHTS_NAME).is_file()
+
+
+def load_saved_model(directory: str | Path, device: str | None = None):
+    """(task, model) of an exported directory: the model on `device` (default auto) and its task,
+    rebuilt from the name and options recorded with it (a dataset task reads its files again)."""
+    from fpt.devices import resolve_device
+    from fpt.model import FrozenPretrainedTransformer, read_pretrained_config
+    from fpt.runtime import configure_process
+    from fpt.tasks import create_task
+
+    settings = read_pretrained_config(Path(directory))["fpt"]
+    if not (isinstance(settings.get("task"), str) and isinstance(settings.get("task_options"), dict)):
+        raise FptError(f"{directory} records no task to read inputs for; write it with `fpt export RUN_DIR --format hf`")
+    configure_process(None, str(settings.get("precision")))  # as load_run does for a run directory
+    task = create_task(settings["task"], **settings["task_options"])
+    model = FrozenPretrainedTransformer.from_pretrained(directory).to(resolve_device(device or "auto"))
+    if task.spec != model.spec:
+        raise FptError(f"task {settings['task']} rebuilt from the options saved in {directory} has other shapes "
+                       f"({task.spec}) than the model ({model.spec}); were its data files changed?")
+    return task, model
 
 
 def _labels_beside(images: Path) -> Path | None:

@@ -54,6 +54,8 @@ class Backbone:
     max_positions: int | None  # None: no learned position table (e.g. RoPE)
     weights_hash: str  # identity of the weights as loaded (before surgery); a checkpoint is bound to it
     extended_positions: tuple[int, int] | None = None  # (rows published, rows now) if the table grew
+    dropout: float | None = None  # the rates set at load time (None: as published)
+    attention_dropout: float | None = None
     run: Callable | None = None  # the body, or its torch.compile'd call
 
     def __call__(self, **kwargs):
@@ -100,6 +102,18 @@ def _statistics_init(model: nn.Module, seed: int) -> None:
         param.copy_(noise * std + param.float().mean())
 
 
+def _with_small_vocabulary(config):
+    """A copy of `config` declaring a one-row vocabulary (up to its pad id), or None where it has
+    no vocabulary: fpt drops the token table, so it need not be built full size."""
+    vocab = getattr(config, "vocab_size", None)
+    if not (isinstance(vocab, int) and vocab > 1):
+        return None
+    small = copy.deepcopy(config)
+    pad = getattr(small, "pad_token_id", None)
+    small.vocab_size = pad + 1 if isinstance(pad, int) and 0 <= pad < vocab else 1
+    return small
+
+
 def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype) -> nn.Module:
     """from_pretrained, but the token table (dropped anyway) is never read into memory.
 
@@ -111,17 +125,14 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
-    vocab = getattr(config, "vocab_size", None)
-    if isinstance(vocab, int) and vocab > 1:
-        small = copy.deepcopy(config)
-        pad = getattr(small, "pad_token_id", None)
-        small.vocab_size = pad + 1 if isinstance(pad, int) and 0 <= pad < vocab else 1
+    small = _with_small_vocabulary(config)
+    if small is not None:
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the skipped table is reported as a mismatch: expected
         try:
             model = AutoModel.from_pretrained(source, config=small, dtype=dtype, trust_remote_code=False,
                                               ignore_mismatched_sizes=True)
-            model.config.vocab_size = vocab  # the architecture's own value, for anyone reading it
+            model.config.vocab_size = config.vocab_size  # the architecture's own value, for anyone reading it
             return model
         except (OSError, ValueError, SafetensorError):  # an unreadable file: the plain load would fail too
             raise
@@ -257,6 +268,7 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
         published = surgery.extend_positions(model, family, seq_len)
         if published is not None:
             backbone.extended_positions, backbone.max_positions = (published, seq_len), seq_len
+    backbone.dropout, backbone.attention_dropout = dropout, attention_dropout
     if dropout is not None or attention_dropout is not None:
         surgery.set_dropout(model, family, dropout, dropout if attention_dropout is None else attention_dropout)
     if hasattr(model.config, "use_cache"):
@@ -265,3 +277,31 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
         surgery.enable_checkpointing(model)
     if compile:
         backbone.run = surgery.CompiledBackbone(model)
+
+
+def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: str, seq_len: int | None = None,
+                         dropout: float | None = None, attention_dropout: float | None = None) -> Backbone:
+    """The body a saved model describes (`FrozenPretrainedTransformer.from_pretrained`), built
+    offline from its Hugging Face config (a dict, as `to_dict` gives it) with its weights left
+    for the caller to load. Fewer blocks and a grown position table are in the config already; a
+    ViT's table grows here, as at load time."""
+    from transformers import AutoConfig, AutoModel
+
+    fields = dict(config)
+    try:
+        architecture = AutoConfig.for_model(fields.pop("model_type", None), **fields)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise FptError(f"cannot rebuild backbone {name!r} from its saved config ({str(exc).splitlines()[0][:120]}); "
+                       "export the run again") from None
+    small = _with_small_vocabulary(architecture)
+    model = AutoModel.from_config(small or architecture)
+    if small is not None:
+        model.config.vocab_size = architecture.vocab_size
+    model = _drop_unused_parts(model)
+    model.requires_grad_(False)
+    family = model.config.model_type
+    table = surgery.position_table(model, family)
+    backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
+                        max_positions=None if table is None else table.num_embeddings, weights_hash=weights_hash)
+    _adapt(backbone, seq_len, dropout, attention_dropout, checkpointing=False, compile=False)
+    return backbone

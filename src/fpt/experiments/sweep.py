@@ -166,6 +166,8 @@ def load_spec(path: Path) -> SweepSpec:
             for item in values:
                 _check_value(key, item, where)
             mapping[key] = values if section == "grid" else values[0]
+    if "task" not in grid:  # the tables are laid out by task: without one every cell ran, then the table failed
+        raise FptError(f"{path}: the grid names no task; list it there (e.g. task: [bit-xor])")
     size = math.prod(len(values) for values in grid.values())
     if size > MAX_CELLS:
         raise FptError(f"{path}: the grid has {size:,} cells; at most {MAX_CELLS:,} are run by one sweep")
