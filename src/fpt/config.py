@@ -14,11 +14,35 @@ from fpt.devices import check_device_name
 from fpt.errors import FptError
 from fpt.model import check_pooling
 from fpt.policy import parse_policy
+from fpt.runtime import native_bf16
 from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
 # baseline cells when the sweep sets them for every cell.
 TRANSFORMER_ONLY_OPTIONS = ("precision", "checkpointing", "compile")
+
+
+LR_SCHEDULES = ("constant", "cosine")
+
+# Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what
+# `reproduce --protocol paper` uses. "fast": measured to reach the same accuracy in less wall
+# time on our CPUs (benchmarks/converge.py, README "Converged numbers"); the trained parameters
+# are few, so they take a larger, decaying rate. bf16 only where the CPU computes it natively.
+RECIPES: dict[str, dict] = {
+    "paper": {},
+    "fast": {"lr": 3e-3, "lr_schedule": "cosine", "warmup_steps": 100, "batch_size": 32, "eval_subset": 2000,
+             "precision": "native-bf16"},
+}
+
+
+def recipe_defaults(recipe: str) -> dict:
+    """The options a recipe sets, as values for this machine (bf16 where it is native, else fp32)."""
+    if recipe not in RECIPES:
+        raise FptError(f"unknown --recipe {recipe!r}; choose {' or '.join(RECIPES)}")
+    values = dict(RECIPES[recipe])
+    if values.get("precision") == "native-bf16":
+        values["precision"] = "bf16" if native_bf16() else "fp32"
+    return values
 
 
 @dataclass
@@ -45,6 +69,11 @@ class TrainConfig:
     eval_batch_size: int = 256
     target_accuracy: float | None = None  # stop once held-out accuracy reaches this
     seed: int = 0
+    # The learning-rate schedule (a function of the step alone: a resumed run needs no extra state)
+    lr_schedule: str = "constant"  # constant (the paper's) | cosine (decays to 0 at --steps)
+    warmup_steps: int = 0  # the rate rises linearly from lr/warmup to lr over these steps
+    eval_subset: int | None = None  # evaluate the first N examples in between; the whole split at the end
+    recipe: str = "paper"  # the named defaults (RECIPES) that filled the options not given
     # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
     precision: str = "fp32"  # fp32 | bf16 (frozen weights in bfloat16, backbone under autocast)
     # recompute each block in backward: much less memory, ~1/3 more compute; None: on where attention
@@ -78,6 +107,14 @@ class TrainConfig:
             raise FptError(f"--threads must be at least 1, got {self.threads}")
         check_bucket_window(self.bucket_window)
         check_device_name(self.device)
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise FptError(f"unknown --lr-schedule {self.lr_schedule!r}; choose {' or '.join(LR_SCHEDULES)}")
+        if self.warmup_steps < 0:
+            raise FptError(f"--warmup-steps must be at least 0, got {self.warmup_steps}")
+        if self.eval_subset is not None and self.eval_subset < 1:
+            raise FptError(f"--eval-subset must be at least 1, got {self.eval_subset}")
+        if self.recipe not in RECIPES:
+            raise FptError(f"unknown --recipe {self.recipe!r}; choose {' or '.join(RECIPES)}")
         # Names, through each one's own lookup, so a typo fails before a backbone is loaded.
         parse_policy(self.policy)
         check_init(self.init)
@@ -87,6 +124,11 @@ class TrainConfig:
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
         if self.model != "fpt" and any(getattr(self, k) not in (defaults[k], False) for k in TRANSFORMER_ONLY_OPTIONS):
             raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
+
+    @classmethod
+    def from_recipe(cls, recipe: str = "paper", **options) -> "TrainConfig":
+        """A config whose options not given come from the named recipe, then from the defaults."""
+        return cls(**{**recipe_defaults(recipe), **options, "recipe": recipe})
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":

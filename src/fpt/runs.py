@@ -211,10 +211,11 @@ class RunDir:
             records.append(record)
         return records
 
-    def truncate_metrics(self, last_step: int) -> None:
-        """On resume, drop evaluations made after the checkpoint: they will be made again."""
+    def truncate_metrics(self, last_step: int) -> list[dict]:
+        """On resume, drop evaluations made after the checkpoint (they will be made again); returns those kept."""
         kept = [r for r in self.read_metrics() if r["step"] <= last_step]
         write_text(self.path / self.METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+        return kept
 
     # --- failures (sweep cells) -------------------------------------------------------------
 

@@ -135,19 +135,32 @@ def _is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text
 
 
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """The rate of optimiser step `step` (0-based): linear warm-up, then constant or a cosine decay
+    to 0 at config.steps. A function of the step alone, so a resumed run needs no scheduler state
+    (torch's schedulers keep a counter that would have to be checkpointed besides)."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    if config.lr_schedule == "cosine":
+        progress = min(1.0, (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps))
+        return config.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return config.lr
+
+
 def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
 @torch.inference_mode()
 def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: str | None = None,
-             confusion: bool = False, world: World = SINGLE) -> dict:
+             confusion: bool = False, world: World = SINGLE, limit: int | None = None) -> dict:
     """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
 
     With confusion=True (single-label tasks) also the confusion matrix (rows: true class) and
     per-class accuracy. Long sequences are evaluated in smaller batches (`eval_batch_for`).
     Ranks of a distributed run score every world.size-th batch each and sum the counts, so the
-    split is scored exactly once and every rank gets the same result.
+    split is scored exactly once and every rank gets the same result. `limit`: only the split's
+    first N examples (a fixed subset, named "split[:N]" in the result).
     """
     batch_size = eval_batch_for(task, batch_size)
     was_training = model.training
@@ -156,7 +169,14 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     device = _device_of(model)
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
+    taken, cut = 0, False
     for index, batch in enumerate(task.eval_batches(batch_size, split)):
+        if limit is not None:
+            cut = taken + len(batch) > limit
+            if taken >= limit:
+                break
+            batch = batch.slice(0, limit - taken)
+            taken += len(batch)
         if index % world.size != world.rank:
             continue
         batch = batch.to(device)
@@ -177,7 +197,8 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
                                                    dtype=torch.float64, device=device)).tolist()
         loss_sum, (correct, exact, labels, examples) = counts[0], map(round, counts[1:])
         matrix = world.all_reduce_sum(matrix)
-    result = {"split": split or task.eval_split, "loss": loss_sum / labels, "accuracy": correct / labels,
+    name = (split or task.eval_split) + (f"[:{limit}]" if cut else "")
+    result = {"split": name, "loss": loss_sum / labels, "accuracy": correct / labels,
               "exact_match": exact / examples, "examples": examples}
     if confusion:
         support = matrix.sum(1)
@@ -213,6 +234,7 @@ class Trainer:
             torch.manual_seed(distributed.rank_seed(config.seed, world.rank))
         self.step = 0
         self.last_checkpoint_step: int | None = None
+        self.elapsed_before = 0.0  # seconds of training before this process resumed the run (elapsed_s counts from step 0)
 
     def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
         """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
@@ -271,6 +293,8 @@ class Trainer:
                 (scaled if self.scaler is None else self.scaler.scale(scaled)).backward()
             loss_sum += loss.item() * len(part)
             correct += (logits.argmax(-1) == part.y).sum().item()
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(self.config, self.step)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients
         torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
@@ -297,18 +321,34 @@ class Trainer:
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
         return self._diverged(f"{doing} failed ({type(exc).__name__}: {first_line})")
 
-    def _evaluate(self) -> dict:
+    def _evaluate(self, whole: bool = True) -> dict:
+        """The held-out split, or its first --eval-subset examples (`whole` False, in between)."""
         try:
-            return evaluate(self.model, self.task, self.config.eval_batch_size, world=self.world)
+            return evaluate(self.model, self.task, self.config.eval_batch_size, world=self.world,
+                            limit=None if whole else self.config.eval_subset)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
+
+    def _record(self, train_loss: float, started: float, bar, whole: bool) -> dict:
+        """Evaluate, append the record to metrics.jsonl, checkpoint; returns the evaluation."""
+        result = self._evaluate(whole)
+        if not math.isfinite(result["loss"]):
+            raise self._diverged(f"held-out loss became {result['loss']}")
+        record = {"step": self.step, "train_loss": train_loss, **result,
+                  "elapsed_s": round(self.elapsed_before + time.perf_counter() - started, 3)}
+        if self.progress:
+            bar.write(f"step {self.step}: {result['split']} accuracy {result['accuracy']:.4f}, loss {result['loss']:.4f}")
+        if self.run_dir is not None:
+            self.run_dir.append_metrics(record)
+        self._checkpoint()
+        return result
 
     def fit(self) -> dict:
         """Train to config.steps (or the target accuracy); returns the summary."""
         cfg = self.config
         self.model.train()
         started, resumed_from = time.perf_counter(), self.step
-        history, reached_at, last_eval = [], None, None
+        reached_at, last_eval = None, None
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
                    dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
         try:
@@ -326,19 +366,12 @@ class Trainer:
                 if self.on_step is not None:
                     self.on_step(self.step, loss)
                 if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                    last_eval = self._evaluate()
-                    if not math.isfinite(last_eval["loss"]):
-                        raise self._diverged(f"held-out loss became {last_eval['loss']}")
-                    record = {"step": self.step, "train_loss": loss, **last_eval,
-                              "elapsed_s": round(time.perf_counter() - started, 3)}
-                    history.append(record)
-                    if self.progress:
-                        bar.write(f"step {self.step}: {last_eval['split']} accuracy {last_eval['accuracy']:.4f}, "
-                                  f"loss {last_eval['loss']:.4f}")
-                    if self.run_dir is not None:
-                        self.run_dir.append_metrics(record)
-                    self._checkpoint()
-                    if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy:
+                    whole = self.step == cfg.steps or cfg.eval_subset is None
+                    last_eval = self._record(loss, started, bar, whole)
+                    target = cfg.target_accuracy
+                    if target is not None and last_eval["accuracy"] >= target and not whole:
+                        last_eval = self._record(loss, started, bar, whole=True)  # the target counts on the whole split
+                    if target is not None and last_eval["accuracy"] >= target:
                         reached_at = self.step
                         break
         finally:
@@ -494,7 +527,8 @@ def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
             if trainer.run_dir is not None:
                 if steps is not None:
                     trainer.run_dir.write_config(dataclasses.asdict(config))
-                trainer.run_dir.truncate_metrics(trainer.step)
+                kept = trainer.run_dir.truncate_metrics(trainer.step)
+                trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
             trainer.progress, trainer.on_step = progress and world.is_main, on_step
             return trainer.fit(), Path(run_dir)
         finally:

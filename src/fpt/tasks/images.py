@@ -92,7 +92,28 @@ def to_gray_uint8(x: torch.Tensor) -> torch.Tensor:
     return (x.float() @ torch.tensor(GRAY_WEIGHTS)).round().clamp(0, 255).to(torch.uint8)
 
 
-def _mnist_like(name: str, data: str | None, patch_size: int) -> ImageTask:
+# The validation images are the same for every run and seed: drawn once with this seed.
+VALIDATION_SEED = 20_210_309
+
+
+def carve_validation(train: Split, test: Split, val_size: int) -> tuple[Split, dict[str, Split], str]:
+    """(training, evaluation splits, the split evaluated while training): with `val_size`, that
+    many training images, a fixed random choice, become a 'val' split evaluated while training
+    and the rest are trained on; the test split is still there for `fpt evaluate` at the end."""
+    if val_size == 0:
+        return train, {"test": test}, "test"
+    if not 0 < val_size < len(train):
+        raise FptError(f"--val-size must be between 1 and {len(train) - 1} (the training images), got {val_size}")
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(VALIDATION_SEED))
+    keep, held = order[val_size:].sort().values, order[:val_size].sort().values
+
+    def rows(index: torch.Tensor) -> Split:
+        return Split(train.x[index], train.y[index], None if train.lengths is None else train.lengths[index])
+
+    return rows(keep), {"val": rows(held), "test": test}, "val"
+
+
+def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int) -> ImageTask:
     from fpt.data.idx import load_mnist_dir
 
     folder = data_dir(name, data)
@@ -100,20 +121,21 @@ def _mnist_like(name: str, data: str | None, patch_size: int) -> ImageTask:
     for split in ("train", "test"):
         images, labels = load_mnist_dir(folder, split)
         splits[split] = Split.from_numpy(images[..., None], labels)
-    return ImageTask(name, splits["train"], {"test": splits["test"]}, "test", patch_size,
-                     mean=(0.0,), std=(1.0,), augment=False)
+    train, evals, during = carve_validation(splits["train"], splits["test"], val_size)
+    return ImageTask(name, train, evals, during, patch_size, mean=(0.0,), std=(1.0,), augment=False)
 
 
 @register_task("mnist")
-def mnist(data_dir: str | None = None, patch_size: int = 4) -> ImageTask:
-    """MNIST, 28x28 in [0, 1], 4x4 patches (49 tokens of 16 values); the full 60k / 10k splits."""
-    return _mnist_like("mnist", data_dir, patch_size)
+def mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0) -> ImageTask:
+    """MNIST, 28x28 in [0, 1], 4x4 patches (49 tokens of 16 values); the full 60k / 10k splits
+    (with val_size, that many of the 60k held out as 'val')."""
+    return _mnist_like("mnist", data_dir, patch_size, val_size)
 
 
 @register_task("fashion-mnist")
-def fashion_mnist(data_dir: str | None = None, patch_size: int = 4) -> ImageTask:
+def fashion_mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0) -> ImageTask:
     """Fashion-MNIST, read and cut exactly as MNIST."""
-    return _mnist_like("fashion-mnist", data_dir, patch_size)
+    return _mnist_like("fashion-mnist", data_dir, patch_size, val_size)
 
 
 def _cifar(data: str | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -124,11 +146,11 @@ def _cifar(data: str | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 @register_task("cifar10")
-def cifar10(data_dir: str | None = None, patch_size: int = 4, augment: bool = True) -> ImageTask:
+def cifar10(data_dir: str | None = None, patch_size: int = 4, augment: bool = True, val_size: int = 0) -> ImageTask:
     """CIFAR-10, 4x4 patches (64 tokens of 48); the paper's augmentation and normalisation."""
     splits = {k: Split.from_numpy(*v) for k, v in _cifar(data_dir).items()}
-    return ImageTask("cifar10", splits["train"], {"test": splits["test"]}, "test", patch_size,
-                     CIFAR_MEAN, CIFAR_STD, augment)
+    train, evals, during = carve_validation(splits["train"], splits["test"], val_size)
+    return ImageTask("cifar10", train, evals, during, patch_size, CIFAR_MEAN, CIFAR_STD, augment)
 
 
 @register_task("cifar10-lra")

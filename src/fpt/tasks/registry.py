@@ -27,6 +27,8 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
     "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
     "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
     "znorm": (bool, "ucr: z-normalise each series per channel"),
+    "val_size": (int, "mnist, fashion-mnist, cifar10: hold out this many training images as a 'val' split "
+                      "and evaluate on it while training (choose settings there, not on test)"),
 }
 
 
