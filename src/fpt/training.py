@@ -28,6 +28,7 @@ from fpt import runtime
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 from fpt.tasks.bucketing import LengthBucketedTask
+from fpt.tracking import Tracker
 
 
 def build_task(config: TrainConfig) -> Task:
@@ -178,10 +179,13 @@ class Trainer:
 
     def __init__(self, model: TrainableModel, task: Task, config: TrainConfig,
                  run_dir: Path | RunDir | None = None, progress: bool = True,
-                 on_step: Callable[[int, float], None] | None = None):
+                 on_step: Callable[[int, float], None] | None = None, tracker: Tracker | None = None):
         self.model, self.task, self.config = model, task, config
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
         self.progress, self.on_step = progress, on_step
+        self.tracker = tracker  # MLflow, TensorBoard, W&B (fpt.tracking); needs a run directory
+        if tracker is not None and self.run_dir is None:
+            raise FptError("experiment tracking mirrors a run directory; give the Trainer a run_dir")
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise FptError("this policy trains no parameter; include at least one group (e.g. output)")
@@ -268,6 +272,8 @@ class Trainer:
         self.model.train()
         started, resumed_from = time.perf_counter(), self.step
         history, reached_at, last_eval = [], None, None
+        if self.tracker is not None:  # a new tracked run, or the same one continued and caught up
+            self.tracker.open(self.run_dir.path, dataclasses.asdict(cfg), self.run_dir.read_metrics())
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
                    dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
         try:
@@ -297,6 +303,8 @@ class Trainer:
                     if self.run_dir is not None:
                         self.run_dir.append_metrics(record)
                     self._checkpoint()
+                    if self.tracker is not None:  # after the checkpoint: a resume never makes this evaluation again
+                        self.tracker.log_evaluation(self.step, record)
                     if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy:
                         reached_at = self.step
                         break
@@ -320,11 +328,13 @@ class Trainer:
         }
         if self.run_dir is not None:
             self.run_dir.write_summary(summary)
+        if self.tracker is not None:
+            self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
 
 
 def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
-          on_step: Callable[[int, float], None] | None = None) -> tuple[dict, Path]:
+          on_step: Callable[[int, float], None] | None = None, tracker: Tracker | None = None) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train.
 
     A run that fails before its first checkpoint leaves no directory behind; one interrupted
@@ -340,13 +350,15 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
     trainer = None
     try:
         run_dir.write_config(dataclasses.asdict(config))
-        trainer = Trainer(model, task, config, run_dir, progress, on_step)
+        trainer = Trainer(model, task, config, run_dir, progress, on_step, tracker)
         return trainer.fit(), run_dir.path
     except Exception:
         if trainer is None or trainer.last_checkpoint_step is None:
             run_dir.remove()
         raise
     finally:
+        if tracker is not None:
+            tracker.close()
         run_dir.unlock()
 
 
@@ -390,7 +402,8 @@ def load_run(run_dir: Path, lock: bool = False, device: str | None = None) -> Lo
 
 
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
-           on_step: Callable[[int, float], None] | None = None, device: str | None = None) -> tuple[dict, Path]:
+           on_step: Callable[[int, float], None] | None = None, device: str | None = None,
+           tracker: Tracker | None = None) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps`."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
@@ -400,9 +413,11 @@ def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
             config.steps = steps
             trainer.run_dir.write_config(dataclasses.asdict(config))
         trainer.run_dir.truncate_metrics(trainer.step)
-        trainer.progress, trainer.on_step = progress, on_step
+        trainer.progress, trainer.on_step, trainer.tracker = progress, on_step, tracker
         return trainer.fit(), Path(run_dir)
     finally:
+        if tracker is not None:
+            tracker.close()
         trainer.run_dir.unlock()
 
 
