@@ -74,6 +74,23 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                             help=f"{help_text} (default: the task's)", **flag)
 
 
+def _add_tracking_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--report-to", metavar="LIST", help="also send parameters, evaluations and results to "
+                        "these trackers: a comma list of mlflow, tensorboard, wandb (default: none; "
+                        "metrics.jsonl is always written)")
+    parser.add_argument("--tracking-uri", metavar="URI", help="the MLflow store, e.g. sqlite:///mlflow.db or "
+                        "http://host:5000 (default: $MLFLOW_TRACKING_URI, else MLflow's own)")
+    parser.add_argument("--experiment", metavar="NAME", help="the MLflow experiment and W&B project (default: "
+                        "$MLFLOW_EXPERIMENT_NAME, $WANDB_PROJECT, else fpt)")
+
+
+def _tracker(args: argparse.Namespace, parent: str | None = None):
+    """The trackers of --report-to, each package imported now: a missing one stops before any work."""
+    from fpt.tracking import build_tracker
+
+    return build_tracker(args.report_to, args.tracking_uri, args.experiment, parent)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fpt", description="Frozen Pretrained Transformers: train only the input, "
                      "output, layer norms and positions of a language-pretrained transformer.")
@@ -96,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
     train.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    _add_tracking_options(train)
 
     evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
     evaluate.add_argument("run_dir", type=Path)
@@ -143,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("spec", type=Path)
     sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    _add_tracking_options(sweep)
 
     reproduce = commands.add_parser("reproduce", help="ready-made sweeps beside the paper's tables")
     reproduce.add_argument("table", help="a comma list of " + " | ".join(REPRODUCIBLE) +
@@ -158,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "precision, checkpointing and compile reach transformer rows only")
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    _add_tracking_options(reproduce)
     return parser
 
 
@@ -219,8 +239,10 @@ def _report(summary: dict, run_dir: Path) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     from fpt.runtime import set_threads
+    from fpt.tracking import TRACKING_PARENT_ENV
     from fpt.training import resume, train
 
+    tracker = _tracker(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.threads is not None:  # also for --resume, where the saved config keeps its own value
         if args.threads < 1:
             raise FptError(f"--threads must be at least 1, got {args.threads}")
@@ -230,9 +252,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         if conflicts:
             raise FptError(f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
                            "(only --steps may change, to extend the run)")
-        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device)
+        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device,
+                                  tracker=tracker)
     else:
-        summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress)
+        summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress, tracker=tracker)
     _report(summary, run_dir)
 
 
@@ -360,12 +383,15 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
+    from fpt.experiments.sweep import load_spec, run_sweep, sweep_outcome, write_sweep_report
 
+    tracker = _tracker(args)
     spec = load_spec(args.spec)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
-    rows = run_sweep(spec, out, progress=args.progress)
-    print(write_sweep_report(rows, spec, out))
+    with tracker.open(out, dataclasses.asdict(spec), role="sweep"):
+        rows = run_sweep(spec, out, progress=args.progress, tracker=tracker)
+        print(write_sweep_report(rows, spec, out))
+        tracker.finish(*sweep_outcome(rows, out))
     print(f"sweep directory: {out}")
 
 
@@ -380,8 +406,9 @@ def _option_value(text: str):
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from fpt.experiments.sweep import Reproduction, run_reproduction
+    from fpt.experiments.sweep import Reproduction, run_reproduction, sweep_outcome
 
+    tracker = _tracker(args)
     options = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
@@ -394,7 +421,9 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
                         options)
     plan.check()
     out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
-    _, text = run_reproduction(plan, out, progress=args.progress)
+    with tracker.open(out, dataclasses.asdict(plan), role="sweep"):
+        rows, text = run_reproduction(plan, out, progress=args.progress, tracker=tracker)
+        tracker.finish(*sweep_outcome(rows, out))
     print(text)
     print(f"results: {out}")
 

@@ -36,6 +36,7 @@ from fpt.errors import FptError, require
 from fpt.experiments.paper import REPRODUCIBLE, VARIANTS
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
+from fpt.tracking import Tracker
 
 SPEC_KEYS = {"name", "grid", "options", "parallel"}
 # Bounds that keep a hostile or mistyped spec from running for ever or filling the memory.
@@ -204,7 +205,7 @@ def _cell_status(run: RunDir) -> str:
     return "new"
 
 
-def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict:
+def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, tracker: Tracker | None = None) -> dict:
     """Run (or resume) one cell in its own process; never raises: a failure is a result, and the
     child records its kind in the run directory's failure.json (see fpt.cli.main)."""
     run = RunDir(sweep_dir / "runs" / cell.name)
@@ -220,6 +221,9 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
                        "--out", str(run.path)]
         run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
         env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
+        if tracker is not None:  # the same trackers, the cell's run nested under the sweep's
+            command += tracker.cell_args
+            env.update(tracker.cell_env())
         with open(log, "a") as handle:
             proc = subprocess.run([sys.executable, "-m", "fpt", *command], stdout=handle,
                                   stderr=subprocess.PIPE, text=True, env=env)
@@ -273,8 +277,9 @@ def _flags(args: list[str]) -> dict[str, str]:
     return flags
 
 
-def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True) -> list[dict]:
-    """Run every cell not yet done, `spec.parallel` at a time; write results.csv; return the rows."""
+def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, tracker: Tracker | None = None) -> list[dict]:
+    """Run every cell not yet done, `spec.parallel` at a time; write results.csv; return the rows.
+    `tracker`: the sweep's open parent run (fpt.tracking), which each cell's run nests under."""
     from tqdm.auto import tqdm
 
     check_cells_unchanged(spec, sweep_dir)
@@ -285,7 +290,7 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True) -> list[d
     threads = max(1, (os.cpu_count() or 1) // spec.parallel)
     with ThreadPoolExecutor(spec.parallel) as pool, tqdm(total=len(cells), disable=not progress, unit="run",
                                                          desc=f"sweep {spec.name}") as bar:
-        futures = [pool.submit(run_cell, cell, spec, sweep_dir, threads) for cell in cells]
+        futures = [pool.submit(run_cell, cell, spec, sweep_dir, threads, tracker) for cell in cells]
         rows = []
         for cell, future in zip(cells, futures):
             # "row": what tells this cell's table row apart (every grid value but task and seed)
@@ -396,7 +401,8 @@ def _tasks_of(tables: list[str]) -> list[str]:
     return list(dict.fromkeys(t for table in tables for t in REPRODUCIBLE[table][0]["task"]))
 
 
-def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tuple[list[dict], str]:
+def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
+                     tracker: Tracker | None = None) -> tuple[list[dict], str]:
     """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md,
     OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
     from fpt.experiments.plots import learning_curves
@@ -408,7 +414,7 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True) -> tu
     rows = []
     for folder, spec, skipped in plan.sweeps():
         if spec.grid["variant"]:
-            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress)]
+            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
     learning_curves(rows, out / "curves.png")
@@ -449,6 +455,12 @@ def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> st
     write_text(sweep_dir / "results.md", text)
     learning_curves(rows, sweep_dir / "curves.png", "row")
     return text
+
+
+def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
+    """What a sweep's tracked parent run gets at the end: its runs counted by status, and its files."""
+    counts = {"runs": len(rows), **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")}}
+    return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
 
 
 def _failed_runs(rows: list[dict]) -> str:
