@@ -54,7 +54,7 @@ def _one_process(backbone: str, out: Path, **overrides) -> Path:
 def test_two_ranks_compute_what_one_process_computes(tiny_gpt2, tmp_path):
     single = _one_process(tiny_gpt2, tmp_path / "single", steps=6, eval_every=3, dropout=0.0)
     _fpt("train", *TASK, "--backbone", tiny_gpt2, "--steps", "6", "--eval-every", "3", "--dropout", "0",
-         "--out", str(tmp_path / "ranks"), "--nproc", "2", "--no-progress")
+         "--out", str(tmp_path / "ranks"), "--nproc", "2", "--no-progress", "--report-to", "tensorboard")
     one, two = _trained(single), _trained(tmp_path / "ranks")
     assert set(one) == set(two)
     for name in one:
@@ -63,8 +63,13 @@ def test_two_ranks_compute_what_one_process_computes(tiny_gpt2, tmp_path):
     assert any(not torch.equal(start[name], two[name]) for name in two)  # it trained
     summary = json.loads((tmp_path / "ranks" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["step"] == 6
-    # only rank 0 wrote, once: one metrics line per evaluation
+    # only rank 0 wrote and tracked, once: one metrics line and one tracked value per evaluation
     assert [json.loads(line)["step"] for line in (tmp_path / "ranks" / "metrics.jsonl").read_text().splitlines()] == [3, 6]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "ranks" / "tb"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("accuracy")] == [3, 6]
 
 
 def _trained_at_start(backbone: str) -> dict[str, torch.Tensor]:

@@ -17,7 +17,7 @@ LEVELS = {
     "tasks": 3, "backbones": 3, "policy": 3,
     "model": 4,
     "baselines": 5,
-    "config": 6, "checkpoint": 6, "runs": 6, "prediction": 6,
+    "config": 6, "checkpoint": 6, "runs": 6, "prediction": 6, "tracking": 6,
     "training": 7,
     "experiments": 8, "export": 8,
     "cli": 9,

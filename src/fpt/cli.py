@@ -85,6 +85,23 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-run", type=float, help="Ray: GPUs per run, fractions share one (default: 0)")
 
 
+def _add_tracking_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--report-to", metavar="LIST", help="also send parameters, evaluations and results to "
+                        "these trackers: a comma list of mlflow, tensorboard, wandb (default: none; "
+                        "metrics.jsonl is always written)")
+    parser.add_argument("--tracking-uri", metavar="URI", help="the MLflow store, e.g. sqlite:///mlflow.db or "
+                        "http://host:5000 (default: $MLFLOW_TRACKING_URI, else MLflow's own)")
+    parser.add_argument("--experiment", metavar="NAME", help="the MLflow experiment and W&B project (default: "
+                        "$MLFLOW_EXPERIMENT_NAME, $WANDB_PROJECT, else fpt)")
+
+
+def _tracker(args: argparse.Namespace, parent: str | None = None):
+    """The trackers of --report-to, each package imported now: a missing one stops before any work."""
+    from fpt.tracking import build_tracker
+
+    return build_tracker(args.report_to, args.tracking_uri, args.experiment, parent)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fpt", description="Frozen Pretrained Transformers: train only the input, "
                      "output, layer norms and positions of a language-pretrained transformer.")
@@ -117,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the same as `torchrun --standalone --nproc-per-node N -m fpt train ...`")
     train.add_argument("--ddp-backend", metavar="gloo|nccl",
                        help="torch.distributed backend under torchrun (default: gloo for CPU tensors, nccl for CUDA)")
+    _add_tracking_options(train)
 
     evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
     evaluate.add_argument("run_dir", type=Path)
@@ -172,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
     _add_executor_options(sweep)
+    _add_tracking_options(sweep)
 
     reproduce = commands.add_parser("reproduce", help="ready-made sweeps beside the paper's tables")
     reproduce.add_argument("table", help="a comma list of " + " | ".join(REPRODUCIBLE) +
@@ -188,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
     _add_executor_options(reproduce)
+    _add_tracking_options(reproduce)
     return parser
 
 
@@ -250,11 +270,13 @@ def _report(summary: dict, run_dir: Path) -> None:
 def cmd_train(args: argparse.Namespace) -> int | None:
     from fpt.distributed import check_backend, is_main_process, launch
     from fpt.runtime import set_threads
+    from fpt.tracking import TRACKING_PARENT_ENV
     from fpt.training import resume, train
 
     if args.threads is not None and args.threads < 1:
         raise FptError(f"--threads must be at least 1, got {args.threads}")
     check_backend(args.ddp_backend)
+    tracker = _tracker(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.resume is not None:
         conflicts = _resume_conflicts(args)
         if conflicts:
@@ -267,10 +289,10 @@ def cmd_train(args: argparse.Namespace) -> int | None:
         set_threads(args.threads)
     if args.resume is not None:
         summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device,
-                                  ddp_backend=args.ddp_backend)
+                                  ddp_backend=args.ddp_backend, tracker=tracker)
     else:
         summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress,
-                                 ddp_backend=args.ddp_backend)
+                                 ddp_backend=args.ddp_backend, tracker=tracker)
     if is_main_process():
         _report(summary, run_dir)
     return None
@@ -469,15 +491,17 @@ def _executor(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
+    from fpt.experiments.sweep import load_spec, run_sweep, sweep_outcome, write_sweep_report
 
     _refuse_under_torchrun("sweep")
     executor = _executor(args)
+    tracker = _tracker(args)
     spec = load_spec(args.spec)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
-    with executor or contextlib.nullcontext():
-        rows = run_sweep(spec, out, progress=args.progress, executor=executor)
-    print(write_sweep_report(rows, spec, out))
+    with executor or contextlib.nullcontext(), tracker.open(out, dataclasses.asdict(spec), role="sweep"):
+        rows = run_sweep(spec, out, progress=args.progress, executor=executor, tracker=tracker)
+        print(write_sweep_report(rows, spec, out))
+        tracker.finish(*sweep_outcome(rows, out))
     print(f"sweep directory: {out}")
 
 
@@ -492,9 +516,10 @@ def _option_value(text: str):
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from fpt.experiments.sweep import Reproduction, run_reproduction
+    from fpt.experiments.sweep import Reproduction, run_reproduction, sweep_outcome
 
     _refuse_under_torchrun("reproduce")
+    tracker = _tracker(args)
     options = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
@@ -508,8 +533,9 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
                         options)
     plan.check()
     out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
-    with executor or contextlib.nullcontext():
-        _, text = run_reproduction(plan, out, progress=args.progress, executor=executor)
+    with executor or contextlib.nullcontext(), tracker.open(out, dataclasses.asdict(plan), role="sweep"):
+        rows, text = run_reproduction(plan, out, progress=args.progress, executor=executor, tracker=tracker)
+        tracker.finish(*sweep_outcome(rows, out))
     print(text)
     print(f"results: {out}")
 

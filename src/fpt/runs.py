@@ -6,6 +6,7 @@
     checkpoint.safetensors   trained tensors, Adam moments, step, RNG (fpt.checkpoint)
     evaluation.json  `fpt evaluate`'s per-split results
     failure.json     why a sweep cell did not finish: {"kind": ..., "message": ...} (fpt.errors kinds)
+    tracking.json, tb/   the tracked runs' ids (MLflow, W&B) and TensorBoard's events (fpt.tracking)
 
 Files are written atomically (fpt.paths.atomic_write), so a killed run never leaves half a file.
 """
@@ -179,6 +180,10 @@ class RunDir:
 
     def write_evaluation(self, evaluation: dict) -> Path:
         return write_json(self.path / self.EVALUATION, evaluation)
+
+    def artifacts(self) -> list[Path]:
+        """The files a tracker keeps with the run (fpt.tracking): summary, figures, report."""
+        return [p for p in (self.summary_path, *sorted(self.path.glob("*.png")), self.path / "report.html") if p.is_file()]
 
     def final_accuracy(self) -> float | None:
         summary = self.read_summary() or {}

@@ -31,6 +31,7 @@ from fpt import runtime
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 from fpt.tasks.bucketing import LengthBucketedTask
+from fpt.tracking import Tracker
 
 
 def build_task(config: TrainConfig) -> Task:
@@ -218,10 +219,14 @@ class Trainer:
 
     def __init__(self, model: TrainableModel, task: Task, config: TrainConfig,
                  run_dir: Path | RunDir | None = None, progress: bool = True,
-                 on_step: Callable[[int, float], None] | None = None, world: World = SINGLE):
+                 on_step: Callable[[int, float], None] | None = None, world: World = SINGLE,
+                 tracker: Tracker | None = None):
         self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
         self.progress, self.on_step = progress and world.is_main, on_step
+        self.tracker = tracker  # MLflow, TensorBoard, W&B (fpt.tracking); needs a run directory
+        if tracker is not None and self.run_dir is None:
+            raise FptError("experiment tracking mirrors a run directory; give the Trainer a run_dir")
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise FptError("this policy trains no parameter; include at least one group (e.g. output)")
@@ -341,6 +346,8 @@ class Trainer:
         if self.run_dir is not None:
             self.run_dir.append_metrics(record)
         self._checkpoint()
+        if self.tracker is not None:  # after the checkpoint: a resume never makes this evaluation again
+            self.tracker.log_evaluation(self.step, record)
         return result
 
     def fit(self) -> dict:
@@ -349,6 +356,8 @@ class Trainer:
         self.model.train()
         started, resumed_from = time.perf_counter(), self.step
         reached_at, last_eval = None, None
+        if self.tracker is not None:  # a new tracked run, or the same one continued and caught up
+            self.tracker.open(self.run_dir.path, dataclasses.asdict(cfg), self.run_dir.read_metrics())
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
                    dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
         try:
@@ -395,11 +404,14 @@ class Trainer:
         }
         if self.run_dir is not None:
             self.run_dir.write_summary(summary)
+        if self.tracker is not None:
+            self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
 
 
 def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
-          on_step: Callable[[int, float], None] | None = None, ddp_backend: str | None = None) -> tuple[dict, Path]:
+          on_step: Callable[[int, float], None] | None = None, ddp_backend: str | None = None,
+          tracker: Tracker | None = None) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train.
 
     A run that fails before its first checkpoint leaves no directory behind; one interrupted
@@ -408,13 +420,13 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
     """
     world = distributed.start(ddp_backend)
     try:
-        return _train(config, out, progress, on_step, world)
+        return _train(config, out, progress, on_step, world, tracker)
     finally:
         distributed.stop(world)
 
 
-def _train(config: TrainConfig, out: Path | None, progress: bool,
-           on_step: Callable[[int, float], None] | None, world: World) -> tuple[dict, Path]:
+def _train(config: TrainConfig, out: Path | None, progress: bool, on_step: Callable[[int, float], None] | None,
+           world: World, tracker: Tracker | None) -> tuple[dict, Path]:
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
     label = config.backbone if config.model == "fpt" else config.model
 
@@ -436,7 +448,7 @@ def _train(config: TrainConfig, out: Path | None, progress: bool,
     try:
         if run_dir is not None:
             run_dir.write_config(dataclasses.asdict(config))
-        trainer = Trainer(model, task, config, run_dir, progress, on_step, world)
+        trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracker if world.is_main else None)
         return trainer.fit(), path
     except Exception:
         if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
@@ -444,6 +456,8 @@ def _train(config: TrainConfig, out: Path | None, progress: bool,
         raise
     finally:
         if run_dir is not None:
+            if tracker is not None:
+                tracker.close()
             run_dir.unlock()
 
 
@@ -513,7 +527,7 @@ def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world
 
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
            on_step: Callable[[int, float], None] | None = None, device: str | None = None,
-           ddp_backend: str | None = None) -> tuple[dict, Path]:
+           ddp_backend: str | None = None, tracker: Tracker | None = None) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
     torchrun with as many ranks as it was trained with)."""
     if steps is not None and steps < 1:
@@ -529,10 +543,13 @@ def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
                     trainer.run_dir.write_config(dataclasses.asdict(config))
                 kept = trainer.run_dir.truncate_metrics(trainer.step)
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
+                trainer.tracker = tracker  # rank 0's alone
             trainer.progress, trainer.on_step = progress and world.is_main, on_step
             return trainer.fit(), Path(run_dir)
         finally:
             if trainer.run_dir is not None:
+                if tracker is not None:
+                    tracker.close()
                 trainer.run_dir.unlock()
     finally:
         distributed.stop(world)

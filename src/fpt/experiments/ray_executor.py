@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from fpt.errors import FptError, require
-from fpt.experiments.sweep import Cell, SweepSpec, cell_run, failed_row, run_cell
+from fpt.experiments.sweep import Cell, CellTracking, SweepSpec, cell_run, failed_row, run_cell
 
 PIP = "pip install 'fpt[ray]'"
 # The object store only carries the cells' small rows: Ray's minimum is 75 MiB, its default a
@@ -36,7 +36,8 @@ def start_local_ray(num_cpus: int | None = None) -> None:
              object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, logging_level=logging.WARNING)
 
 
-def _cell_on_worker(cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus: int) -> dict:
+def _cell_on_worker(cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus: int,
+                    tracking: CellTracking | None) -> dict:
     """One cell inside a Ray worker: torch limited to the task's CPUs, and relative paths (the
     sweep folder, data_dir, npz:PATH) read as the command that started the sweep read them."""
     from fpt.runtime import set_threads
@@ -46,7 +47,7 @@ def _cell_on_worker(cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus
         os.chdir(cwd)
     except OSError:
         raise FptError(f"{cwd} is not on this Ray node; start the sweep from a folder every node shares") from None
-    return run_cell(cell, spec, sweep_dir, cpus)
+    return run_cell(cell, spec, sweep_dir, cpus, tracking)
 
 
 @dataclass
@@ -89,7 +90,8 @@ class RayExecutor:
             ray.shutdown()
             self._started = False
 
-    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path) -> Iterator[tuple[int, dict]]:
+    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
+                 tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]:
         import ray
 
         if not ray.is_initialized():
@@ -97,7 +99,8 @@ class RayExecutor:
         task = ray.remote(_cell_on_worker).options(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run,
                                                    max_retries=MAX_RETRIES)
         cwd = os.getcwd()
-        pending = {task.remote(cwd, cell, spec, sweep_dir, self.cpus_per_run): i for i, cell in enumerate(cells)}
+        pending = {task.remote(cwd, cell, spec, sweep_dir, self.cpus_per_run, tracking): i
+                   for i, cell in enumerate(cells)}
         try:
             while pending:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)

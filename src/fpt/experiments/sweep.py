@@ -39,6 +39,7 @@ from fpt.errors import FptError, require
 from fpt.experiments.paper import REPRODUCIBLE, VARIANTS
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
+from fpt.tracking import Tracker
 
 SPEC_KEYS = {"name", "grid", "options", "parallel"}
 # Bounds that keep a hostile or mistyped spec from running for ever or filling the memory.
@@ -217,7 +218,16 @@ def failed_row(cell: Cell, run: RunDir, kind: str, error: str) -> dict:
     return {**cell.values, "status": "failed", "failure": kind, "error": error, "run_dir": str(run.path)}
 
 
-def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict:
+# What a cell's `fpt train` adds to report to the sweep's trackers: its flags and environment (the
+# parent run to nest under). Plain data, so it travels to a Ray worker as well.
+CellTracking = tuple[list[str], dict[str, str]]
+
+
+def cell_tracking(tracker: Tracker | None) -> CellTracking | None:
+    return None if tracker is None else (tracker.cell_args, tracker.cell_env())
+
+
+def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, tracking: CellTracking | None = None) -> dict:
     """Run (or resume) one cell in its own process; never raises: a failure is a result, and the
     child records its kind in the run directory's failure.json (see fpt.cli.main)."""
     run = cell_run(sweep_dir, cell)
@@ -233,6 +243,9 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int) -> dict
                        "--out", str(run.path)]
         run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
         env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
+        if tracking is not None:  # the same trackers, the cell's run nested under the sweep's
+            command += tracking[0]
+            env.update(tracking[1])
         with open(log, "a") as handle:
             proc = subprocess.run([sys.executable, "-m", "fpt", *command], stdout=handle,
                                   stderr=subprocess.PIPE, text=True, env=env)
@@ -288,7 +301,8 @@ def _flags(args: list[str]) -> dict[str, str]:
 class Executor(Protocol):
     """Runs (or resumes) cells with `run_cell`, yielding (index in cells, row) as each finishes."""
 
-    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path) -> Iterator[tuple[int, dict]]: ...
+    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
+                 tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]: ...
 
     def describe(self, parallel: int) -> str:
         """Where the runs ran, for the title of a table."""
@@ -298,10 +312,11 @@ class Executor(Protocol):
 class LocalExecutor:
     """`spec.parallel` cells at a time on this machine, its cores split between them."""
 
-    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path) -> Iterator[tuple[int, dict]]:
+    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
+                 tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]:
         threads = max(1, (os.cpu_count() or 1) // spec.parallel)
         with ThreadPoolExecutor(spec.parallel) as pool:
-            futures = {pool.submit(run_cell, cell, spec, sweep_dir, threads): i for i, cell in enumerate(cells)}
+            futures = {pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking): i for i, cell in enumerate(cells)}
             for future in as_completed(futures):
                 yield futures[future], future.result()
 
@@ -309,9 +324,11 @@ class LocalExecutor:
         return machine_description(parallel)
 
 
-def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor: Executor | None = None) -> list[dict]:
+def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor: Executor | None = None,
+              tracker: Tracker | None = None) -> list[dict]:
     """Run every cell not yet done (on this machine unless another executor is given); write
-    results.csv, in the grid's order whichever cell finished first; return the rows."""
+    results.csv, in the grid's order whichever cell finished first; return the rows.
+    `tracker`: the sweep's open parent run (fpt.tracking), which each cell's run nests under."""
     from tqdm.auto import tqdm
 
     check_cells_unchanged(spec, sweep_dir)
@@ -321,7 +338,7 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor:
         write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": _train_args(spec.options, cell.values)})
     rows: list[dict] = [{}] * len(cells)
     with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
-        for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir):
+        for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir, cell_tracking(tracker)):
             # "row": what tells this cell's table row apart (every grid value but task and seed)
             label = ",".join(f"{k}={v}" for k, v in cells[index].values.items() if k not in ("task", "seed")) or "fpt"
             rows[index] = {**row, "row": label}
@@ -432,7 +449,7 @@ def _tasks_of(tables: list[str]) -> list[str]:
 
 
 def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
-                     executor: Executor | None = None) -> tuple[list[dict], str]:
+                     executor: Executor | None = None, tracker: Tracker | None = None) -> tuple[list[dict], str]:
     """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md,
     OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
     from fpt.experiments.plots import learning_curves
@@ -444,7 +461,7 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
     rows = []
     for folder, spec, skipped in plan.sweeps():
         if spec.grid["variant"]:
-            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor)]
+            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
     learning_curves(rows, out / "curves.png")
@@ -485,6 +502,12 @@ def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> st
     write_text(sweep_dir / "results.md", text)
     learning_curves(rows, sweep_dir / "curves.png", "row")
     return text
+
+
+def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
+    """What a sweep's tracked parent run gets at the end: its runs counted by status, and its files."""
+    counts = {"runs": len(rows), **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")}}
+    return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
 
 
 def _failed_runs(rows: list[dict]) -> str:

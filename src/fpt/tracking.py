@@ -1,0 +1,403 @@
+"""Experiment tracking: a run's parameters, evaluations and results copied to MLflow, TensorBoard or
+Weights & Biases (`--report-to mlflow,tensorboard,wandb`, Hugging Face Trainer's names).
+
+metrics.jsonl stays the record of truth; a tracker only mirrors it, fed from one place
+(fpt.training.Trainer.fit): the flattened config once, one call per evaluation (never per step),
+the summary and the run's files at the end.
+
+- DIR/tracking.json keeps each tracked run's id and the last step it holds. A resumed run continues
+  the same tracked run and first catches it up from metrics.jsonl. Evaluations are sent only once
+  their checkpoint is written, so a tracker never holds one that resuming will make again.
+- A sweep is one parent run; each cell's `fpt train` nests under it through TRACKING_PARENT_ENV
+  (MLflow nested runs, one W&B group, a TensorBoard subfolder per cell).
+- Each backend is an optional extra, imported when its sink is made, so a missing one is refused
+  (one line with its pip command) before anything trains. A tracker that fails mid-run warns once
+  and is dropped for the rest of the process: training goes on, and resuming catches it up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Iterable
+
+from fpt.errors import FptError, require
+from fpt.paths import write_json
+
+REPORT_TO = ("mlflow", "tensorboard", "wandb")
+TRACKING_FILE = "tracking.json"
+# Set by a sweep for its cells' `fpt train` processes: what each tracker needs to nest a run under it.
+TRACKING_PARENT_ENV = "FPT_TRACKING_PARENT"
+DEFAULT_PROJECT = "fpt"  # the MLflow experiment and W&B project when neither flag nor variable names one
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """{"task_options": {"n_bits": 5}} -> {"task_options.n_bits": 5}"""
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def numbers(data: dict) -> dict[str, float]:
+    """The numeric leaves of a record or summary, flattened (text, lists and None left out)."""
+    return {k: v for k, v in flatten(data).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class Sink:
+    """One tracking backend. `open` starts a tracked run, or continues the one `state` describes (the
+    `self.state` it kept last time, read back from tracking.json), and returns the last step that run
+    holds, or None for a new run (which then gets the parameters). `role`: "run", or "sweep" for a
+    sweep's parent; `parent`: the parent's `child()`, for a sweep cell's run."""
+
+    name = ""
+    state: dict
+
+    def open(self, directory: Path, role: str, state: dict | None, parent: dict | None) -> int | None:
+        raise NotImplementedError
+
+    def log_params(self, params: dict) -> None:
+        raise NotImplementedError
+
+    def log_evaluation(self, step: int, metrics: dict[str, float]) -> None:
+        raise NotImplementedError
+
+    def finish(self, summary: dict, files: list[Path]) -> None:
+        raise NotImplementedError
+
+    def close(self, status: str) -> None:
+        """The run ended without `finish`: status "failed" or "killed"."""
+
+    def child(self) -> dict:
+        """What a sweep cell's run needs to nest under this one."""
+        return {}
+
+
+class MLflowSink(Sink):
+    name = "mlflow"
+
+    def __init__(self, tracking_uri: str | None = None, experiment: str | None = None):
+        self.mlflow = require("mlflow", "pip install 'fpt[mlflow]'")
+        self.tracking_uri, self.experiment = tracking_uri, experiment
+
+    def open(self, directory, role, state, parent):
+        from mlflow.exceptions import MlflowException
+
+        state, parent = state or {}, parent or {}
+        # a resumed run stays in the store it started in unless --tracking-uri names another
+        uri = _absolute(self.tracking_uri or state.get("tracking_uri") or parent.get("tracking_uri")
+                        or self.mlflow.get_tracking_uri())
+        self.client = self.mlflow.MlflowClient(uri)
+        if state.get("tracking_uri") == uri:
+            try:
+                run = self.client.get_run(state["run_id"])
+            except MlflowException:  # deleted from the store: start a new one
+                run = None
+            if run is not None:
+                self.run_id, self.state = run.info.run_id, state
+                self.client.update_run(self.run_id, status="RUNNING")
+                # the store itself says which evaluations it holds: exact even if tracking.json lags
+                return max((m.step for key in run.data.metrics if not key.startswith("summary/")
+                            for m in self.client.get_metric_history(self.run_id, key)), default=0)
+        experiment_id = parent.get("experiment_id") or self._experiment_id(uri)
+        tags = {"fpt.directory": str(directory.resolve()), "fpt.role": role}
+        if parent.get("run_id"):
+            tags["mlflow.parentRunId"] = parent["run_id"]
+        self.run_id = self.client.create_run(experiment_id, run_name=directory.name, tags=tags).info.run_id
+        self.state = {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": self.run_id}
+        return None
+
+    def _experiment_id(self, uri: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_PROJECT
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        location = None
+        if uri.startswith("sqlite:///"):  # MLflow would put files in ./mlruns of wherever fpt runs: beside the database
+            location = (Path(uri.removeprefix("sqlite:///")).parent / "mlruns").as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except MlflowException:  # made meanwhile by a run beside this one
+            return self.client.get_experiment_by_name(name).experiment_id
+
+    def log_params(self, params):
+        from mlflow.entities import Param
+
+        self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
+
+    def log_evaluation(self, step, metrics):
+        self.client.log_batch(self.run_id, metrics=self._metrics(metrics, step))
+
+    def _metrics(self, values: dict, step: int) -> list:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        return [Metric(k, float(v), now, step) for k, v in values.items()]
+
+    def finish(self, summary, files):
+        step = summary.get("step") if isinstance(summary.get("step"), int) else 0
+        self.client.log_batch(self.run_id, metrics=self._metrics({f"summary/{k}": v for k, v in numbers(summary).items()}, step))
+        for path in files:
+            self.client.log_artifact(self.run_id, str(path))
+        self.client.set_terminated(self.run_id, "FINISHED")
+
+    def close(self, status):
+        self.client.set_terminated(self.run_id, status.upper())
+
+    def child(self):
+        return dict(self.state)
+
+
+def _absolute(uri: str) -> str:
+    """sqlite:///mlflow.db names a file relative to where fpt runs: keep it absolute, so resuming
+    from another folder finds the same store."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
+    return uri
+
+
+class TensorBoardSink(Sink):
+    """Event files in RUN_DIR/tb (a sweep cell's in SWEEP_DIR/tb/<cell>): `tensorboard --logdir` them."""
+
+    name = "tensorboard"
+
+    def __init__(self):
+        require("tensorboard", "pip install 'fpt[tensorboard]'")
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.SummaryWriter = SummaryWriter
+
+    def open(self, directory, role, state, parent):
+        if state:
+            log_dir, logged = Path(state["log_dir"]), state.get("logged_step", 0)
+        else:
+            log_dir, logged = (Path(parent["log_dir"]) / directory.name if parent else directory / "tb"), None
+        # events past the last step tracking.json records (written just before a kill) are purged
+        self.writer = self.SummaryWriter(str(log_dir), purge_step=None if logged is None else logged + 1)
+        self.state = {"log_dir": str(log_dir.resolve())}
+        return logged
+
+    def log_params(self, params):
+        self.writer.add_text("params", _code_block(params))
+
+    def log_evaluation(self, step, metrics):
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()  # tracking.json says this step is here: make it so
+
+    def finish(self, summary, files):
+        self.writer.add_text("summary", _code_block(summary), summary.get("step") or 0)
+        self.writer.close()
+
+    def close(self, status):
+        self.writer.close()
+
+    def child(self):
+        return dict(self.state)
+
+
+def _code_block(data: dict) -> str:
+    return "\n".join(f"    {k}: {v}" for k, v in flatten(data).items())  # indented: markdown shows it as code
+
+
+class WandbSink(Sink):
+    """WANDB_MODE=offline keeps the run on disk (under WANDB_DIR) for a later `wandb sync`."""
+
+    name = "wandb"
+
+    def __init__(self, project: str | None = None):
+        self.wandb = require("wandb", "pip install 'fpt[wandb]'")
+        self.project = project
+
+    def open(self, directory, role, state, parent):
+        state, parent = state or {}, parent or {}
+        project = (self.project or state.get("project") or parent.get("project") or os.environ.get("WANDB_PROJECT")
+                   or DEFAULT_PROJECT)
+        group = parent.get("group") or state.get("group")
+        if group is None and role == "sweep":  # the parent and its cells: one group, whatever the sweep's name
+            group = f"{directory.name}-{uuid.uuid4().hex[:8]}"
+        self.run = self.wandb.init(project=project, name=directory.name, id=state.get("run_id"), resume="allow",
+                                   group=group, job_type=role)
+        self.state = {"project": project, "run_id": self.run.id, "group": group}
+        if not state:
+            return None
+        # online, W&B knows where the run stands (and drops a step at or below one it holds)
+        return max(state.get("logged_step", 0), self.run.starting_step - 1)
+
+    def log_params(self, params):
+        self.run.config.update(params, allow_val_change=True)
+
+    def log_evaluation(self, step, metrics):
+        self.run.log(metrics, step=step)
+
+    def finish(self, summary, files):
+        self.run.summary.update({f"summary/{k}": v for k, v in numbers(summary).items()})
+        for path in files:
+            self.run.save(str(path), base_path=str(path.parent), policy="now")
+        self.run.finish()
+
+    def close(self, status):
+        self.run.finish(exit_code=1)
+
+    def child(self):
+        return {"project": self.state["project"], "group": self.state["group"]}
+
+
+SINKS = {"mlflow": MLflowSink, "tensorboard": TensorBoardSink, "wandb": WandbSink}
+
+
+def parse_report_to(text: str | None) -> list[str]:
+    """--report-to: a comma list of REPORT_TO, or none (the default)."""
+    names = list(dict.fromkeys(name.strip() for name in (text or "none").split(",") if name.strip()))
+    if names in ([], ["none"]):
+        return []
+    unknown = [name for name in names if name not in REPORT_TO]
+    if unknown:
+        raise FptError(f"--report-to: unknown tracker {unknown[0]!r}; give a comma list of {', '.join(REPORT_TO)}, or none")
+    return names
+
+
+def build_tracker(report_to: str | None, tracking_uri: str | None = None, experiment: str | None = None,
+                  parent: str | None = None) -> "Tracker":
+    """The trackers `--report-to` names, each package imported now (a missing one: one line, exit 2).
+    `parent`: a sweep's TRACKING_PARENT_ENV, for a cell's run."""
+    names = parse_report_to(report_to)
+    if tracking_uri and "mlflow" not in names:
+        raise FptError("--tracking-uri is the MLflow store; add --report-to mlflow")
+    if experiment and not {"mlflow", "wandb"} & set(names):
+        raise FptError("--experiment names the MLflow experiment or W&B project; add --report-to mlflow or wandb")
+    options = {"mlflow": (tracking_uri, experiment), "tensorboard": (), "wandb": (experiment,)}
+    sinks = [SINKS[name](*options[name]) for name in names]
+    cell_args = ["--report-to", ",".join(names)] if names else []
+    cell_args += ["--tracking-uri", tracking_uri] if tracking_uri else []
+    cell_args += ["--experiment", experiment] if experiment else []
+    try:
+        parents = json.loads(parent) if parent else {}
+    except ValueError:
+        parents = {}
+    return Tracker(sinks, cell_args, parents)
+
+
+class Tracker:
+    """The sinks of one process, what Trainer.fit and the sweeps call; with no sinks it does nothing.
+    Use: open (or `with tracker.open(...)`), log_evaluation per evaluation, finish, close."""
+
+    def __init__(self, sinks: Iterable[Sink] = (), cell_args: list[str] | None = None, parents: dict | None = None):
+        self.sinks = list(sinks)
+        self.cell_args = cell_args or []  # the flags that give a sweep's cells the same trackers
+        self.parents = parents or {}
+        self.live: list[Sink] = []
+        self.state: dict = {}
+        self.directory: Path | None = None
+        self._state_warned = False
+
+    def open(self, directory: Path, params: dict, records: Iterable[dict] = (), role: str = "run") -> "Tracker":
+        """Start (or continue) the tracked runs of `directory`, then send them the evaluations among
+        `records` (metrics.jsonl) they do not hold yet. A tracker that cannot start is an FptError."""
+        if not self.sinks:
+            return self
+        self.directory = Path(directory)
+        self.state = _read_state(self.directory / TRACKING_FILE)
+        for sink in self.sinks:
+            try:
+                logged = sink.open(self.directory, role, self.state.get(sink.name), self.parents.get(sink.name))
+                self.live.append(sink)
+                if logged is None:
+                    sink.log_params(flatten(params))
+            except Exception as exc:
+                self.close()
+                raise FptError(f"cannot start {sink.name} tracking ({_first_line(exc)}); check its settings "
+                               f"(--tracking-uri, environment) or leave it out of --report-to") from None
+            self.state[sink.name] = {**sink.state, "logged_step": logged or 0}
+        self._save()
+        for record in records:
+            self.log_evaluation(record["step"], record)
+        return self
+
+    def log_evaluation(self, step: int, record: dict) -> None:
+        """One evaluation record (as in metrics.jsonl) to every tracker that lacks its step."""
+        metrics = {k: v for k, v in numbers(record).items() if k != "step"}
+        for sink in list(self.live):
+            if step > self.state[sink.name]["logged_step"] and self._call(sink, f"at step {step}", sink.log_evaluation,
+                                                                          step, metrics):
+                self.state[sink.name]["logged_step"] = step
+        self._save()
+
+    def finish(self, summary: dict, files: Iterable[Path] = ()) -> None:
+        """The summary and the files that exist among `files`; ends the tracked runs."""
+        files = [Path(p) for p in files if Path(p).is_file()]
+        for sink in list(self.live):
+            self._call(sink, "at the end", sink.finish, summary, files)
+        self.live = []
+
+    def close(self) -> None:
+        """End any tracked run not finished (inside an `except`/`finally`, as failed or killed)."""
+        status = "killed" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "failed"
+        for sink in self.live:
+            try:
+                sink.close(status)
+            except Exception:  # a tracker that fails while the run fails: the run's own error says more
+                pass
+        self.live = []
+
+    def __enter__(self) -> "Tracker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def cell_env(self) -> dict[str, str]:
+        """The environment that nests a sweep cell's `fpt train` under this (open) parent run."""
+        return {TRACKING_PARENT_ENV: json.dumps({s.name: s.child() for s in self.live})} if self.live else {}
+
+    def _call(self, sink: Sink, when: str, method, *args) -> bool:
+        try:
+            method(*args)
+            return True
+        except Exception as exc:  # a tracker's failure must not stop training: the run directory has it all
+            self.live.remove(sink)
+            _warn(f"{sink.name} tracking failed {when} ({_first_line(exc)}); training goes on without it, "
+                  f"{self.directory} keeps every evaluation, and resuming the run catches {sink.name} up")
+            try:
+                sink.close("failed")
+            except Exception:
+                pass
+            return False
+
+    def _save(self) -> None:
+        if self.directory is None:  # never opened: no trackers
+            return
+        try:
+            write_json(self.directory / TRACKING_FILE, self.state)
+        except OSError as exc:
+            if not self._state_warned:
+                self._state_warned = True
+                _warn(f"cannot write {self.directory / TRACKING_FILE} ({exc.strerror or exc}); tracking goes on")
+
+
+def _read_state(path: Path) -> dict:
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (ValueError, UnicodeDecodeError):
+        raise FptError(f"{path} is not valid JSON; delete it to start new tracked runs") from None
+    return state if isinstance(state, dict) else {}
+
+
+def _first_line(exc: BaseException) -> str:
+    line = (str(exc).strip().splitlines() or [""])[0][:160]
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _warn(message: str) -> None:
+    print(f"fpt: warning: {message}", file=sys.stderr)
