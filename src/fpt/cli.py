@@ -54,6 +54,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
     _add_config_option(parser, "layers", int, "keep only the first K transformer blocks")
     _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean")
+    _add_config_option(parser, "attention", str, "causal | bidirectional; unset: as pretrained (MiniLM/BERT "
+                       "bidirectional, GPT-2/Llama causal); causal masks an encoder as GPT-2 is, so only the last "
+                       "token sees the whole input")
     _add_config_option(parser, "extra_positions", None, "add a learned position table (for RoPE backbones)",
                        action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "dropout", float)

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from fpt.backbones import check_init
-from fpt.backbones.surgery import check_dropout_rates, compute_dtype
+from fpt.backbones.surgery import check_attention, check_dropout_rates, compute_dtype
 from fpt.baselines import check_model
 from fpt.devices import check_device_name
 from fpt.errors import FptError
@@ -19,7 +19,7 @@ from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
 # baseline cells when the sweep sets them for every cell.
-TRANSFORMER_ONLY_OPTIONS = ("precision", "checkpointing", "compile")
+TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile")
 
 
 LR_SCHEDULES = ("constant", "cosine")
@@ -57,6 +57,7 @@ class TrainConfig:
     policy: str = "fpt"  # a policy name or a comma list of groups
     layers: int | None = None  # keep only the first K transformer blocks
     pooling: str = "last"  # last (the paper's last-k tokens) | mean
+    attention: str | None = None  # causal | bidirectional (None: as pretrained: BERT both ways, GPT-2 and Llama causal)
     extra_positions: bool = False  # a learned position table in the embedder (for RoPE backbones)
     dropout: float = 0.1
     attention_dropout: float | None = None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
@@ -119,11 +120,13 @@ class TrainConfig:
         parse_policy(self.policy)
         check_init(self.init)
         check_pooling(self.pooling)
+        check_attention(self.attention)
         compute_dtype(self.precision)
         check_model(self.model)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
         if self.model != "fpt" and any(getattr(self, k) not in (defaults[k], False) for k in TRANSFORMER_ONLY_OPTIONS):
-            raise FptError(f"--precision, --checkpointing and --compile apply to transformer models, not --model {self.model}")
+            flags = ", ".join(f"--{k}" for k in TRANSFORMER_ONLY_OPTIONS)
+            raise FptError(f"{flags} apply to transformer models, not --model {self.model}")
 
     @classmethod
     def from_recipe(cls, recipe: str = "paper", **options) -> "TrainConfig":

@@ -9,8 +9,8 @@
   (fpt_input_head.safetensors) and fpt_task.json (task spec, head settings, how to rebuild).
   `compose_peft(PeftModel.from_pretrained(base, DIR), DIR)` gives the run's logits again. What an
   adapter on the published base model cannot express is refused: other than published weights
-  (--init random/stats/bit), blocks cut (--layers), a position table grown past the base model's, a ViT
-  (fpt rebuilds its embeddings).
+  (--init random/stats/bit), blocks cut (--layers), a position table grown past the base model's, an
+  encoder made causal (--attention), a ViT (fpt rebuilds its embeddings).
 
 Dropout rates are not carried by the peft format (they act only in training). Either format is
 written into a temporary folder beside DIR and renamed into place: nothing half-written.
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from fpt.backbones.surgery import compute_dtype, is_norm
+from fpt.backbones.surgery import attention_switch, compute_dtype, is_norm
 from fpt.backbones.vit import ViTBody
 from fpt.errors import FptError, require
 from fpt.model import (FrozenPretrainedTransformer, InputEmbedder, OutputHead, head_settings, load_weights,
@@ -90,6 +90,8 @@ def _check_expressible_in_peft(model: FrozenPretrainedTransformer, init: str, la
         why = f"its frozen weights are --init {init}, not published ones a base model is loaded from"
     elif isinstance(model.backbone, ViTBody):
         why = "fpt rebuilds a ViT's embeddings (no patch projection, no CLS token), and an adapter keeps ViTModel's"
+    elif attention_switch(model.backbone_info.family, model.backbone_info.attention) is not None:
+        why = f"it made the attention {model.backbone_info.attention} (--attention), and the base model attends as pretrained"
     elif layers is not None:
         why = f"it keeps only the first {layers} blocks (--layers), and an adapter runs every block of the base model"
     elif model.extended_positions is not None:

@@ -2,8 +2,9 @@
 
 Everything fpt needs to know about an architecture lives here (as PEFT keeps its per-model
 target modules in one table): which group each parameter belongs to, where the transformer
-blocks are, which module is the learned position table, and where attention probabilities are
-dropped. The mechanics that use these facts (backbones/, policy.py) are written once.
+blocks are, which module is the learned position table, where attention probabilities are
+dropped, which way it attends as pretrained and how an encoder is made causal. The mechanics
+that use these facts (backbones/, policy.py) are written once.
 
 A family not in the table falls back to searching by module type and name; whatever the
 search cannot place is an error that names it, never a silent guess.
@@ -28,6 +29,21 @@ class AttentionDropout:
     holds_rate: bool = False
 
 
+CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
+ATTENTIONS = (CAUSAL, BIDIRECTIONAL)
+
+
+@dataclass(frozen=True)
+class CausalSwitch:
+    """How an encoder is made causal: config flag `config_key` set True (the model then builds a
+    causal mask) and each of `attrs` set True on modules whose class name ends with `owner_suffix`
+    (the fused attention reads these flags where it skips the mask)."""
+
+    config_key: str
+    owner_suffix: str
+    attrs: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Family:
     group_rules: tuple[tuple[str, str], ...]  # ordered (group, regex on the parameter name); first match wins
@@ -35,6 +51,8 @@ class Family:
     position_table: str | None  # dotted path of the learned position nn.Embedding; None: none (RoPE)
     attention_dropout: tuple[AttentionDropout, ...]
     config_dropout_keys: tuple[str, ...]  # config fields holding the attention dropout rate
+    attention: str  # which way it attends as pretrained: causal | bidirectional
+    causal_switch: CausalSwitch | None = None  # how a bidirectional family is made causal; None: fpt cannot
 
 
 FAMILIES: dict[str, Family] = {
@@ -50,6 +68,7 @@ FAMILIES: dict[str, Family] = {
         position_table="wpe",
         attention_dropout=(AttentionDropout("attn_dropout"),),
         config_dropout_keys=("attn_pdrop",),
+        attention=CAUSAL,
     ),
     "bert": Family(
         group_rules=(
@@ -65,6 +84,9 @@ FAMILIES: dict[str, Family] = {
         position_table="embeddings.position_embeddings",
         attention_dropout=(AttentionDropout("dropout", owner_suffix="SelfAttention"),),
         config_dropout_keys=("attention_probs_dropout_prob",),
+        attention=BIDIRECTIONAL,
+        # as a BERT decoder: transformers 5 reads is_causal (sdpa, where it skips the mask), 4.x is_decoder
+        causal_switch=CausalSwitch("is_decoder", owner_suffix="SelfAttention", attrs=("is_causal", "is_decoder")),
     ),
     "llama": Family(
         group_rules=(
@@ -77,6 +99,7 @@ FAMILIES: dict[str, Family] = {
         position_table=None,  # rotary positions: nothing to train (see --extra-positions)
         attention_dropout=(AttentionDropout("attention_dropout", holds_rate=True),),
         config_dropout_keys=("attention_dropout",),
+        attention=CAUSAL,
     ),
     "vit": Family(  # as wrapped by fpt.backbones.vit.ViTBody
         group_rules=(
@@ -93,6 +116,7 @@ FAMILIES: dict[str, Family] = {
         attention_dropout=(AttentionDropout("attention_dropout", holds_rate=True),
                            AttentionDropout("dropout", owner_suffix="SelfAttention")),
         config_dropout_keys=("attention_probs_dropout_prob",),
+        attention=BIDIRECTIONAL,
     ),
 }
 
@@ -156,3 +180,14 @@ def attention_dropout_sites(family: str) -> tuple[tuple[AttentionDropout, ...], 
     if known is None:
         return _FALLBACK_DROPOUT, _FALLBACK_CONFIG_KEYS
     return known.attention_dropout, known.config_dropout_keys
+
+
+def native_attention(family: str) -> str | None:
+    """Which way a family attends as pretrained; None where fpt does not know it."""
+    known = FAMILIES.get(family)
+    return known.attention if known else None
+
+
+def causal_switch(family: str) -> CausalSwitch | None:
+    known = FAMILIES.get(family)
+    return known.causal_switch if known else None

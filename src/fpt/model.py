@@ -162,7 +162,7 @@ class FrozenPretrainedTransformer(nn.Module):
                 "extra_positions": self.embedder.positions is not None, "precision": self.precision,
                 "backbone": info.name, "init": info.init, "weights_hash": info.weights_hash,
                 "extended_positions": info.extended_positions, "backbone_dropout": info.dropout,
-                "backbone_attention_dropout": info.attention_dropout}
+                "backbone_attention_dropout": info.attention_dropout, "backbone_attention": info.attention}
 
     def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> Path:
         """Write the whole model into `directory`: config.json (the backbone's Hugging Face config,
@@ -191,7 +191,8 @@ class FrozenPretrainedTransformer(nn.Module):
                 backbone = backbone_from_config(
                     config, name=settings["backbone"], init=settings["init"], weights_hash=settings["weights_hash"],
                     seq_len=spec.seq_len, dropout=settings["backbone_dropout"],
-                    attention_dropout=settings["backbone_attention_dropout"])
+                    attention_dropout=settings["backbone_attention_dropout"],
+                    attention=settings.get("backbone_attention"))  # absent: exported before --attention
                 grown = settings["extended_positions"]
                 backbone.extended_positions = None if grown is None else (int(grown[0]), int(grown[1]))
                 model = cls(backbone, spec, **head_settings(settings), policy=settings["policy"],

@@ -90,7 +90,8 @@ def plan_memory(config: TrainConfig, spec, heads: int, layers: int = 1, can_chec
 def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
     backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers,
                              seq_len=task.spec.seq_len, dropout=config.dropout,
-                             attention_dropout=config.attention_dropout, compile=config.compile)
+                             attention_dropout=config.attention_dropout, attention=config.attention,
+                             compile=config.compile)
     body = backbone.model.config
     plan_memory(config, task.spec, getattr(body, "num_attention_heads", 1), getattr(body, "num_hidden_layers", 1),
                 getattr(backbone.model, "supports_gradient_checkpointing", False), resolve_device(config.device).type)

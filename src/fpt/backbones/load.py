@@ -56,6 +56,7 @@ class Backbone:
     extended_positions: tuple[int, int] | None = None  # (rows published, rows now) if the table grew
     dropout: float | None = None  # the rates set at load time (None: as published)
     attention_dropout: float | None = None
+    attention: str | None = None  # causal | bidirectional as set at load time (None: as pretrained)
     run: Callable | None = None  # the body, or its torch.compile'd call
 
     def __call__(self, **kwargs):
@@ -219,6 +220,7 @@ def load_backbone(
     seq_len: int | None = None,
     dropout: float | None = 0.1,
     attention_dropout: float | None = None,
+    attention: str | None = None,
     checkpointing: bool = False,
     compile: bool = False,
 ) -> Backbone:
@@ -232,7 +234,8 @@ def load_backbone(
     Made at load time, for a run: `layers` keeps the first K blocks; `seq_len` grows a learned
     position table shorter than the task (by interpolation); `dropout` / `attention_dropout` set
     the body's rates (default: the paper's 0.1 for both; attention None: the same as dropout;
-    both None: as published); `checkpointing`
+    both None: as published); `attention` "causal" masks an encoder's self-attention as GPT-2's
+    ("bidirectional" is what an encoder does anyway; None: as pretrained); `checkpointing`
     recomputes blocks in backward; `compile` runs the body through torch.compile.
     """
     from transformers.utils import logging as hf_logging
@@ -243,6 +246,7 @@ def load_backbone(
     source, entry = _source_of(name)
     config, source = _architecture(name, source, entry, init)
     _check_layers(config, layers, name)
+    surgery.attention_switch(config.model_type, attention)  # refused before any weights are read
     model = _drop_unused_parts(_build_body(config, source, name, init, seed, layers, dtype))
     family = model.config.model_type
     if init == "bit":
@@ -256,12 +260,12 @@ def load_backbone(
     backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
                         max_positions=None if table is None else table.num_embeddings,
                         weights_hash=weights_hash(model))
-    _adapt(backbone, seq_len, dropout, attention_dropout, checkpointing, compile)
+    _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing, compile)
     return backbone
 
 
 def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, attention_dropout: float | None,
-           checkpointing: bool, compile: bool) -> None:
+           attention: str | None, checkpointing: bool, compile: bool) -> None:
     """The run-specific surgery, after the weights' identity is fixed."""
     model, family = backbone.model, backbone.family
     if seq_len is not None:
@@ -271,6 +275,8 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
     backbone.dropout, backbone.attention_dropout = dropout, attention_dropout
     if dropout is not None or attention_dropout is not None:
         surgery.set_dropout(model, family, dropout, dropout if attention_dropout is None else attention_dropout)
+    surgery.set_attention(model, family, attention)
+    backbone.attention = attention
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # a decoder's key/value cache is never read here
     if checkpointing:
@@ -280,7 +286,8 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
 
 
 def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: str, seq_len: int | None = None,
-                         dropout: float | None = None, attention_dropout: float | None = None) -> Backbone:
+                         dropout: float | None = None, attention_dropout: float | None = None,
+                         attention: str | None = None) -> Backbone:
     """The body a saved model describes (`FrozenPretrainedTransformer.from_pretrained`), built
     offline from its Hugging Face config (a dict, as `to_dict` gives it) with its weights left
     for the caller to load. Fewer blocks and a grown position table are in the config already; a
@@ -303,5 +310,5 @@ def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: st
     table = surgery.position_table(model, family)
     backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
                         max_positions=None if table is None else table.num_embeddings, weights_hash=weights_hash)
-    _adapt(backbone, seq_len, dropout, attention_dropout, checkpointing=False, compile=False)
+    _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing=False, compile=False)
     return backbone

@@ -1,7 +1,8 @@
 """Changes made to a loaded backbone body before it is wrapped: fewer blocks, a longer position
-table, dropout rates, 16-bit storage of frozen weights, activation checkpointing, compilation.
+table, dropout rates, causal attention on an encoder, 16-bit storage of frozen weights, activation
+checkpointing, compilation.
 
-Each is measured in benchmarks/perf.py. Exact (same numbers as the plain body): fewer blocks,
+The speed ones are measured in benchmarks/perf.py. Exact (same numbers as the plain body): fewer blocks,
 checkpointing (each block recomputed in backward: memory falls by an order of magnitude for
 about a third more compute). Opt-in because they change numerics: bf16 storage with autocast,
 torch.compile.
@@ -16,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.errors import FptError
-from fpt.families import attention_dropout_sites, blocks_path, position_table_path
+from fpt.families import (ATTENTIONS, BIDIRECTIONAL, CausalSwitch, attention_dropout_sites, blocks_path,
+                          causal_switch, native_attention, position_table_path)
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -118,6 +120,49 @@ def set_dropout(model: nn.Module, family: str, hidden: float | None, attention: 
     for key in config_keys:
         if hasattr(model.config, key):
             setattr(model.config, key, attention)
+
+
+def check_attention(attention: str | None) -> str | None:
+    """The one lookup of --attention (None: as the backbone was pretrained)."""
+    if attention is not None and attention not in ATTENTIONS:
+        raise FptError(f"unknown --attention {attention!r}; choose one of {', '.join(ATTENTIONS)}, or leave it unset")
+    return attention
+
+
+def attention_switch(family: str, attention: str | None) -> CausalSwitch | None:
+    """What `set_attention` must change to give `family` this attention: None where nothing (None,
+    or the family's own direction); refused in one line where fpt cannot (it can make an encoder
+    causal, never open up a causal-pretrained body: its weights only ever saw the past)."""
+    native = native_attention(family)
+    if check_attention(attention) in (None, native):
+        return None
+    if native is None:
+        raise FptError(f"fpt does not know which way backbone family {family!r} attends; leave --attention unset")
+    if attention == BIDIRECTIONAL:
+        raise FptError(f"--attention bidirectional: this {family} backbone was pretrained causal; "
+                       "leave --attention unset or pick an encoder backbone such as minilm")
+    switch = causal_switch(family)
+    if switch is None:
+        raise FptError(f"--attention causal: fpt does not know how to make {family} attention causal; "
+                       "leave --attention unset")
+    return switch
+
+
+def set_attention(model: nn.Module, family: str, attention: str | None) -> None:
+    """Make self-attention `attention` ("causal" | "bidirectional"; None: as pretrained). Made
+    causal, each position of an encoder sees itself and earlier positions only, as in GPT-2."""
+    switch = attention_switch(family, attention)
+    if switch is None:
+        return
+    modules = [m for m in model.modules() if type(m).__name__.endswith(switch.owner_suffix)]
+    if not modules:
+        raise FptError(f"--attention causal: {type(model).__name__} has no {switch.owner_suffix} modules "
+                       "to make causal; leave --attention unset")
+    setattr(model.config, switch.config_key, True)
+    for module in modules:
+        for attr in switch.attrs:
+            if hasattr(module, attr):
+                setattr(module, attr, True)
 
 
 def is_norm(module: nn.Module) -> bool:
