@@ -20,7 +20,7 @@ def main() -> int:
         result = evaluate(model, task, batch_size=64, confusion=True, world=world)
         if world.is_main:
             out.write_text(json.dumps(result))
-        distributed.stop(world)
+        distributed.stop(world)  # after a barrier: no rank leaves while another still evaluates
         return 0
     if scenario == "backbones":  # rest: one backbone directory per rank, then fpt train options
         size = int(os.environ["WORLD_SIZE"])

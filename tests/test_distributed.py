@@ -33,7 +33,7 @@ def _run(command: list[str], timeout: float = 180) -> subprocess.CompletedProces
 
 def _fpt(*args: str) -> subprocess.CompletedProcess:
     done = _run([sys.executable, "-m", "fpt", *args])
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-6000:]
     return done
 
 
@@ -82,7 +82,7 @@ def test_split_evaluation_scores_every_example_once(tiny_gpt2, tmp_path):
     _, task, model, _ = load_run(run)
     alone = evaluate(model, task, batch_size=16, confusion=True)
     done = _torchrun(WORKER, "evaluate", str(tmp_path / "split.json"), str(run))
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-6000:]
     split = json.loads((tmp_path / "split.json").read_text())
     assert split["examples"] == alone["examples"] == 100  # 7 batches of 16, 4 on rank 0 and 3 on rank 1
     assert split["accuracy"] == alone["accuracy"] and split["confusion"] == alone["confusion"]

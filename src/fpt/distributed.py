@@ -122,9 +122,13 @@ def start(backend: str | None = None) -> World:
     return World(rank=rank, size=size, local_rank=local_rank, owns_group=owns_group)
 
 
-def stop(world: World) -> None:
-    """Leave the process group if `start` joined it (the Python API may train again)."""
+def stop(world: World, finished: bool = True) -> None:
+    """Leave the process group if `start` joined it (the Python API may train again). After a
+    normal end the ranks first wait for each other, so none tears its connections down while
+    another still talks to it; after an error they do not (a peer may never arrive)."""
     if world.owns_group and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -419,11 +419,19 @@ def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
     (Ctrl-C, kill) keeps it and resumes, from step 0 if it saved nothing yet. Under torchrun every
     rank calls this; rank 0 alone makes and writes the directory, and all return its path.
     """
+    return _in_process_group(ddp_backend, lambda world: _train(config, out, progress, on_step, world, tracker))
+
+
+def _in_process_group(ddp_backend: str | None, work: Callable[[World], tuple[dict, Path]]) -> tuple[dict, Path]:
+    """`work(world)` inside the process group of a torchrun job (or in this process alone)."""
     world = distributed.start(ddp_backend)
     try:
-        return _train(config, out, progress, on_step, world, tracker)
-    finally:
-        distributed.stop(world)
+        result = work(world)
+    except BaseException:
+        distributed.stop(world, finished=False)
+        raise
+    distributed.stop(world)
+    return result
 
 
 def _train(config: TrainConfig, out: Path | None, progress: bool, on_step: Callable[[int, float], None] | None,
@@ -533,27 +541,29 @@ def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
     torchrun with as many ranks as it was trained with)."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
-    world = distributed.start(ddp_backend)
+    return _in_process_group(ddp_backend, lambda world: _resume(run_dir, steps, progress, on_step, device,
+                                                                tracker, world))
+
+
+def _resume(run_dir: Path, steps: int | None, progress: bool, on_step: Callable[[int, float], None] | None,
+            device: str | None, tracker: Tracker | None, world: World) -> tuple[dict, Path]:
+    config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world)
     try:
-        config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world)
-        try:
+        if steps is not None:
+            config.steps = steps
+        if trainer.run_dir is not None:
             if steps is not None:
-                config.steps = steps
-            if trainer.run_dir is not None:
-                if steps is not None:
-                    trainer.run_dir.write_config(dataclasses.asdict(config))
-                kept = trainer.run_dir.truncate_metrics(trainer.step)
-                trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
-                trainer.tracker = tracker  # rank 0's alone
-            trainer.progress, trainer.on_step = progress and world.is_main, on_step
-            return trainer.fit(), Path(run_dir)
-        finally:
-            if trainer.run_dir is not None:
-                if tracker is not None:
-                    tracker.close()
-                trainer.run_dir.unlock()
+                trainer.run_dir.write_config(dataclasses.asdict(config))
+            kept = trainer.run_dir.truncate_metrics(trainer.step)
+            trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
+            trainer.tracker = tracker  # rank 0's alone
+        trainer.progress, trainer.on_step = progress and world.is_main, on_step
+        return trainer.fit(), Path(run_dir)
     finally:
-        distributed.stop(world)
+        if trainer.run_dir is not None:
+            if tracker is not None:
+                tracker.close()
+            trainer.run_dir.unlock()
 
 
 @torch.inference_mode()

@@ -1,0 +1,181 @@
+"""Converged numbers: each cell trained to its target or budget, resumable across sittings.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/converge.py                      # every cell, in order
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/converge.py --cells mnist-fpt-fast-seed0 --minutes 50
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/converge.py --table-only          # just rewrite the table
+
+Each cell is one run directory under benchmarks/results/converge/ (config, metrics, checkpoint:
+a few MB, committed), started with `fpt train` or continued with `fpt train --resume`. A sitting
+(`--minutes`) stops a cell mid-way (SIGINT: it keeps its last checkpoint) and the next sitting
+resumes it; every sitting is appended to the cell's sittings.jsonl (machine, steps, wall time), so
+the table can say which runs were resumed and how often. Writes results.md (ours beside the
+paper's, steps, training time, recipe, machine) and one learning-curve PNG per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpt.experiments.plots import learning_curves
+from fpt.runs import RunDir
+from fpt.runtime import bf16_note
+
+ROOT = Path(__file__).parent / "results" / "converge"
+
+
+@dataclass(frozen=True)
+class Cell:
+    task: str
+    variant: str  # what the curve is labelled with
+    recipe: str
+    args: tuple[str, ...]
+    paper: float | None  # the paper's figure for this cell (GPT-2, Tables 1-2), percent
+    target: float | None = None  # the issue's target, percent: the step it is first reached is reported
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+PAPER_RECIPE = ("--recipe", "paper")
+CELLS: dict[str, Cell] = {
+    "mnist-fpt-paper-seed0": Cell("mnist", "fpt, paper recipe", "paper", PAPER_RECIPE + (
+        "--steps", "30000", "--eval-every", "2000", "--seed", "0"), paper=98.0, target=98.0),
+    "mnist-random-paper-seed0": Cell("mnist", "random init, paper recipe", "paper", PAPER_RECIPE + (
+        "--init", "random", "--steps", "30000", "--eval-every", "2000", "--seed", "0"), paper=91.7),
+    "mnist-fpt-fast-seed0": Cell("mnist", "fpt, fast recipe", "fast", (
+        "--recipe", "fast", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=98.0, target=98.0),
+    "mnist-random-fast-seed0": Cell("mnist", "random init, fast recipe", "fast", (
+        "--recipe", "fast", "--init", "random", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=91.7),
+    "fashion-mnist-fpt-fast-seed0": Cell("fashion-mnist", "fpt, fast recipe", "fast", (
+        "--recipe", "fast", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=None, target=90.0),
+    "fashion-mnist-random-fast-seed0": Cell("fashion-mnist", "random init, fast recipe", "fast", (
+        "--recipe", "fast", "--init", "random", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=None),
+}
+
+
+def cpu_model() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown CPU"
+
+
+def training_seconds(records: list[dict]) -> list[float]:
+    """Training time from step 0 at each record. Runs resumed before fpt counted elapsed_s across
+    resumes restart it at 0: a drop marks a resume, and the time before it is added back."""
+    total, offset, previous = [], 0.0, 0.0
+    for record in records:
+        elapsed = record.get("elapsed_s", 0.0)
+        if elapsed < previous:
+            offset += previous
+        previous = elapsed
+        total.append(offset + elapsed)
+    return total
+
+
+def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
+    """Start or continue one cell for at most `minutes`; log the sitting."""
+    run = ROOT / name
+    before = _last_step(run)
+    if (run / RunDir.SUMMARY).is_file() and json.loads((run / RunDir.SUMMARY).read_text())["step"] == before:
+        summary = json.loads((run / RunDir.SUMMARY).read_text())
+        if summary["status"] == "target_reached" or summary["step"] >= _configured_steps(run):
+            print(f"{name}: finished at step {summary['step']}")
+            return
+    command = [sys.executable, "-m", "fpt", "train", "--threads", str(threads), "--no-progress"]
+    command += ["--resume", str(run)] if (run / RunDir.CONFIG).is_file() else ["--task", cell.task, *cell.args,
+                                                                                "--out", str(run)]
+    if cell.target is not None and not (run / RunDir.CONFIG).is_file():
+        command += ["--target-accuracy", str(cell.target / 100)]
+    started = time.time()
+    process = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        process.wait(timeout=None if minutes is None else minutes * 60)
+    except subprocess.TimeoutExpired:  # the sitting is over: stop at the last checkpoint, resume next time
+        process.send_signal(signal.SIGINT)
+        process.wait()
+    record = {"started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "from_step": before,
+              "to_step": _last_step(run), "wall_s": round(time.time() - started), "threads": threads,
+              "machine": f"{cpu_model()}, {os.cpu_count()} cores; {bf16_note()}", "exit": process.returncode}
+    with open(run / "sittings.jsonl", "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    print(f"{name}: steps {before} -> {record['to_step']} in {record['wall_s']} s")
+
+
+def _last_step(run: Path) -> int:
+    records = RunDir(run).read_metrics() if (run / RunDir.CONFIG).is_file() else []
+    return records[-1]["step"] if records else 0
+
+
+def _configured_steps(run: Path) -> int:
+    return json.loads((run / RunDir.CONFIG).read_text())["steps"]
+
+
+def first_reaching(records: list[dict], target: float | None) -> tuple[int, float] | None:
+    """(step, training seconds) of the first whole-split evaluation at or above `target` percent."""
+    if target is None:
+        return None
+    seconds = training_seconds(records)
+    for record, spent in zip(records, seconds):
+        if "[:" not in record["split"] and 100 * record["accuracy"] >= target:
+            return record["step"], spent
+    return None
+
+
+def table() -> str:
+    lines = ["| cell | recipe | paper | ours: last | best | steps | training time | target: first reached | sittings |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for name, cell in CELLS.items():
+        run = ROOT / name
+        if not (run / RunDir.CONFIG).is_file():
+            continue
+        records = [r for r in RunDir(run).read_metrics() if "[:" not in r["split"]]  # whole splits only
+        if not records:
+            continue
+        seconds = training_seconds(RunDir(run).read_metrics())[-1]
+        best = max(records, key=lambda r: r["accuracy"])
+        reached = first_reaching(RunDir(run).read_metrics(), cell.target)
+        sittings = (run / "sittings.jsonl").read_text().splitlines() if (run / "sittings.jsonl").is_file() else []
+        target = ("" if cell.target is None else f"{cell.target:g}%: " +
+                  (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else "not yet"))
+        lines.append(f"| {name} | {cell.recipe} | {'-' if cell.paper is None else f'{cell.paper:.1f}'} | "
+                     f"{100 * records[-1]['accuracy']:.2f} (step {records[-1]['step']:,}) | "
+                     f"{100 * best['accuracy']:.2f} (step {best['step']:,}) | {records[-1]['step']:,} / "
+                     f"{_configured_steps(run):,} | {seconds / 60:.0f} min | {target} | {len(sittings)} |")
+        rows.append({"status": "done", "run_dir": str(run), "task": cell.task, "variant": cell.variant})
+    for task in dict.fromkeys(r["task"] for r in rows):
+        learning_curves([r for r in rows if r["task"] == task], ROOT / f"curves_{task}.png")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", help=f"comma list (default: all): {', '.join(CELLS)}")
+    parser.add_argument("--minutes", type=float, help="at most this long per cell in this sitting")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    names = args.cells.split(",") if args.cells else list(CELLS)
+    unknown = [n for n in names if n not in CELLS]
+    if unknown:
+        parser.error(f"unknown cells {', '.join(unknown)}")
+    if not args.table_only:
+        for name in names:
+            sit(name, CELLS[name], args.minutes, args.threads)
+    text = table()
+    (ROOT / "results.md").write_text(f"Machine of this table's last sitting: {cpu_model()}; {bf16_note()}\n\n{text}")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
