@@ -52,7 +52,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "policy", str, " | ".join(POLICIES))
     parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
                         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
-    _add_config_option(parser, "layers", int, "keep only the first K transformer blocks")
+    _add_config_option(parser, "layers", int, "keep only the first K transformer blocks (--init random: build K, "
+                       "as many as asked)")
     _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean")
     _add_config_option(parser, "extra_positions", None, "add a learned position table (for RoPE backbones)",
                        action=argparse.BooleanOptionalAction)
