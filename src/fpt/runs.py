@@ -180,6 +180,10 @@ class RunDir:
     def write_evaluation(self, evaluation: dict) -> Path:
         return write_json(self.path / self.EVALUATION, evaluation)
 
+    def read_evaluation(self) -> dict | None:
+        """`fpt evaluate`'s results ({"step", "splits": {name: result}}), or None before it ran."""
+        return self._read_json(self.EVALUATION) if (self.path / self.EVALUATION).is_file() else None
+
     def final_accuracy(self) -> float | None:
         summary = self.read_summary() or {}
         return (summary.get("final") or {}).get("accuracy")
