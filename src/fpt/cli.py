@@ -52,7 +52,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "policy", str, " | ".join(POLICIES))
     parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
                         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
-    _add_config_option(parser, "layers", int, "keep only the first K transformer blocks")
+    _add_config_option(parser, "layers", int, "keep only the first K transformer blocks (--init random: build K, "
+                       "as many as asked)")
     _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean")
     _add_config_option(parser, "attention", str, "causal | bidirectional; unset: as pretrained (MiniLM/BERT "
                        "bidirectional, GPT-2/Llama causal); causal masks an encoder as GPT-2 is, so only the last "
@@ -142,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
+    evaluate.add_argument("--splits", default="all", help="all | test (the task's test split and test holdouts) "
+                          "| a comma list of split names (default: all)")
 
     info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
     _add_model_options(info)
@@ -344,7 +347,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     config, task, model, trainer = load_run(args.run_dir, device=args.device)
     single_label = task.spec.num_outputs == 1
     results = {}
-    for split in task.eval_splits:
+    for split in _chosen_splits(task, args.splits):
         result = evaluate(model, task, config.eval_batch_size, split, confusion=single_label)
         if single_label:
             png = args.run_dir / f"confusion_{split}.png"
@@ -354,6 +357,22 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         results[split] = result
         print(f"{split}: accuracy {result['accuracy']:.4f} on {result['examples']} examples, loss {result['loss']:.4f}")
     print(f"written: {RunDir(args.run_dir).write_evaluation({'step': trainer.step, 'splits': results})}")
+
+
+def _chosen_splits(task, which: str) -> tuple[str, ...]:
+    """`fpt evaluate --splits`: all, test (the splits tables report) or names."""
+    have = ", ".join(task.eval_splits)
+    if which == "all":
+        return task.eval_splits
+    if which == "test":
+        if not task.test_splits:
+            raise FptError(f"task {task.name!r} has no test split (it has {have}); use --splits all")
+        return task.test_splits
+    names = tuple(name for name in which.split(",") if name)
+    unknown = [name for name in names if name not in task.eval_splits]
+    if unknown or not names:
+        raise FptError(f"task {task.name!r} has no split {', '.join(unknown) or repr(which)}; it has {have}")
+    return names
 
 
 def cmd_info(args: argparse.Namespace) -> None:

@@ -11,6 +11,7 @@ MISSING_DATA = "missing-data"  # a dataset is not on this machine
 MISSING_BACKBONE = "missing-backbone"  # a backbone's weights are not on this machine
 MISSING_BIT_BACKBONE = "missing-bit-backbone"  # --init bit before `fpt export-backbone` made one
 SKIPPED = "skipped"  # a sweep cell left out on purpose (--skip-variants)
+TOO_SHALLOW = "too-shallow"  # --layers K above a pretrained backbone's own depth
 
 
 class FptError(Exception):

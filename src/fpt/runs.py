@@ -185,6 +185,10 @@ class RunDir:
         """The files a tracker keeps with the run (fpt.tracking): summary, figures, report."""
         return [p for p in (self.summary_path, *sorted(self.path.glob("*.png")), self.path / "report.html") if p.is_file()]
 
+    def read_evaluation(self) -> dict | None:
+        """`fpt evaluate`'s results ({"step", "splits": {name: result}}), or None before it ran."""
+        return self._read_json(self.EVALUATION) if (self.path / self.EVALUATION).is_file() else None
+
     def final_accuracy(self) -> float | None:
         summary = self.read_summary() or {}
         return (summary.get("final") or {}).get("accuracy")

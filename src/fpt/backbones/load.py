@@ -23,7 +23,7 @@ import fpt.backbones.surgery as surgery
 from fpt.backbones.export import bit_backbone_path, load_exported_backbone
 from fpt.backbones.registry import BackboneEntry, get_backbone_entry
 from fpt.backbones.vit import ViTBody, is_vit
-from fpt.errors import MISSING_BACKBONE, FptError
+from fpt.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
 
 INITS = ("pretrained", "random", "stats", "bit")
 
@@ -172,12 +172,37 @@ def _architecture(name: str, source: str | None, entry: BackboneEntry | None, in
                        f"reached; get it: {entry.how_to_get}", kind=MISSING_BACKBONE) from None
 
 
-def _check_layers(config, layers: int | None, name: str) -> None:
+def _depth(config) -> int | None:
+    return next((getattr(config, key) for key in ("num_hidden_layers", "n_layer") if hasattr(config, key)), None)
+
+
+def _check_layers(config, layers: int | None, name: str, init: str) -> None:
+    """Random init builds any depth (the architecture is only a config); the others keep blocks
+    that exist."""
     if layers is None:
         return
-    for key in ("num_hidden_layers", "n_layer"):
-        if hasattr(config, key) and not 1 <= layers <= getattr(config, key):
-            raise FptError(f"--layers must be between 1 and {getattr(config, key)} for {name}, got {layers}")
+    if layers < 1:
+        raise FptError(f"--layers must be at least 1, got {layers}")
+    depth = _depth(config)
+    if init != "random" and depth is not None and layers > depth:
+        raise FptError(f"--layers must be between 1 and {depth} for {name} (its {init} blocks), got {layers}; "
+                       f"a {layers}-layer model needs a deeper backbone, or --init random", kind=TOO_SHALLOW)
+
+
+def backbone_depth(name: str) -> int | None:
+    """The number of blocks a backbone has as published, where that is known on this machine
+    without a download (a registered architecture, an installed package, a local directory)."""
+    try:
+        source, entry = _source_of(name)
+        if entry is not None and entry.offline_config is not None:
+            return _depth(entry.offline_config())
+        if entry is not None and not entry.is_available():
+            return None
+        if entry is None and not Path(name).expanduser().is_dir():
+            return None  # a hub id: only its download would say
+        return _depth(_architecture(name, source, entry, "pretrained")[0])
+    except FptError:
+        return None
 
 
 def _build_body(config, source: str | None, name: str, init: str, seed: int, layers: int | None,
@@ -186,7 +211,7 @@ def _build_body(config, source: str | None, name: str, init: str, seed: int, lay
     from transformers import AutoModel
 
     if init in ("random", "bit"):
-        if init == "random" and layers is not None:  # build only the blocks that will be kept
+        if init == "random" and layers is not None:  # exactly the blocks asked for, more than published too
             for key in ("num_hidden_layers", "n_layer"):
                 if hasattr(config, key):
                     setattr(config, key, layers)
@@ -231,7 +256,8 @@ def load_backbone(
     or "bit" (the weights of this architecture fully trained on Bit Memory from random init, as
     exported by `fpt export-backbone`; the paper's "Bit" variant).
 
-    Made at load time, for a run: `layers` keeps the first K blocks; `seq_len` grows a learned
+    Made at load time, for a run: `layers` keeps the first K blocks (with random init, builds K
+    blocks of the architecture, as many as asked); `seq_len` grows a learned
     position table shorter than the task (by interpolation); `dropout` / `attention_dropout` set
     the body's rates (default: the paper's 0.1 for both; attention None: the same as dropout;
     both None: as published); `attention` "causal" masks an encoder's self-attention as GPT-2's
@@ -245,7 +271,7 @@ def load_backbone(
     surgery.check_dropout_rates(0.0 if dropout is None else dropout, attention_dropout)
     source, entry = _source_of(name)
     config, source = _architecture(name, source, entry, init)
-    _check_layers(config, layers, name)
+    _check_layers(config, layers, name, init)
     surgery.attention_switch(config.model_type, attention)  # refused before any weights are read
     model = _drop_unused_parts(_build_body(config, source, name, init, seed, layers, dtype))
     family = model.config.model_type

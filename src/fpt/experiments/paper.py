@@ -36,17 +36,29 @@ PAPER = {
 
 PAPER["finetune-more"] = {"fpt": {"cifar10": 68.2}, "fpt+feedforward": {"cifar10": 76.6},
                           "fpt+last-attention": {"cifar10": 80.0}}
-# Table 6: gradient steps to convergence, same batch size and learning rate.
+# Table 12: ListOps, only the output layer trained, by depth; rows as `row_label` names them.
+PAPER["table12"] = {"pretrained, 1 layer": {"listops": 12}, "pretrained, 3 layers": {"listops": 18},
+                    "pretrained, 6 layers": {"listops": 33}, "pretrained, 12 layers": {"listops": 33},
+                    "random, 12 layers": {"listops": 17}, "random, 24 layers": {"listops": 17}}
+# Table 6: gradient steps to convergence, same batch size and learning rate; each model converges to
+# its own plateau (Random on Bit Memory at 4e4 steps, to 75.8%). Ours: fpt.experiments.convergence.
 PAPER_STEPS = {"fpt": _row(1e4, 5e2, 2e3, 5e3, 4e5, 3e5, 1e5), "random": _row(4e4, 2e4, 6e3, 2e4, 4e5, 6e5, 1e5)}
-# Held-out accuracy that counts as converged for our Table 6 (the paper does not state its own).
-THRESHOLDS = {"bit-memory": 0.95, "bit-xor": 0.95, "listops": 0.35, "mnist": 0.95, "fashion-mnist": 0.85,
-              "cifar10": 0.65, "cifar10-lra": 0.35, "remote-homology": 0.10}
+# The official code scored these tasks' validation split (PAPER.md, known defects); we report test.
+PAPER_SCORED_VALIDATION = ("listops", "remote-homology")
+
+# Learning rate of `finetune`, a fine-tune of every pretrained weight. Adam at the FPT's 1e-3
+# collapsed such runs to chance on Bit XOR, MNIST and Fashion-MNIST (README, Benchmarks); 1e-4 is a
+# first choice, not yet measured against other rates: change it here once it is.
+FINETUNE_LR = 1e-4
 
 
 # A variant is a named bundle of options (appendix D of the paper).
 VARIANTS: dict[str, dict] = {
     "fpt": {"policy": "fpt", "init": "pretrained"},
-    "full": {"policy": "full", "init": "pretrained"},
+    # the paper's Full: the same architecture trained from scratch, every weight (appendix D)
+    "full": {"policy": "full", "init": "random"},
+    # not in the paper: every pretrained weight fine-tuned, at a smaller learning rate
+    "finetune": {"policy": "full", "init": "pretrained", "lr": FINETUNE_LR},
     "random": {"policy": "fpt", "init": "random"},
     "stats": {"policy": "fpt", "init": "stats"},
     "bit": {"policy": "fpt", "init": "bit"},  # needs `fpt export-backbone` of a Bit Memory run first
@@ -69,11 +81,16 @@ VARIANTS: dict[str, dict] = {
     "fpt+last-attention": {"policy": "fpt+last-attention"},
 }
 
+# Options a variant takes on one task only: the paper's Full on CIFAR-10 is a 3-layer GPT-2 of width
+# 768 (appendix D), so `full` keeps 3 blocks of the backbone's architecture there.
+VARIANT_TASK_OPTIONS: dict[tuple[str, str], dict] = {("full", "cifar10"): {"layers": 3}}
+
 ALL_TASKS = ["bit-memory", "bit-xor", "listops", "mnist", "fashion-mnist", "cifar10", "cifar10-lra", "remote-homology"]
 IMAGE_TASKS = ["mnist", "fashion-mnist", "cifar10"]
-# name -> (grid, the paper table it sits beside, the grid key that names a table row)
+# name -> (grid, the paper table it sits beside, the grid key that names a table row). A grid value
+# given as a dict is per variant: Table 12 runs pretrained and random init at different depths.
 REPRODUCIBLE: dict[str, tuple[dict, str | None, str]] = {
-    "table1": ({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm"]}, "table1", "variant"),
+    "table1": ({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
     "table2": ({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
     "table3": ({"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]}, "table3", "variant"),
     "table6": ({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table6", "variant"),
@@ -83,8 +100,21 @@ REPRODUCIBLE: dict[str, tuple[dict, str | None, str]] = {
     "table20": ({"task": ALL_TASKS, "variant": ["random-output-only", "random-output+input",
                                                 "random-output+position", "random-output+layernorm"]},
                 "table20", "variant"),
-    "table12": ({"task": ["listops"], "variant": ["output-only"], "layers": [1, 3, 6]}, None, "layers"),
+    "table12": ({"task": ["listops"], "variant": ["output-only", "random-output-only"],
+                 "layers": {"output-only": [1, 3, 6, 12], "random-output-only": [12, 24]}}, "table12", "layers"),
     "finetune-more": ({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
                       "finetune-more", "variant"),
     "cnn": ({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
 }
+
+
+def row_label(table: str, values: dict) -> str:
+    """The row a run sits in: its variant, or for Table 12 its init and depth ("random, 12 layers")."""
+    row_key = REPRODUCIBLE[table][2]
+    if row_key == "variant":
+        return str(values["variant"])
+    if table == "table12":
+        init = "random" if VARIANTS[values["variant"]].get("init") == "random" else "pretrained"
+        layers = int(values["layers"])
+        return f"{init}, {layers} layer{'' if layers == 1 else 's'}"
+    return str(values.get(row_key))

@@ -1,5 +1,6 @@
 """Every figure fpt draws: the attention map of a trained run (the paper's Bit XOR figure), a
-confusion matrix, and the learning curves of a sweep."""
+confusion matrix, the learning curves of a sweep, and each table as grouped bars beside the
+paper's figures."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fpt.errors import FptError  # noqa: E402
-from fpt.experiments.paper import TASK_COLUMNS  # noqa: E402
+from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
+from fpt.experiments.tables import column_heading, steps_data, table_data  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir  # noqa: E402
@@ -106,10 +108,72 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
             ax.plot([p["step"] for p in points], [100 * p["accuracy"] for p in points], color=colour, alpha=0.8,
                     marker="o", markersize=3,
                     label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
+        splits = {p.get("split") for r in done if r["task"] == task for p in RunDir(r["run_dir"]).read_metrics()}
         ax.set_title(TASK_COLUMNS.get(task, task))
         ax.set_xlabel("step")
-        ax.set_ylabel("held-out accuracy (%)")
+        ax.set_ylabel(f"{'/'.join(sorted(str(s) for s in splits))} accuracy (%), during training")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict, paper: dict, path: Path,
+                  title: str, ylabel: str, log: bool = False) -> Path:
+    """Per group (a table column) one bar per series (a table row): ours solid, with its spread
+    (below, above) as an error bar, and the paper's figure hatched beside it where it has one."""
+    width = 0.8 / max(1, 2 * len(series))
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.5 * len(groups) * (len(series) + 1))), 4.2), dpi=110)
+    x = np.arange(len(groups))
+    for i, name in enumerate(series):
+        colour = f"C{i % 10}"
+        at = x - 0.4 + width * (2 * i + 0.5)
+        mine = [ours.get((name, g), np.nan) for g in groups]
+        errors = np.array([spread.get((name, g), (0.0, 0.0)) for g in groups]).T
+        ax.bar(at, mine, width, yerr=errors, capsize=2, color=colour, label=f"{name} (ours)")
+        theirs = [paper.get((name, g), np.nan) for g in groups]
+        if any(not np.isnan(v) for v in theirs):
+            ax.bar(at + width, theirs, width, color=colour, alpha=0.35, hatch="//", edgecolor=colour,
+                   label=f"{name} (paper)")
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, fontsize=8, rotation=20 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def table_chart(rows: list[dict], path: Path, title: str, paper_table: str | None = None,
+                row_key: str = "variant") -> Path | None:
+    """A table of accuracies as grouped bars: per column (task and split) our mean over seeds, the
+    standard deviation as error bar, beside the paper's figure. None where no run finished."""
+    import statistics
+
+    data = table_data(rows, paper_table, row_key)
+    if not data.ours:
+        return None
+    groups = {column: column_heading(*column) for column in data.columns}
+    ours = {(label, groups[c]): statistics.mean(v) for (label, c), v in data.ours.items()}
+    spread = {(label, groups[c]): (statistics.stdev(v),) * 2 for (label, c), v in data.ours.items() if len(v) > 1}
+    paper = {(label, groups[c]): v for (label, c), v in data.paper.items()}
+    return _grouped_bars(list(groups.values()), data.rows, ours, spread, paper, path, title, "accuracy (%)")
+
+
+def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "variant") -> Path | None:
+    """Table 6 as grouped bars on a log scale: per task the median step at which each variant's
+    converged runs converged, the range of those steps as error bar, beside the paper's steps. None where no run converged."""
+    tasks, labels, cells = steps_data(rows, row_key)
+    medians = {(label, TASK_COLUMNS.get(t, t)): (float(np.median(c.steps)), c.steps) for (label, t), c in cells.items()
+               if c.steps}
+    if not medians:
+        return None
+    ours = {key: median for key, (median, _) in medians.items()}
+    spread = {key: (median - min(steps), max(steps) - median) for key, (median, steps) in medians.items()}
+    paper = {(label, TASK_COLUMNS.get(t, t)): PAPER_STEPS[label][t] for label in labels for t in tasks
+             if t in PAPER_STEPS.get(label, {})}
+    return _grouped_bars([TASK_COLUMNS.get(t, t) for t in tasks], labels, ours, spread, paper, path, title,
+                         "gradient steps to convergence", log=True)

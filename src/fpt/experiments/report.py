@@ -2,8 +2,8 @@
 
 Everything is inline (CSS, figures as data URIs), so the page can be mailed or attached as it is.
 A run shows its configuration, its results on every split, its learning curve, and the attention
-maps and confusion matrices found in its directory; a sweep shows its table beside the paper's
-numbers, its learning curves and its runs.
+maps and confusion matrices found in its directory; a sweep (or `fpt reproduce`'s folder) shows
+its tables beside the paper's numbers with their charts, its learning curves and its runs.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import base64
 import csv
 import html
 import json
+import re
 from pathlib import Path
 
 from fpt.errors import FptError
@@ -41,13 +42,36 @@ def _table(header: list[str], rows: list[list], table_id: str = "") -> str:
     return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _markdown_table(text: str) -> str:
-    """The first Markdown table in `text` as HTML (our results.md tables are simple pipes)."""
-    lines = [line for line in text.splitlines() if line.startswith("|")]
-    if len(lines) < 2:
-        return ""
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
-    return _table(cells[0], [row for row in cells[2:]], table_id="results")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
+
+
+def _markdown(text: str, folder: Path) -> str:
+    """A results.md as HTML: its headings, pipe tables (the first has id "results"), lines of text,
+    and the charts it references, inlined (only files beside it)."""
+    parts: list[str] = []
+    pipes: list[str] = []
+
+    def end_table() -> None:
+        if len(pipes) >= 2:
+            cells = [[c.strip() for c in line.strip("|").split("|")] for line in pipes]
+            tables = sum(part.startswith("<table") for part in parts)
+            parts.append(_table(cells[0], cells[2:], "results" if not tables else f"results-{tables + 1}"))
+        pipes.clear()
+
+    for line in text.splitlines():
+        if line.startswith("|"):
+            pipes.append(line)
+            continue
+        end_table()
+        image = _IMAGE.fullmatch(line.strip())
+        if line.startswith("#"):
+            parts.append(f"<h3>{html.escape(line.lstrip('# '))}</h3>")
+        elif image and Path(image.group(2)).name == image.group(2) and (folder / image.group(2)).is_file():
+            parts.append(_image(folder / image.group(2), image.group(1)))
+        elif line.strip():
+            parts.append(f"<p>{html.escape(line)}</p>")
+    end_table()
+    return "".join(parts)
 
 
 def _page(title: str, sections: list[str]) -> str:
@@ -62,15 +86,11 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     config, summary = run.read_config(), run.read_summary() or {}
     title = f"fpt run: {config['task']} on {config['backbone']} ({config['policy']}, init {config['init']})"
     sections = ["<h2>Configuration</h2>" + _table(["option", "value"], sorted(config.items()), "config")]
-    evaluation = run.path / RunDir.EVALUATION
-    if evaluation.exists():
-        splits = json.loads(evaluation.read_text())["splits"]
-        rows = [[name, f"{r['accuracy']:.4f}", f"{r['loss']:.4f}", r["examples"]] for name, r in splits.items()]
-    elif summary.get("final"):
-        final = summary["final"]
-        rows = [[final["split"], f"{final['accuracy']:.4f}", f"{final['loss']:.4f}", final["examples"]]]
-    else:
-        rows = []
+    splits = (run.read_evaluation() or {}).get("splits", {})
+    final = summary.get("final")
+    if final and final["split"] not in splits:  # `fpt evaluate --splits test` left the watched split out
+        splits = {final["split"]: final, **splits}
+    rows = [[name, f"{r['accuracy']:.4f}", f"{r['loss']:.4f}", r["examples"]] for name, r in splits.items()]
     sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
     if summary:
         facts = [["steps", summary["step"]], ["trained parameters", f"{summary['trained_params']:,}"],
@@ -81,7 +101,7 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     curve = run_dir / "curve.png"
     row = {"task": config["task"], "status": "done", "run_dir": str(run_dir), "variant": config["policy"]}
     if learning_curves([row], curve):
-        figures.append(_image(curve, "held-out accuracy during training"))
+        figures.append(_image(curve, "accuracy during training, on the split watched then"))
     for png in sorted(run_dir.glob("attention_layer*.png")) + sorted(run_dir.glob("confusion_*.png")):
         figures.append(_image(png, png.stem.replace("_", " ")))
     sections.append("<h2>Figures</h2><div class='figures'>" + "".join(figures) + "</div>")
@@ -98,11 +118,10 @@ def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
                 + [["runs at once", spec.get("parallel", 1)]])
         sections.append("<h2>Configuration</h2>" + _table(["setting", "value"], rows, "config"))
     if (sweep_dir / "results.md").exists():
-        text = (sweep_dir / "results.md").read_text()
-        heading = next((line.lstrip("# ") for line in text.splitlines() if line.startswith("#")), "")
-        sections.append(f"<h2>Results</h2><p>{html.escape(heading)}</p>" + _markdown_table(text))
+        sections.append("<h2>Results</h2>" + _markdown((sweep_dir / "results.md").read_text(), sweep_dir))
     if (sweep_dir / "curves.png").exists():
-        sections.append("<h2>Learning curves</h2>" + _image(sweep_dir / "curves.png", "held-out accuracy against step"))
+        sections.append("<h2>Learning curves</h2>" + _image(sweep_dir / "curves.png",
+                                                           "accuracy on the split watched during training, against step"))
     with open(sweep_dir / "results.csv") as handle:
         rows = list(csv.DictReader(handle))
     if rows:

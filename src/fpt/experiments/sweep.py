@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from fpt.config import coerce_option
-from fpt.errors import FptError, require
-from fpt.experiments.paper import REPRODUCIBLE, VARIANTS
+from fpt.errors import TOO_SHALLOW, FptError, require
+from fpt.experiments.paper import REPRODUCIBLE, VARIANT_TASK_OPTIONS, VARIANTS, row_label
+from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
 from fpt.tracking import Tracker
@@ -183,7 +184,8 @@ def load_spec(path: Path) -> SweepSpec:
 def _train_args(options: dict, values: dict) -> list[str]:
     """The `fpt train` arguments of one cell: the spec's options (less those only transformers take,
     for a baseline cell), overridden by the variant's bundle (so `vit` wins over a spec-wide
-    backbone), overridden by the cell's own grid values."""
+    backbone) and what it takes on this task (`full` on CIFAR-10: 3 layers), overridden by the
+    cell's own grid values."""
     from fpt.config import TRANSFORMER_ONLY_OPTIONS
 
     # a table of FPT and LSTM rows run with `precision: bf16` gives it to the transformer cells only
@@ -191,6 +193,7 @@ def _train_args(options: dict, values: dict) -> list[str]:
     baseline = values.get("model", variant.get("model", options.get("model", "fpt"))) != "fpt"
     merged = {k: v for k, v in options.items() if not (baseline and k in TRANSFORMER_ONLY_OPTIONS)}
     merged.update(variant)
+    merged.update(VARIANT_TASK_OPTIONS.get((values.get("variant"), values.get("task")), {}))
     merged.update({k: v for k, v in values.items() if k != "variant"})
     args = []
     for key, value in merged.items():
@@ -263,9 +266,47 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
     if summary is None:
         return failed_row(cell, run, "crash", missing)
     final = summary.get("final") or {}
-    return {**cell.values, "status": "done", "split": final.get("split"), "accuracy": final.get("accuracy"),
+    tests, error = _test_scores(run, summary, log)
+    split = next(iter(tests))
+    return {**cell.values, "status": "done", "split": split, "accuracy": tests[split],
+            **{f"{SCORE_PREFIX}{name}": accuracy for name, accuracy in tests.items()},
+            "eval_split": final.get("split"), "eval_accuracy": final.get("accuracy"),
             "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
-            "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": ""}
+            "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": error}
+
+
+def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float], str]:
+    """A finished run's accuracy on each test split, scored once after training with `fpt evaluate
+    --splits test` (during training it is watched on its validation split, e.g. ListOps' val); the
+    split it was watched on where that is its test split or it has no other (bit tasks: held-out).
+    Also the error where the test splits could not be scored (then the validation score stands)."""
+    from fpt.tasks.base import is_test_split
+
+    final = summary.get("final") or {}
+    watched = {final.get("split"): final.get("accuracy")}
+    if final.get("split") in ("heldout", None) or is_test_split(final["split"]):
+        return watched, ""
+
+    def scored() -> dict[str, float]:
+        try:
+            evaluation = run.read_evaluation() or {}
+        except FptError:  # damaged: scored again
+            return {}
+        if evaluation.get("step") != summary.get("step"):  # made before the run was extended
+            return {}
+        return {name: r["accuracy"] for name, r in evaluation.get("splits", {}).items() if is_test_split(name)}
+
+    if not scored():
+        env = {k: v for k, v in os.environ.items() if k != FAILURE_RECORD_ENV}  # a finished run has not failed
+        with open(log, "a") as handle:
+            proc = subprocess.run([sys.executable, "-m", "fpt", "evaluate", str(run.path), "--splits", "test"],
+                                  stdout=handle, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"})
+            handle.write(proc.stderr)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            return watched, f"test split(s) not scored, {final['split']} reported instead: {last}"
+    tests = scored()
+    return {name: tests[name] for name in sorted(tests, key=split_order)} or watched, ""
 
 
 def _cell_record(sweep_dir: Path, cell: Cell) -> Path:
@@ -416,7 +457,8 @@ class Reproduction:
         return {**options, **self.options}
 
     def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
-        """(sub-folder, spec, skipped cells) per task (and per table whose rows are not variants)."""
+        """(sub-folder, spec, cells not run) per task, and per variant of a table whose rows are not
+        variants (Table 12: OUT/listops-table12-<variant>/, its own depths per variant)."""
         plans = []
         for task in _tasks_of(self.tables):
             if self.tasks and task not in self.tasks:
@@ -425,42 +467,71 @@ class Reproduction:
             wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t][0]["variant"]))
             if wanted:
                 plans.append((task, task, {"variant": wanted}))
-            for table in self.tables:  # e.g. table12: rows are layer counts
+            for table in self.tables:
                 grid, _, row_key = REPRODUCIBLE[table]
                 if row_key != "variant" and task in grid["task"]:
-                    plans.append((f"{task}-{table}", task, {k: v for k, v in grid.items() if k != "task"}))
-        result = []
-        for folder, task, grid in plans:
-            variants = [v for v in grid["variant"] if v not in self.skip_variants]
-            others = {k: v for k, v in grid.items() if k != "variant"}  # e.g. table12's layers
-            skipped = [{"task": task, "variant": v, **dict(zip(others, values)), "status": "skipped",
-                        "failure": "skipped", "error": "skipped for time (--skip-variants)"}
-                       for v in grid["variant"] if v in self.skip_variants
-                       for values in itertools.product(*others.values())]
-            spec = SweepSpec(f"reproduce-{folder}", {"task": [task], **grid, "variant": variants,
-                                                     "seed": list(range(self.seeds))},
-                             self.common_options(), self.parallel)
-            result.append((folder, spec, skipped))
-        return result
+                    for variant in grid["variant"]:
+                        others = {k: v[variant] if isinstance(v, dict) else v for k, v in grid.items()
+                                  if k not in ("task", "variant")}
+                        plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}))
+        return [self._sweep(*plan) for plan in plans]
+
+    def _sweep(self, folder: str, task: str, grid: dict) -> tuple[str, SweepSpec, list[dict]]:
+        """One plan as a sweep, less its cells not to run: a variant skipped for time, or a depth
+        above a pretrained backbone's own (`layers`, for random init only a config, is any)."""
+        variants = [v for v in grid["variant"] if v not in self.skip_variants]
+        others = {k: v for k, v in grid.items() if k != "variant"}  # e.g. table12's layers
+        skipped = [{"task": task, "variant": v, **dict(zip(others, values)), "status": "skipped",
+                    "failure": "skipped", "error": "skipped for time (--skip-variants)"}
+                   for v in grid["variant"] if v in self.skip_variants
+                   for values in itertools.product(*others.values())]
+        if "layers" in others and all(VARIANTS[v].get("init") != "random" for v in grid["variant"]):
+            from fpt.backbones import backbone_depth
+
+            backbone = self.common_options()["backbone"]
+            depth = backbone_depth(backbone)  # None: not known here; the run itself refuses, in one line
+            deep = [k for k in others["layers"] if depth is not None and k > depth]
+            others["layers"] = [k for k in others["layers"] if k not in deep]
+            skipped += [{"task": task, "variant": v, "layers": k, "status": "skipped", "failure": TOO_SHALLOW,
+                         "error": f"needs a {k}-layer backbone; {backbone} has {depth}"}
+                        for v in variants for k in deep]
+        spec = SweepSpec(f"reproduce-{folder}", {"task": [task], "variant": variants, **others,
+                                                 "seed": list(range(self.seeds))},
+                         self.common_options(), self.parallel)
+        return folder, spec, skipped
 
 
 def _tasks_of(tables: list[str]) -> list[str]:
     return list(dict.fromkeys(t for table in tables for t in REPRODUCIBLE[table][0]["task"]))
 
 
+def _table_rows(table: str, rows: list[dict]) -> list[dict]:
+    """A table's own runs, each labelled with its row: its tasks' shared sweeps, or the sweeps
+    made for it (Table 12's depths)."""
+    grid, _, row_key = REPRODUCIBLE[table]
+
+    def own(sweep: str) -> bool:
+        if row_key == "variant":
+            return sweep in grid["task"]
+        return any(sweep.startswith(f"{task}-{table}-") for task in grid["task"])
+
+    return [{**r, "row": row_label(table, r)} for r in rows if own(r["sweep"]) and r.get("variant") in grid["variant"]]
+
+
 def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
                      executor: Executor | None = None, tracker: Tracker | None = None) -> tuple[list[dict], str]:
-    """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md,
-    OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
-    from fpt.experiments.plots import learning_curves
-    from fpt.experiments.tables import markdown_table, steps_table
+    """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md with
+    its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
+    OUT/curves.png; return the rows and the tables' text."""
+    from fpt.experiments.plots import learning_curves, steps_chart, table_chart
+    from fpt.experiments.tables import markdown_table, split_title, steps_table
     from fpt.config import TRANSFORMER_ONLY_OPTIONS
     from fpt.paths import write_text
 
     plan.check()
     rows = []
     for folder, spec, skipped in plan.sweeps():
-        if spec.grid["variant"]:
+        if all(spec.grid.values()):
             rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
@@ -472,15 +543,19 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
         setting += f" ({', '.join(transformer_only)}: transformer rows only)"
     texts = []
     for table in plan.tables:
-        grid, paper_table, row_key = REPRODUCIBLE[table]
-        # a table's own runs: its tasks' shared sweep, or the sweep made for it (table12's layers)
-        own = {t if row_key == "variant" else f"{t}-{table}" for t in grid["task"]}
-        subset = [{**r, "row": r.get(row_key)} for r in rows if r["sweep"] in own and r.get("variant") in grid["variant"]]
+        paper_table = REPRODUCIBLE[table][1]
+        subset = _table_rows(table, rows)
         title = f"{table} ({setting}; {plan.seeds} seed(s); {(executor or LocalExecutor()).describe(plan.parallel)})"
+        chart = out / f"{table}.png"
         if table == "table6":
-            text = steps_table(subset, title + ": steps to the held-out threshold", row_key)
+            text = steps_table(subset, title + ": gradient steps to convergence", "row")
+            drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
         else:
-            text = markdown_table(subset, title + ": held-out accuracy in %, paper in parentheses", paper_table, row_key)
+            text = markdown_table(subset, f"{title}: {split_title(subset)}, paper in parentheses", paper_table, "row")
+            drawn = table_chart(subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's",
+                                paper_table, "row")
+        if drawn:
+            text += f"\n![{table}: ours beside the paper's figures]({chart.name})\n"
         text += _failed_runs(subset)
         write_text(out / f"{table}.md", text)
         texts.append(text)
@@ -490,14 +565,16 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
 
 
 def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
-    """results.md (the table of a user's own sweep) and curves.png; returns the table's text."""
-    from fpt.experiments.plots import learning_curves
-    from fpt.experiments.tables import markdown_table
+    """results.md (the table of a user's own sweep), chart.png and curves.png; returns the table's text."""
+    from fpt.experiments.plots import learning_curves, table_chart
+    from fpt.experiments.tables import markdown_table, split_title
     from fpt.paths import write_text
 
     options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
     seeds = len(spec.grid.get("seed", [0]))
-    text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); held-out accuracy in %", None, "row")
+    text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); {split_title(rows)}", None, "row")
+    if table_chart(rows, sweep_dir / "chart.png", f"{spec.name}: {split_title(rows)}", None, "row"):
+        text += "\n![our accuracy by row and task](chart.png)\n"
     text += _failed_runs(rows)
     write_text(sweep_dir / "results.md", text)
     learning_curves(rows, sweep_dir / "curves.png", "row")

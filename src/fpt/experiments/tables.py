@@ -1,17 +1,21 @@
 """Tables of a sweep as Markdown text, with the paper's figures beside ours (figures: plots.py).
 
-Each cell shows our mean and spread over seeds next to the paper's number. A cell whose runs
-failed because the data is not on this machine says so (from the run's failure kind); nothing
-is left blank or invented.
+Each cell shows our mean and spread over seeds next to the paper's number, on the split its
+column names (a task's test split, or each of its test holdouts, scored once at the end of every
+run; tasks without one, e.g. the generated bit tasks, their held-out set). A cell whose runs
+failed because the data is not on this machine says so (from the run's failure kind); nothing is
+left blank or invented. `table_data` and `steps_data` are what the text and the charts share.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 
-from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED
-from fpt.experiments.paper import PAPER, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER, THRESHOLDS
+from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
+from fpt.experiments.convergence import Convergence, convergence, describe
+from fpt.experiments.paper import PAPER, PAPER_SCORED_VALIDATION, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER
 from fpt.runs import RunDir
 
 # A failed run's failure kind (failure.json, fpt.errors) -> what its table cell says instead of a number.
@@ -20,103 +24,192 @@ FAILURE_TEXTS = {
     MISSING_BACKBONE: "data or weights not on this machine",
     MISSING_BIT_BACKBONE: "no Bit backbone yet (fpt export-backbone)",
     SKIPPED: "not run here: skipped for time",
+    TOO_SHALLOW: "needs a deeper backbone",
 }
+# A split's name in a column heading.
+SPLIT_LABELS = {"heldout": "held-out", "val": "val", "valid": "val", "test": "test",
+                "test_fold_holdout": "test (fold)", "test_superfamily_holdout": "test (superfamily)",
+                "test_family_holdout": "test (family)"}
+SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold_holdout"
 
 
-def _failure_text(kinds: list[str]) -> str:
+def _failure_text(kinds: list[str], layers=None) -> str:
     for kind in kinds:
+        if kind == TOO_SHALLOW and layers not in (None, ""):
+            return f"needs a {layers}-layer backbone"
         if kind in FAILURE_TEXTS:
             return FAILURE_TEXTS[kind]
     return "failed"
 
 
-def summarise(rows: list[dict], row_key: str = "variant") -> dict[tuple[str, str], dict]:
-    """(row value, task) -> accuracies over seeds, and the failure kinds of runs that did not finish."""
-    cells: dict[tuple[str, str], dict] = defaultdict(lambda: {"accuracy": [], "failures": []})
+def scores(row: dict) -> dict[str | None, float]:
+    """A finished run's accuracy per reported split (a row made before splits were named: its one
+    accuracy, on the split it names, if any)."""
+    found = {key[len(SCORE_PREFIX):]: float(value) for key, value in row.items()
+             if key.startswith(SCORE_PREFIX) and value not in (None, "")}
+    if not found and row.get("accuracy") not in (None, ""):
+        found = {row.get("split") or None: float(row["accuracy"])}
+    return found
+
+
+def column_heading(task: str, split: str | None) -> str:
+    name = TASK_COLUMNS.get(task, task)
+    return name if split is None else f"{name}, {SPLIT_LABELS.get(split, split)}"
+
+
+def split_order(split: str | None) -> tuple[int, str]:
+    """Known splits in SPLIT_LABELS' order (homology: fold, superfamily, family), others after."""
+    known = list(SPLIT_LABELS)
+    return (known.index(split), "") if split in known else (len(known), str(split))
+
+
+def _tasks(rows: list[dict]) -> list[str]:
+    tasks = [t for t in TASK_ORDER if any(r["task"] == t for r in rows)]
+    return tasks + sorted({str(r["task"]) for r in rows} - set(tasks))
+
+
+@dataclass
+class TableData:
+    """A table of accuracies: columns (task, split), rows (labels), our values in percent per cell
+    (one per seed), failure kinds per (row, task), and the paper's figure per cell."""
+
+    columns: list[tuple[str, str | None]]
+    rows: list[str]
+    ours: dict[tuple[str, tuple], list[float]] = field(default_factory=dict)
+    failures: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    layers: dict[str, object] = field(default_factory=dict)  # row -> its --layers, for "needs a K-layer backbone"
+    paper: dict[tuple[str, tuple], float] = field(default_factory=dict)
+
+
+def table_data(rows: list[dict], paper_table: str | None = None, row_key: str = "variant") -> TableData:
+    paper = PAPER.get(paper_table or "", {})
+    ours: dict = defaultdict(list)
+    failures: dict = defaultdict(list)
+    layers = {}
     for r in rows:
-        key = (str(r.get(row_key, "fpt")), str(r["task"]))
-        if r["status"] == "done" and r.get("accuracy") not in (None, ""):
-            cells[key]["accuracy"].append(100 * float(r["accuracy"]))
+        label = str(r.get(row_key, "fpt"))
+        layers.setdefault(label, r.get("layers"))
+        if r["status"] == "done":
+            for split, accuracy in scores(r).items():
+                ours[(label, (str(r["task"]), split))].append(100 * accuracy)
         elif r["status"] in ("failed", "skipped"):
-            cells[key]["failures"].append(r.get("failure") or "")
-    return cells
+            failures[(label, str(r["task"]))].append(r.get("failure") or "")
+    columns = []
+    for task in _tasks(rows):
+        splits = sorted({s for (_, (t, s)) in ours if t == task}, key=split_order)
+        columns += [(task, s) for s in splits] or [(task, None)]
+    labels = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
+    figures = {(label, column): paper[label][column[0]] for label in labels for column in columns
+               if column[0] in paper.get(label, {})}
+    return TableData(columns, labels, dict(ours), dict(failures), layers, figures)
 
 
-def _cell_text(cell: dict | None, paper: float | None) -> str:
+def _cell_text(data: TableData, label: str, column: tuple) -> str:
+    paper = data.paper.get((label, column))
     paper_text = f" (paper {paper:g})" if paper is not None else ""
-    if cell is None:
-        return "not run" + paper_text
-    values = cell["accuracy"]
+    values = data.ours.get((label, column))
     if values:
         spread = f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else ""
         return f"{statistics.mean(values):.1f}{spread} (n={len(values)}){paper_text}"
-    return _failure_text(cell["failures"]) + paper_text
+    kinds = data.failures.get((label, column[0]))
+    if kinds is None:
+        return "not run" + paper_text
+    return _failure_text(kinds, data.layers.get(label)) + paper_text
 
 
 def markdown_table(rows: list[dict], title: str, paper_table: str | None = None, row_key: str = "variant") -> str:
-    """Our mean ± std over seeds (n runs) beside the paper's figure, in percent."""
-    cells = summarise(rows, row_key)
-    paper = PAPER.get(paper_table or "", {})
-    tasks = [t for t in TASK_ORDER if any(r["task"] == t for r in rows)]
-    tasks += sorted({str(r["task"]) for r in rows} - set(tasks))
-    variants = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
-    lines = [f"### {title}", "", "| | " + " | ".join(TASK_COLUMNS.get(t, t) for t in tasks) + " |",
-             "|---" * (len(tasks) + 1) + "|"]
-    for variant in variants:
-        texts = [_cell_text(cells.get((variant, t)), paper.get(variant, {}).get(t)) for t in tasks]
-        lines.append(f"| {variant} | " + " | ".join(texts) + " |")
+    """Our mean ± std over seeds (n runs) beside the paper's figure, in percent, one column per
+    task and reported split."""
+    data = table_data(rows, paper_table, row_key)
+    lines = [f"### {title}", "", "| | " + " | ".join(column_heading(*c) for c in data.columns) + " |",
+             "|---" * (len(data.columns) + 1) + "|"]
+    for label in data.rows:
+        lines.append(f"| {label} | " + " | ".join(_cell_text(data, label, c) for c in data.columns) + " |")
+    validation = [TASK_COLUMNS[t] for t in PAPER_SCORED_VALIDATION
+                  if data.paper and any(c[0] == t for c in data.columns)]
+    if validation:
+        lines += ["", f"The paper's figures for {' and '.join(validation)} are its code's validation-split scores; "
+                  "ours are the test split(s) named in each column."]
     return "\n".join(lines) + "\n"
 
 
-def first_step_reaching(run_dir, threshold: float) -> int | None:
-    """The first evaluated step whose held-out accuracy is at least `threshold` (None: never)."""
-    for record in RunDir(run_dir).read_metrics():
-        if record["accuracy"] >= threshold:
-            return int(record["step"])
-    return None
+def split_title(rows: list[dict]) -> str:
+    """What a table's cells hold, for its title."""
+    splits = {s for r in rows if r["status"] == "done" for s in scores(r)}
+    if splits and all(s is not None and (s == "test" or s.startswith("test_")) for s in splits):
+        return "test accuracy in %"
+    return "accuracy in % on the split named in each column (test where the task has one)"
 
 
-def steps_table(rows: list[dict], title: str, row_key: str = "variant",
-                thresholds: dict[str, float] | None = None) -> str:
-    """Table 6: the median step at which each variant first reaches the task's threshold, how many
-    seeds got there within the budget, and the speedup of fpt over random."""
-    thresholds = {**THRESHOLDS, **(thresholds or {})}
-    tasks = [t for t in TASK_ORDER if any(r["task"] == t for r in rows)]
-    tasks += sorted({str(r["task"]) for r in rows} - set(tasks))
-    variants = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
-    medians: dict[tuple[str, str], float] = {}
-    never: dict[tuple[str, str], int] = {}  # (variant, task) -> the budget within which no seed got there
-    lines = [f"### {title}", "", "thresholds: " + ", ".join(f"{t} {100 * thresholds.get(t, 0.9):g}%" for t in tasks), "",
+# --- Table 6: steps to convergence ------------------------------------------------------------
+
+
+def run_convergence(run_dir) -> Convergence:
+    """Where one run converged, from its evaluations during training (metrics.jsonl)."""
+    return convergence([(int(r["step"]), float(r["accuracy"])) for r in RunDir(run_dir).read_metrics()])
+
+
+@dataclass
+class StepsCell:
+    steps: list[int]  # the converged runs' steps
+    accuracies: list[float]  # the plateaus they converged to, in percent
+    runs: int  # finished runs
+    budget: int  # the most steps any of them ran
+    text: str  # what the table cell says
+
+
+def steps_data(rows: list[dict], row_key: str = "variant") -> tuple[list[str], list[str], dict[tuple[str, str], StepsCell]]:
+    """(tasks, row labels, (row, task) -> StepsCell) for Table 6."""
+    tasks = _tasks(rows)
+    labels = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
+    cells = {}
+    for label in labels:
+        for task in tasks:
+            runs = [r for r in rows if str(r.get(row_key, "fpt")) == label and r["task"] == task]
+            done = [r for r in runs if r["status"] == "done"]
+            if not done:
+                text = _failure_text([r.get("failure") or "" for r in runs]) if runs else "not run"
+                cells[(label, task)] = StepsCell([], [], 0, 0, text)
+                continue
+            found = [run_convergence(r["run_dir"]) for r in done]
+            converged = [c for c in found if c.converged]
+            budget = max(c.budget for c in found)
+            if converged:
+                median = statistics.median(c.step for c in converged)
+                plateau = statistics.median(100 * c.accuracy for c in converged)
+                text = f"{median:g} ({len(converged)}/{len(done)} converged, to {plateau:.1f}%)"
+            else:
+                text = f"not converged within {budget} steps (0/{len(done)}: {found[0].why_not})"
+            cells[(label, task)] = StepsCell([c.step for c in converged], [100 * c.accuracy for c in converged],
+                                             len(done), budget, text)
+    return tasks, labels, cells
+
+
+def steps_table(rows: list[dict], title: str, row_key: str = "variant") -> str:
+    """Table 6: per variant the median step at which its runs converged (each to its own plateau,
+    fpt.experiments.convergence), how many seeds converged and to what accuracy, and the speedup
+    of fpt over random where both converged."""
+    tasks, labels, cells = steps_data(rows, row_key)
+    watched = {r.get("eval_split") or r.get("split") for r in rows if r["status"] == "done"}
+    split = ", ".join(sorted(SPLIT_LABELS.get(s, s) for s in watched if s))
+    lines = [f"### {title}", "", describe() + f" Accuracy during training, on the {split or 'evaluation'} split.", "",
              "| | " + " | ".join(TASK_COLUMNS.get(t, t) for t in tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
-    for variant in variants:
+    for label in labels:
         texts = []
         for task in tasks:
-            runs = [r for r in rows if str(r.get(row_key, "fpt")) == variant and r["task"] == task]
-            done = [r for r in runs if r["status"] == "done"]
-            paper = PAPER_STEPS.get(variant, {}).get(task)
-            paper_text = f" (paper {paper:.0e})" if paper is not None else ""
-            if not done:
-                failures = [r.get("failure") or "" for r in runs]
-                texts.append((_failure_text(failures) if runs else "not run") + paper_text)
-                continue
-            reached = [s for s in (first_step_reaching(r["run_dir"], thresholds.get(task, 0.9)) for r in done) if s is not None]
-            budget = max(int(r.get("step") or 0) for r in done)
-            if reached:
-                medians[(variant, task)] = statistics.median(reached)
-                texts.append(f"{statistics.median(reached):g} ({len(reached)}/{len(done)} reached){paper_text}")
-            else:
-                never[(variant, task)] = budget
-                texts.append(f"> {budget} (0/{len(done)} reached){paper_text}")
-        lines.append(f"| {variant} | " + " | ".join(texts) + " |")
-    if "fpt" in variants and "random" in variants:
+            paper = PAPER_STEPS.get(label, {}).get(task)
+            texts.append(cells[(label, task)].text + (f" (paper {paper:.0e})" if paper is not None else ""))
+        lines.append(f"| {label} | " + " | ".join(texts) + " |")
+    if "fpt" in labels and "random" in labels:
         speedups = []
         for task in tasks:
-            fpt, random = medians.get(("fpt", task)), medians.get(("random", task))
+            fpt, random = cells[("fpt", task)].steps, cells[("random", task)].steps
+            paper = PAPER_STEPS["random"].get(task, 0) / PAPER_STEPS["fpt"][task] if task in PAPER_STEPS["fpt"] else None
+            paper_text = f" (paper {paper:.1f}x)" if paper else ""
             if fpt and random:
-                speedups.append(f"{random / fpt:.1f}x")
-            elif fpt and ("random", task) in never:  # random did not get there within its budget
-                speedups.append(f"> {never[('random', task)] / fpt:.1f}x (random did not reach it)")
+                speedups.append(f"{statistics.median(random) / statistics.median(fpt):.1f}x{paper_text}")
             else:
-                speedups.append("n/a (fpt did not reach it)" if ("fpt", task) in never else "n/a")
+                missing = " and ".join(v for v, s in (("fpt", fpt), ("random", random)) if not s)
+                speedups.append(f"n/a ({missing} not converged){paper_text}")
         lines.append("| speedup random/fpt | " + " | ".join(speedups) + " |")
     return "\n".join(lines) + "\n"

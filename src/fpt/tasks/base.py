@@ -59,6 +59,11 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + step) % (2**63))
 
 
+def is_test_split(name: str) -> bool:
+    """A test split: "test", or a test holdout such as homology's "test_fold_holdout"."""
+    return name == "test" or name.startswith("test_")
+
+
 class Task(ABC):
     """A source of training batches and a fixed held-out split."""
 
@@ -79,6 +84,11 @@ class Task(ABC):
     def eval_splits(self) -> tuple[str, ...]:
         """Every split `fpt evaluate` reports; training evaluates `eval_split`."""
         return (self.eval_split,)
+
+    @property
+    def test_splits(self) -> tuple[str, ...]:
+        """The splits tables report: "test" and any test holdouts (none for generated tasks)."""
+        return tuple(s for s in self.eval_splits if is_test_split(s))
 
     @abstractmethod
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:

@@ -1,0 +1,69 @@
+"""When a run has converged, for Table 6: each run to its own plateau, as the paper counts it.
+
+The paper reports the gradient steps each model needs to converge, whatever accuracy it converges
+to (its Random on Bit Memory: 4e4 steps, to 75.8%). A fixed accuracy threshold measures something
+else: a model whose plateau lies below it never "converges". Here, from a run's evaluations:
+
+- smoothed accuracy: the mean of the last WINDOW evaluations (a trailing moving average), defined
+  from the WINDOW-th evaluation on;
+- the run plateaued if the best smoothed accuracy over the last TAIL share of its steps beats the
+  best one before by less than TOLERANCE (absolute); otherwise it was still improving when its
+  budget ended, and it has not converged within it;
+- it converged at the first evaluation whose smoothed accuracy is within TOLERANCE of the run's
+  best smoothed accuracy, to that best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WINDOW = 3  # evaluations averaged
+TOLERANCE = 0.01  # absolute accuracy: 1 point
+TAIL = 0.25  # share of the budget (the last steps) that must not improve by TOLERANCE
+
+
+@dataclass(frozen=True)
+class Convergence:
+    step: int | None  # the step it converged at; None: not converged within `budget`
+    accuracy: float | None  # the best smoothed accuracy, the plateau it converged to
+    budget: int  # the last step evaluated
+    why_not: str = ""  # why it has not converged (empty when it has)
+
+    @property
+    def converged(self) -> bool:
+        return self.step is not None
+
+
+def describe(window: int = WINDOW, tolerance: float = TOLERANCE, tail: float = TAIL) -> str:
+    """The definition in one paragraph, for the text above a table."""
+    return (f"Converged: the mean accuracy of {window} consecutive evaluations first comes within "
+            f"{100 * tolerance:g} point(s) (absolute) of the run's best such mean; counted only if the run "
+            f"plateaued, i.e. its best mean over the last {100 * tail:g}% of its steps beats the best before "
+            f"by less than {100 * tolerance:g} point(s); otherwise it did not converge within its steps.")
+
+
+def smoothed(accuracies: list[float], window: int = WINDOW) -> list[float]:
+    """Trailing means over `window` values: element i is the mean of values i .. i + window - 1."""
+    return [sum(accuracies[i:i + window]) / window for i in range(len(accuracies) - window + 1)]
+
+
+def convergence(history: list[tuple[int, float]], window: int = WINDOW, tolerance: float = TOLERANCE,
+                tail: float = TAIL) -> Convergence:
+    """Where a run converged, from its (step, accuracy) evaluations in step order."""
+    if not history:
+        return Convergence(None, None, 0, "no evaluations")
+    steps = [step for step, _ in history]
+    budget = steps[-1]
+    means = smoothed([accuracy for _, accuracy in history], window)
+    ends = steps[window - 1:]  # a mean is known at the step of its last evaluation
+    cut = budget * (1 - tail)
+    before = [m for m, step in zip(means, ends) if step <= cut]
+    after = [m for m, step in zip(means, ends) if step > cut]
+    if not before or not after:
+        return Convergence(None, None, budget, f"too few evaluations to tell (need {window} before the last "
+                                               f"{100 * tail:g}% of the steps and one within)")
+    best = max(means)
+    if max(after) - max(before) >= tolerance:
+        return Convergence(None, best, budget, "still improving at the end")
+    step = next(step for m, step in zip(means, ends) if m >= best - tolerance)
+    return Convergence(step, best, budget)
