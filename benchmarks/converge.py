@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpt.experiments.plots import learning_curves
-from fpt.runs import RunDir
-from fpt.runtime import bf16_note
+from fpt.runs import RunDir, is_subset, whole_split
+from fpt.runtime import bf16_note, cpu_model
 
 ROOT = Path(__file__).parent / "results" / "converge"
 
@@ -58,14 +58,6 @@ CELLS: dict[str, Cell] = {
     "fashion-mnist-random-fast-seed0": Cell("fashion-mnist", "random init, fast recipe", "fast", (
         "--recipe", "fast", "--init", "random", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=None),
 }
-
-
-def cpu_model() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
 
 
 def training_seconds(records: list[dict]) -> list[float]:
@@ -125,7 +117,7 @@ def first_reaching(records: list[dict], target: float | None) -> tuple[int, floa
         return None
     seconds = training_seconds(records)
     for record, spent in zip(records, seconds):
-        if "[:" not in record["split"] and 100 * record["accuracy"] >= target:
+        if not is_subset(record) and 100 * record["accuracy"] >= target:
             return record["step"], spent
     return None
 
@@ -138,7 +130,7 @@ def table() -> str:
         run = ROOT / name
         if not (run / RunDir.CONFIG).is_file():
             continue
-        records = [r for r in RunDir(run).read_metrics() if "[:" not in r["split"]]  # whole splits only
+        records = whole_split(RunDir(run).read_metrics())
         if not records:
             continue
         seconds = training_seconds(RunDir(run).read_metrics())[-1]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import torch
 
 from fpt.checkpoint import load_checkpoint
 from fpt.runs import RunDir
-from fpt.runtime import bf16_note
+from fpt.runtime import bf16_note, cpu_model
 
 RESULTS = Path(__file__).parent / "results" / "scale.json"
 # Ring all-reduce of B bytes on N ranks moves 2 (N - 1) / N * B per rank and pays 2 (N - 1) latencies.
@@ -39,14 +38,6 @@ LINKS = {  # (bandwidth in bytes/s one rank can push, latency per hop in s): rou
     "NVLink (H100, NCCL bus bandwidth ~300 GB/s)": (300e9, 10e-6),
     "25 Gb/s Ethernet": (25e9 / 8, 50e-6),
 }
-
-
-def cpu_model() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def train(out: Path, nproc: int, threads: int, args: argparse.Namespace) -> None:

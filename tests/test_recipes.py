@@ -81,13 +81,13 @@ def test_a_recipe_fills_only_the_options_not_given_and_is_recorded(tiny_gpt2, tm
     monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
     assert recipe_defaults("fast")["precision"] == "bf16"
     assert main(["train", "--task", "bit-xor", "--n-bits", "8", "--eval-size", "20", "--backbone", tiny_gpt2,
-                 "--recipe", "fast", "--lr", "5e-4", "--steps", "2", "--eval-every", "2", "--precision", "fp32",
+                 "--recipe", "fast", "--lr", "5e-4", "--steps", "2", "--warmup-steps", "1", "--eval-every", "2", "--precision", "fp32",
                  "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     fast = RECIPES["fast"]
     assert config["recipe"] == "fast" and config["lr"] == 5e-4  # the flag wins
-    assert (config["lr_schedule"], config["warmup_steps"], config["batch_size"]) == (
-        fast["lr_schedule"], fast["warmup_steps"], fast["batch_size"])
+    assert (config["lr_schedule"], config["warmup_steps"], config["batch_size"]) == (fast["lr_schedule"], 1,
+                                                                                    fast["batch_size"])
 
 
 @pytest.mark.parametrize("options, words", [
@@ -114,3 +114,57 @@ def test_a_validation_split_is_carved_from_training_the_same_for_every_seed(tmp_
     assert torch.equal(again.evals["val"].x, task.evals["val"].x)
     raises_naming(lambda: create_task("mnist", data_dir=str(tmp_path / "mnist"), val_size=60), "--val-size", "59")
     assert math.isclose(len(task.train) / len(plain.train), 0.75)
+
+
+def test_a_kill_while_confirming_a_target_resumes_into_the_same_run(tiny_gpt2, tmp_path, monkeypatch):
+    config = dict(eval_subset=20, target_accuracy=0.01)
+    straight, _ = train(_bits(tiny_gpt2, **config), out=tmp_path / "straight", progress=False)
+    import fpt.training as training
+
+    real = training.evaluate
+
+    def killed_on_the_whole_split(*args, limit=None, **kwargs):
+        if limit is None:
+            raise KeyboardInterrupt
+        return real(*args, limit=limit, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate", killed_on_the_whole_split)
+    with pytest.raises(KeyboardInterrupt):
+        train(_bits(tiny_gpt2, **config), out=tmp_path / "killed", progress=False)
+    assert not RunDir(tmp_path / "killed").read_metrics()  # nothing of step 4 was kept
+    monkeypatch.setattr(training, "evaluate", real)
+    resumed, _ = resume(tmp_path / "killed", progress=False)
+    assert resumed["target_reached_at_step"] == straight["target_reached_at_step"] == 4
+    a = load_checkpoint(tmp_path / "straight" / RunDir.CHECKPOINT)
+    b = load_checkpoint(tmp_path / "killed" / RunDir.CHECKPOINT)
+    assert a.step == b.step == 4 and all(torch.equal(a.params[n], b.params[n]) for n in a.params)
+
+
+def test_a_subset_of_a_length_bucketed_split_is_its_first_examples_not_its_shortest(tmp_path):
+    import numpy as np
+
+    from fpt.tasks.bucketing import LengthBucketedTask
+    from fpt.training import _first_examples
+
+    rng = np.random.default_rng(0)
+    lengths = np.array([9, 2, 7, 1, 8, 3, 6, 4, 5, 10])
+    x = rng.integers(1, 20, (10, 10))
+    mask = np.arange(10)[None, :] < lengths[:, None]
+    np.savez(tmp_path / "rows.npz", x=x, y=np.arange(10) % 2, mask=mask)
+    np.savez(tmp_path / "test.npz", x=x, y=np.arange(10) % 2, mask=mask)
+    task = LengthBucketedTask(create_task(f"npz:{tmp_path / 'rows.npz'}", test_path=str(tmp_path / "test.npz")), 2)
+    cut: list[bool] = []
+    seen = sorted(int(m.sum()) for batch in _first_examples(task, 2, None, 4, cut) for m in batch.mask)
+    assert seen == sorted(lengths[:4].tolist()) and cut == [True]
+
+
+def test_a_cosine_run_is_not_stretched_on_resume(tiny_gpt2, tmp_path):
+    train(_bits(tiny_gpt2, lr_schedule="cosine"), out=tmp_path / "run", progress=False)
+    raises_naming(lambda: resume(tmp_path / "run", steps=16, progress=False), "decays to 0 at step 8", "--steps 16")
+
+
+def test_a_baseline_takes_none_of_a_recipes_transformer_options(monkeypatch):
+    monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
+    config = TrainConfig.from_recipe("fast", task="mnist", model="lstm")
+    assert config.precision == "fp32" and config.lr == RECIPES["fast"]["lr"]
+    config.validate()

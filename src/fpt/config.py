@@ -26,7 +26,7 @@ LR_SCHEDULES = ("constant", "cosine")
 
 # Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what
 # `reproduce --protocol paper` uses. "fast": measured to reach the same accuracy in less wall
-# time on our CPUs (benchmarks/converge.py, README "Converged numbers"); the trained parameters
+# time on our CPUs (benchmarks/converge.py, README "Recipes"); the trained parameters
 # are few, so they take a larger, decaying rate. bf16 only where the CPU computes it natively.
 RECIPES: dict[str, dict] = {
     "paper": {},
@@ -110,8 +110,9 @@ class TrainConfig:
         check_device_name(self.device)
         if self.lr_schedule not in LR_SCHEDULES:
             raise FptError(f"unknown --lr-schedule {self.lr_schedule!r}; choose {' or '.join(LR_SCHEDULES)}")
-        if self.warmup_steps < 0:
-            raise FptError(f"--warmup-steps must be at least 0, got {self.warmup_steps}")
+        if self.warmup_steps < 0 or (self.warmup_steps and self.warmup_steps >= self.steps):
+            raise FptError(f"--warmup-steps must be at least 0 and below --steps ({self.steps}), got "
+                           f"{self.warmup_steps}" + (f" (from --recipe {self.recipe})" if self.recipe != "paper" else ""))
         if self.eval_subset is not None and self.eval_subset < 1:
             raise FptError(f"--eval-subset must be at least 1, got {self.eval_subset}")
         if self.recipe not in RECIPES:
@@ -130,8 +131,13 @@ class TrainConfig:
 
     @classmethod
     def from_recipe(cls, recipe: str = "paper", **options) -> "TrainConfig":
-        """A config whose options not given come from the named recipe, then from the defaults."""
-        return cls(**{**recipe_defaults(recipe), **options, "recipe": recipe})
+        """A config whose options not given come from the named recipe, then from the defaults
+        (the way to use a recipe from Python: TrainConfig(recipe=...) only records the name).
+        A baseline model takes none of the recipe's transformer-only options (e.g. bf16)."""
+        defaults = recipe_defaults(recipe)
+        if options.get("model", "fpt") != "fpt":
+            defaults = {k: v for k, v in defaults.items() if k not in TRANSFORMER_ONLY_OPTIONS}
+        return cls(**{**defaults, **options, "recipe": recipe})
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":

@@ -84,6 +84,9 @@ class World:
                 outcome[0] = ("ok", on_main())
             except FptError as exc:
                 outcome[0] = ("error", (str(exc), exc.kind))
+            except OSError as exc:  # a path rank 0 cannot use: every rank says so in one line
+                where = f" ({exc.filename})" if exc.filename else ""
+                outcome[0] = ("error", (f"{exc.strerror or exc}{where}", "usage"))
         dist.broadcast_object_list(outcome, src=0)
         status, value = outcome[0]
         if status == "error":
@@ -102,6 +105,13 @@ class World:
 
 
 SINGLE = World()
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether a collective failed because another rank left (it crashed, or stopped on its error)."""
+    text = str(exc)
+    return isinstance(exc, getattr(dist, "DistError", ())) or any(
+        words in text for words in ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Gloo"))
 
 
 def start(backend: str | None = None) -> World:
@@ -163,6 +173,7 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
     """`fpt train --nproc N ...`: run `fpt ...` on N local ranks through torchrun's own launcher
     (torch.distributed.run, as `torchrun --standalone --nproc-per-node N -m fpt ...`); returns
     the exit status, a failed rank's own (2 for a usage error, which that rank already printed)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -172,5 +183,8 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
     try:
         run(parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "fpt", *fpt_args]))
     except ChildFailedError as exc:
-        return next((failure.exitcode for failure in exc.failures.values() if failure.exitcode), 1)
+        code = next((failure.exitcode for failure in exc.failures.values() if failure.exitcode), 1)
+        return 128 - code if code < 0 else code  # a rank killed by signal N: the shell's 128 + N
+    except SignalException:  # Ctrl-C or a kill of the launcher, which stopped the ranks
+        raise KeyboardInterrupt from None
     return 0

@@ -28,6 +28,17 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, a second w
     fcntl = None
 
 
+def is_subset(record: dict) -> bool:
+    """Whether a metrics record scored only the first N examples of its split ("test[:2000]",
+    --eval-subset) rather than the whole split."""
+    return "[:" in str(record.get("split", ""))
+
+
+def whole_split(records: list[dict]) -> list[dict]:
+    """The records that scored a whole split: what tables, curves and convergence read."""
+    return [r for r in records if not is_subset(r)]
+
+
 class RunDir:
     CONFIG = "config.json"
     METRICS = "metrics.jsonl"

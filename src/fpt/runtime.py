@@ -47,6 +47,15 @@ def configure_process(threads: int | None, precision: str = "fp32") -> None:
     torch.set_flush_denormal(True)
 
 
+def cpu_model() -> str:
+    """The CPU's model name, for the records of timed benchmarks."""
+    try:
+        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 @cache
 def native_bf16() -> bool | None:
     """Whether this CPU computes bfloat16 natively (x86: AVX512-BF16 or AMX; Arm: the BF16

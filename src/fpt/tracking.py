@@ -32,6 +32,7 @@ REPORT_TO = ("mlflow", "tensorboard", "wandb")
 TRACKING_FILE = "tracking.json"
 # Set by a sweep for its cells' `fpt train` processes: what each tracker needs to nest a run under it.
 TRACKING_PARENT_ENV = "FPT_TRACKING_PARENT"
+SUBSET_PREFIX = "subset_"  # the names of scores of a split's first N examples (--eval-subset)
 DEFAULT_PROJECT = "fpt"  # the MLflow experiment and W&B project when neither flag nor variable names one
 
 
@@ -104,7 +105,7 @@ class MLflowSink(Sink):
                 self.run_id, self.state = run.info.run_id, state
                 self.client.update_run(self.run_id, status="RUNNING")
                 # the store itself says which evaluations it holds: exact even if tracking.json lags
-                return max((m.step for key in run.data.metrics if not key.startswith("summary/")
+                return max((m.step for key in run.data.metrics if not key.startswith(("summary/", SUBSET_PREFIX))
                             for m in self.client.get_metric_history(self.run_id, key)), default=0)
         experiment_id = parent.get("experiment_id") or self._experiment_id(uri)
         tags = {"fpt.directory": str(directory.resolve()), "fpt.role": role}
@@ -324,12 +325,16 @@ class Tracker:
         return self
 
     def log_evaluation(self, step: int, record: dict) -> None:
-        """One evaluation record (as in metrics.jsonl) to every tracker that lacks its step."""
-        metrics = {k: v for k, v in numbers(record).items() if k != "step"}
+        """One evaluation record (as in metrics.jsonl) to every tracker that lacks its step. A score
+        of the first N examples only (--eval-subset; its split reads "test[:N]", fpt.runs.is_subset)
+        goes under its own names, so a whole-split score of the same step is kept beside it."""
+        subset = "[:" in str(record.get("split", ""))
+        prefix, mark = (SUBSET_PREFIX, "logged_subset_step") if subset else ("", "logged_step")
+        metrics = {prefix + k: v for k, v in numbers(record).items() if k != "step"}
         for sink in list(self.live):
-            if step > self.state[sink.name]["logged_step"] and self._call(sink, f"at step {step}", sink.log_evaluation,
-                                                                          step, metrics):
-                self.state[sink.name]["logged_step"] = step
+            if step > self.state[sink.name].get(mark, 0) and self._call(sink, f"at step {step}", sink.log_evaluation,
+                                                                        step, metrics):
+                self.state[sink.name][mark] = step
         self._save()
 
     def finish(self, summary: dict, files: Iterable[Path] = ()) -> None:

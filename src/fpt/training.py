@@ -10,7 +10,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +26,7 @@ from fpt.devices import resolve_device
 from fpt.distributed import SINGLE, World
 from fpt.errors import FptError
 from fpt.model import FrozenPretrainedTransformer, TrainableModel
-from fpt.runs import RunDir
+from fpt.runs import RunDir, is_subset
 from fpt import runtime
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
@@ -153,6 +153,28 @@ def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
+def _first_examples(task: Task, batch_size: int, split: str | None, limit: int, cut: list[bool]) -> Iterator[Batch]:
+    """The split's first `limit` examples, in batches; appends True to `cut` if the split is longer.
+    A length-bucketed task batches its split shortest first: its first examples are picked by
+    their place in the split, not by length (the shortest would be the easiest)."""
+    if isinstance(task, LengthBucketedTask):
+        data = task.inner.eval_split_data(split)
+        order = task.eval_order(split)
+        cut.extend([len(order) > limit])
+        for index in order[order < limit].split(batch_size):
+            yield task.inner.make_batch(data, index, None)
+        return
+    taken = 0
+    for batch in task.eval_batches(batch_size, split):
+        if taken + len(batch) > limit:
+            cut.append(True)
+            if taken < limit:
+                yield batch.slice(0, limit - taken)
+            return
+        taken += len(batch)
+        yield batch
+
+
 @torch.inference_mode()
 def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: str | None = None,
              confusion: bool = False, world: World = SINGLE, limit: int | None = None) -> dict:
@@ -171,14 +193,10 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     device = _device_of(model)
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
-    taken, cut = 0, False
-    for index, batch in enumerate(task.eval_batches(batch_size, split)):
-        if limit is not None:
-            cut = taken + len(batch) > limit
-            if taken >= limit:
-                break
-            batch = batch.slice(0, limit - taken)
-            taken += len(batch)
+    cut: list[bool] = []
+    batches = task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split,
+                                                                                          limit, cut)
+    for index, batch in enumerate(batches):
         if index % world.size != world.rank:
             continue
         batch = batch.to(device)
@@ -266,7 +284,8 @@ class Trainer:
         rng_states = self.world.all_gather(RngState.here(self.device))  # every rank takes part
         if not all(torch.isfinite(p).all() for p in self.params):
             raise self._diverged("trained weights became NaN or infinite")
-        if self.run_dir is None:
+        if self.run_dir is None:  # another rank than 0: rank 0 writes it
+            self.last_checkpoint_step = self.step
             return
         try:
             save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step, rng_states,
@@ -320,7 +339,10 @@ class Trainer:
         return FptError(f"{what} at step {self.step}; stopped, {where}; try a lower --lr")
 
     def _failed(self, exc: BaseException, doing: str) -> FptError:
-        """An exception inside a step or an evaluation: out of memory, or a divergence."""
+        """An exception inside a step or an evaluation: out of memory, a peer rank gone, or a divergence."""
+        if self.world.distributed and distributed.is_peer_failure(exc):
+            return FptError(f"another rank stopped while {doing} at step {self.step}; its own error says why "
+                            "(rank 0's is printed first)")
         if _is_out_of_memory(exc):
             size = "--eval-batch-size" if doing == "evaluating" else "--batch-size (or --micro-batch-size, --checkpointing)"
             return FptError(f"out of memory while {doing} at step {self.step}; lower {size}")
@@ -335,21 +357,36 @@ class Trainer:
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
 
-    def _record(self, train_loss: float, started: float, bar, whole: bool) -> dict:
-        """Evaluate, append the record to metrics.jsonl, checkpoint; returns the evaluation."""
-        result = self._evaluate(whole)
-        if not math.isfinite(result["loss"]):
-            raise self._diverged(f"held-out loss became {result['loss']}")
-        record = {"step": self.step, "train_loss": train_loss, **result,
-                  "elapsed_s": round(self.elapsed_before + time.perf_counter() - started, 3)}
-        if self.progress:
-            bar.write(f"step {self.step}: {result['split']} accuracy {result['accuracy']:.4f}, loss {result['loss']:.4f}")
+    def _evaluation_step(self, train_loss: float, started: float, bar) -> dict:
+        """Evaluate (the --eval-subset in between, the whole split at the end and to confirm a
+        target the subset reached), then write the records and checkpoint, once: a run killed
+        before the checkpoint makes the same evaluations again when resumed. Returns the last."""
+        cfg = self.config
+        results = [self._evaluate(whole=self.step == cfg.steps or cfg.eval_subset is None)]
+        if cfg.target_accuracy is not None and results[0]["accuracy"] >= cfg.target_accuracy and is_subset(results[0]):
+            results.append(self._evaluate(whole=True))  # the target counts on the whole split
+        records = []
+        for result in results:
+            if not math.isfinite(result["loss"]):
+                raise self._diverged(f"held-out loss became {result['loss']}")
+            records.append({"step": self.step, "train_loss": train_loss, **result,
+                            "elapsed_s": round(self.elapsed_before + time.perf_counter() - started, 3)})
+            if self.progress:
+                bar.write(f"step {self.step}: {result['split']} accuracy {result['accuracy']:.4f}, "
+                          f"loss {result['loss']:.4f}")
         if self.run_dir is not None:
-            self.run_dir.append_metrics(record)
+            for record in records:
+                self.run_dir.append_metrics(record)
         self._checkpoint()
-        if self.tracker is not None:  # after the checkpoint: a resume never makes this evaluation again
-            self.tracker.log_evaluation(self.step, record)
-        return result
+        if self.tracker is not None:  # after the checkpoint: a resume never makes these evaluations again
+            for record in records:
+                self.tracker.log_evaluation(self.step, record)
+        return results[-1]
+
+    def _open_tracker(self) -> None:
+        """A new tracked run, or the same one continued and caught up with metrics.jsonl."""
+        if self.tracker is not None:
+            self.tracker.open(self.run_dir.path, dataclasses.asdict(self.config), self.run_dir.read_metrics())
 
     def fit(self) -> dict:
         """Train to config.steps (or the target accuracy); returns the summary."""
@@ -357,8 +394,7 @@ class Trainer:
         self.model.train()
         started, resumed_from = time.perf_counter(), self.step
         reached_at, last_eval = None, None
-        if self.tracker is not None:  # a new tracked run, or the same one continued and caught up
-            self.tracker.open(self.run_dir.path, dataclasses.asdict(cfg), self.run_dir.read_metrics())
+        self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
                    dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
         try:
@@ -376,12 +412,9 @@ class Trainer:
                 if self.on_step is not None:
                     self.on_step(self.step, loss)
                 if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                    whole = self.step == cfg.steps or cfg.eval_subset is None
-                    last_eval = self._record(loss, started, bar, whole)
-                    target = cfg.target_accuracy
-                    if target is not None and last_eval["accuracy"] >= target and not whole:
-                        last_eval = self._record(loss, started, bar, whole=True)  # the target counts on the whole split
-                    if target is not None and last_eval["accuracy"] >= target:
+                    last_eval = self._evaluation_step(loss, started, bar)
+                    if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy \
+                            and not is_subset(last_eval):
                         reached_at = self.step
                         break
         finally:
@@ -549,6 +582,9 @@ def _resume(run_dir: Path, steps: int | None, progress: bool, on_step: Callable[
             device: str | None, tracker: Tracker | None, world: World) -> tuple[dict, Path]:
     config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world)
     try:
+        if steps is not None and steps != config.steps and config.lr_schedule != "constant":
+            raise FptError(f"this run's {config.lr_schedule} schedule decays to 0 at step {config.steps}; --steps "
+                           f"{steps} would change its learning rate from here on; train a new run to that length")
         if steps is not None:
             config.steps = steps
         if trainer.run_dir is not None:

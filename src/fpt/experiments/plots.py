@@ -18,7 +18,7 @@ from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
 from fpt.experiments.tables import column_heading, steps_data, table_data  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
-from fpt.runs import RunDir  # noqa: E402
+from fpt.runs import RunDir, whole_split  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
 
 
@@ -93,7 +93,7 @@ def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
 
 def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> Path | None:
     """One panel per task: held-out accuracy against step, one line per variant and seed."""
-    done = [r for r in rows if r["status"] == "done" and r.get("run_dir") and RunDir(r["run_dir"]).read_metrics()]
+    done = [r for r in rows if r["status"] == "done" and r.get("run_dir") and whole_split(RunDir(r["run_dir"]).read_metrics())]
     tasks = list(dict.fromkeys(str(r["task"]) for r in done))
     if not tasks:
         return None
@@ -101,14 +101,14 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
     colours = {}
     for ax, task in zip(axes[0], tasks):
         for r in (r for r in done if r["task"] == task):
-            points = RunDir(r["run_dir"]).read_metrics()
+            points = whole_split(RunDir(r["run_dir"]).read_metrics())
             variant = str(r.get(row_key, "fpt"))
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
             # markers: a run evaluated once is a point, which a bare line would not draw at all
             ax.plot([p["step"] for p in points], [100 * p["accuracy"] for p in points], color=colour, alpha=0.8,
                     marker="o", markersize=3,
                     label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
-        splits = {p.get("split") for r in done if r["task"] == task for p in RunDir(r["run_dir"]).read_metrics()}
+        splits = {p.get("split") for r in done if r["task"] == task for p in whole_split(RunDir(r["run_dir"]).read_metrics())}
         ax.set_title(TASK_COLUMNS.get(task, task))
         ax.set_xlabel("step")
         ax.set_ylabel(f"{'/'.join(sorted(str(s) for s in splits))} accuracy (%), during training")

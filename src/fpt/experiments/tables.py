@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
 from fpt.experiments.convergence import Convergence, convergence, describe
 from fpt.experiments.paper import PAPER, PAPER_SCORED_VALIDATION, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER
-from fpt.runs import RunDir
+from fpt.runs import RunDir, whole_split
 
 # A failed run's failure kind (failure.json, fpt.errors) -> what its table cell says instead of a number.
 FAILURE_TEXTS = {
@@ -146,7 +146,7 @@ def split_title(rows: list[dict]) -> str:
 
 def run_convergence(run_dir) -> Convergence:
     """Where one run converged, from its evaluations during training (metrics.jsonl)."""
-    return convergence([(int(r["step"]), float(r["accuracy"])) for r in RunDir(run_dir).read_metrics()])
+    return convergence([(int(r["step"]), float(r["accuracy"])) for r in whole_split(RunDir(run_dir).read_metrics())])
 
 
 @dataclass
