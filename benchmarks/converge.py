@@ -6,7 +6,7 @@
 
 Each cell is one run directory under benchmarks/results/converge/ (config, metrics, checkpoint:
 a few MB, committed), started with `fpt train` or continued with `fpt train --resume`. A sitting
-(`--minutes`) stops a cell mid-way (SIGINT: it keeps its last checkpoint) and the next sitting
+(`--minutes`) stops a cell mid-way (it keeps its last checkpoint) and the next sitting
 resumes it; every sitting is appended to the cell's sittings.jsonl (machine, steps, wall time), so
 the table can say which runs were resumed and how often. Writes results.md (ours beside the
 paper's, steps, training time, recipe, machine) and one learning-curve PNG per task.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -91,8 +90,10 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
     process = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
         process.wait(timeout=None if minutes is None else minutes * 60)
-    except subprocess.TimeoutExpired:  # the sitting is over: stop at the last checkpoint, resume next time
-        process.send_signal(signal.SIGINT)
+    except subprocess.TimeoutExpired:  # the sitting is over: the last checkpoint stays, resume next time
+        # SIGTERM, not SIGINT: a shell's background jobs ignore SIGINT, and checkpoints are written
+        # atomically, so a kill loses only the steps since the last evaluation
+        process.terminate()
         process.wait()
     record = {"started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "from_step": before,
               "to_step": _last_step(run), "wall_s": round(time.time() - started), "threads": threads,
@@ -138,7 +139,8 @@ def table() -> str:
         reached = first_reaching(RunDir(run).read_metrics(), cell.target)
         sittings = (run / "sittings.jsonl").read_text().splitlines() if (run / "sittings.jsonl").is_file() else []
         target = ("" if cell.target is None else f"{cell.target:g}%: " +
-                  (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else "not yet"))
+                  (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else
+                   "not reached" if records[-1]["step"] >= _configured_steps(run) else "not yet"))
         lines.append(f"| {name} | {cell.recipe} | {'-' if cell.paper is None else f'{cell.paper:.1f}'} | "
                      f"{100 * records[-1]['accuracy']:.2f} (step {records[-1]['step']:,}) | "
                      f"{100 * best['accuracy']:.2f} (step {best['step']:,}) | {records[-1]['step']:,} / "
