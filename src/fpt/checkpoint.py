@@ -51,6 +51,12 @@ class Checkpoint:
     def world_size(self) -> int:
         return len(self.rng_states)
 
+    def check_world_size(self, size: int, path: Path) -> None:
+        """Training on needs as many processes as saved it: each rank restores its own RNG state."""
+        if self.world_size != size:
+            raise FptError(f"{path} was saved by a run on {self.world_size} process(es); resume it with as many "
+                           f"(`fpt train --nproc {self.world_size} --resume ...`), not {size}")
+
 
 def _rng_key(kind: str, rank: int) -> str:
     """rng.torch for rank 0 (the name single-process checkpoints always had), rng.torch.rankN after."""

@@ -315,10 +315,8 @@ def _check_before_launch(args: argparse.Namespace) -> None:
     check_launch(args.nproc)
     if args.resume is not None:
         run = RunDir.existing(args.resume)
-        saved = load_checkpoint(run.checkpoint_path).world_size if run.has_checkpoint else args.nproc
-        if saved != args.nproc:
-            raise FptError(f"{run.checkpoint_path} was saved by a run on {saved} process(es); "
-                           f"resume it with --nproc {saved}")
+        if run.has_checkpoint:
+            load_checkpoint(run.checkpoint_path).check_world_size(args.nproc, run.checkpoint_path)
         return
     config = _config_from_args(args)
     config.validate(args.nproc)

@@ -263,10 +263,8 @@ class Trainer:
     def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
         """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
         RNG state. `resuming` (training on) needs the world size the checkpoint was saved with."""
-        if resuming and checkpoint.world_size != self.world.size:
-            raise FptError(f"{path} was saved by a run on {checkpoint.world_size} process(es); resume it with "
-                           f"as many (`fpt train --nproc {checkpoint.world_size} --resume ...`), "
-                           f"not {self.world.size}")
+        if resuming:
+            checkpoint.check_world_size(self.world.size, path)
         restore(self.model, checkpoint, path)
         try:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
