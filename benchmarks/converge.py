@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fpt.experiments.plots import learning_curves
 from fpt.runs import RunDir, is_subset, whole_split
-from fpt.runtime import bf16_note, cpu_model
+from fpt.runtime import bf16_note, cpu_model, usable_cores
 
 ROOT = Path(__file__).parent / "results" / "converge"
 
@@ -155,7 +155,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", help=f"comma list (default: all): {', '.join(CELLS)}")
     parser.add_argument("--minutes", type=float, help="at most this long per cell in this sitting")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=usable_cores())
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
     names = args.cells.split(",") if args.cells else list(CELLS)

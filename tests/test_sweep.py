@@ -1,6 +1,7 @@
 """Sweeps: grids of runs, resumable, failures recorded, specs checked before anything runs."""
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -198,3 +199,18 @@ def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_g
     with pytest.raises(FptError, match="was run with other options.*--steps"):
         run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+
+
+def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_path, monkeypatch):
+    import fpt.experiments.sweep as sweep
+    import fpt.runtime
+
+    # taskset, Slurm and container cpusets narrow the affinity: a sweep pinned to one core of
+    # a shared machine must not start a thread per core of the machine in each cell.
+    monkeypatch.setattr(fpt.runtime.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(fpt.runtime.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    threads = []
+    monkeypatch.setattr(sweep, "run_cell", lambda cell, spec, sweep_dir, n, tracking: threads.append(n) or {})
+    spec = dataclasses.replace(load_spec(_spec(tmp_path, "unused")), parallel=1)
+    list(sweep.LocalExecutor()(spec.cells()[:2], spec, tmp_path))
+    assert threads == [2, 2]

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from fpt.errors import FptError
+from fpt.runtime import usable_cores
 
 T = TypeVar("T")
 
@@ -179,7 +180,7 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
 
     check_launch(nproc)
     # ranks share the cores instead of each spinning one thread per core against the others
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // nproc)))
     try:
         run(parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "fpt", *fpt_args]))
     except ChildFailedError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import platform
 import sys
 from functools import cache
@@ -20,6 +21,14 @@ import torch
 # of varying length grew a process from 2 to 24 GB in minutes. A fixed threshold returns those
 # tensors to the system when freed, for about a tenth more time per step.
 _M_MMAP_THRESHOLD = -3
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: its CPU affinity where the OS has one (taskset, Slurm and
+    container cpusets narrow it), else every core. Threads are split over these, not os.cpu_count()."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def set_threads(threads: int | None) -> None:

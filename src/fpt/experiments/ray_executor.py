@@ -19,6 +19,7 @@ from typing import Iterator
 
 from fpt.errors import FptError, require
 from fpt.experiments.sweep import Cell, CellTracking, SweepSpec, cell_run, failed_row, run_cell
+from fpt.runtime import usable_cores
 
 PIP = "pip install 'fpt[ray]'"
 # The object store only carries the cells' small rows: Ray's minimum is 75 MiB, its default a
@@ -32,7 +33,7 @@ def start_local_ray(num_cpus: int | None = None) -> None:
     """A Ray instance on this machine only: its cores, no dashboard, a small object store. The
     cells' output goes to SWEEP_DIR/logs/, so workers print nothing here."""
     ray = require("ray", PIP)
-    ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+    ray.init(num_cpus=num_cpus or usable_cores(), include_dashboard=False,
              object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, logging_level=logging.WARNING)
 
 

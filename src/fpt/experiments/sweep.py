@@ -39,6 +39,7 @@ from fpt.errors import TOO_SHALLOW, FptError, require
 from fpt.experiments.paper import REPRODUCIBLE, VARIANT_TASK_OPTIONS, VARIANTS, row_label
 from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
+from fpt.runtime import usable_cores
 from fpt.runs import RunDir
 from fpt.tracking import Tracker
 
@@ -355,7 +356,7 @@ class LocalExecutor:
 
     def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
                  tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]:
-        threads = max(1, (os.cpu_count() or 1) // spec.parallel)
+        threads = max(1, usable_cores() // spec.parallel)
         with ThreadPoolExecutor(spec.parallel) as pool:
             futures = {pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking): i for i, cell in enumerate(cells)}
             for future in as_completed(futures):
@@ -409,7 +410,7 @@ def machine_description(parallel: int) -> str:
 
     import torch
 
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return (f"{platform.processor() or platform.machine()}, {cores} cores, {parallel} run(s) at once "
             f"of {max(1, cores // parallel)} thread(s), torch {torch.__version__}")
 
