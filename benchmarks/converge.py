@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fpt.experiments.convergence import convergence, describe
 from fpt.experiments.plots import learning_curves
 from fpt.runs import RunDir, is_subset, whole_split
 from fpt.runtime import bf16_note, cpu_model, usable_cores
@@ -40,6 +41,11 @@ class Cell:
     target: float | None = None  # the issue's target, percent: the step it is first reached is reported
     notes: str = ""
     extra: dict = field(default_factory=dict)
+
+    @property
+    def arm(self) -> str:
+        """What is compared across recipes: the pretrained backbone or its random init."""
+        return "random init" if "random" in self.args else "fpt"
 
 
 PAPER_RECIPE = ("--recipe", "paper")
@@ -123,6 +129,53 @@ def first_reaching(records: list[dict], target: float | None) -> tuple[int, floa
     return None
 
 
+def first_at(records: list[dict], level: float) -> tuple[dict, float] | None:
+    """(record, training seconds) of the first evaluation, whole split or subset, at or above
+    `level` (a fraction)."""
+    for record, spent in zip(records, training_seconds(records)):
+        if record["accuracy"] >= level:
+            return record, spent
+    return None
+
+
+def recipes_side_by_side() -> str:
+    """Time to the same accuracy under both recipes, per task and arm: the accuracy is the lower of
+    the two runs' best whole-split scores, so both reached it. A fast-recipe run evaluates a fixed
+    subset in between; the split of the evaluation that first reached it is named."""
+    lines = ["| task | arm | accuracy both reached | paper recipe: first at | fast recipe: first at | "
+             "wall time ratio |", "|---|---|---|---|---|---|"]
+    cells = {(c.task, c.arm, c.recipe): name for name, c in CELLS.items() if (ROOT / name / RunDir.CONFIG).is_file()}
+    for (task, arm, recipe), paper_name in cells.items():
+        fast_name = cells.get((task, arm, "fast"))
+        if recipe != "paper" or fast_name is None:
+            continue
+        runs = [RunDir(ROOT / name).read_metrics() for name in (paper_name, fast_name)]
+        if not all(whole_split(records) for records in runs):
+            continue
+        level = min(max(r["accuracy"] for r in whole_split(records)) for records in runs)
+        (paper_at, paper_s), (fast_at, fast_s) = (first_at(records, level) for records in runs)
+        lines.append(f"| {task} | {arm} | {100 * level:.2f} | step {paper_at['step']:,}, {paper_s / 60:.0f} min | "
+                     f"step {fast_at['step']:,}, {fast_s / 60:.0f} min ({fast_at['split']}) | "
+                     f"{paper_s / fast_s:.1f}x |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def table6() -> str:
+    """The paper's Table 6 definition (steps to each run's own plateau) on the paper-recipe cells,
+    from their whole-split evaluations."""
+    lines = [describe(), "", "| cell | converged | to | evaluations |", "|---|---|---|---|"]
+    for name, cell in CELLS.items():
+        if cell.recipe != "paper" or not (ROOT / name / RunDir.CONFIG).is_file():
+            continue
+        records = whole_split(RunDir(ROOT / name).read_metrics())
+        result = convergence([(r["step"], r["accuracy"]) for r in records])
+        where = (f"step {result.step:,}" if result.converged else
+                 f"not within {result.budget:,} steps ({result.why_not})")
+        to = "" if result.accuracy is None else f"{100 * result.accuracy:.2f}"
+        lines.append(f"| {name} | {where} | {to} | {len(records)} |")
+    return "\n".join(lines) + "\n"
+
+
 def table() -> str:
     lines = ["| cell | recipe | paper | ours: last | best | steps | training time | target: first reached | sittings |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -166,6 +219,10 @@ def main() -> int:
         for name in names:
             sit(name, CELLS[name], args.minutes, args.threads)
     text = table()
+    side_by_side = recipes_side_by_side()
+    if side_by_side:
+        text += "\nThe two recipes to the same accuracy (same seed, same machine):\n\n" + side_by_side
+    text += "\nTable 6's definition on the paper-recipe runs:\n\n" + table6()
     (ROOT / "results.md").write_text(f"Machine of this table's last sitting: {cpu_model()}; {bf16_note()}\n\n{text}")
     print(text)
     return 0
