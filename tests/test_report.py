@@ -30,7 +30,8 @@ def test_run_report_holds_config_results_and_figures_inline(run_dir):
     assert page.count("data:image/png;base64,") == 2  # learning curve + attention map, inline
     assert "src=\"http" not in page and "href=\"http" not in page  # self-contained
     accuracy = json.loads((run_dir / "summary.json").read_text())["final"]["accuracy"]
-    assert f"{accuracy:.4f}" in page
+    assert f"{100 * accuracy:.2f}%" in page
+    assert "None" not in page and "{&#x27;" not in page  # config values as a reader writes them, no reprs
 
 
 def test_sweep_report(tiny_gpt2, tmp_path):

@@ -4,6 +4,7 @@ paper's figures."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -123,26 +124,34 @@ def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict
     """Per group (a table column) one bar per series (a table row): ours solid, with its spread
     (below, above) as an error bar, and the paper's figure hatched beside it where it has one."""
     width = 0.8 / max(1, 2 * len(series))
-    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.5 * len(groups) * (len(series) + 1))), 4.2), dpi=110)
+    inches = min(16.0, max(6.0, 0.5 * len(groups) * (len(series) + 1)))
+    fig, ax = plt.subplots(figsize=(inches + 2.0, 4.2), dpi=110)  # 2 inches for the legend on the right
     x = np.arange(len(groups))
     for i, name in enumerate(series):
         colour = f"C{i % 10}"
         at = x - 0.4 + width * (2 * i + 0.5)
         mine = [ours.get((name, g), np.nan) for g in groups]
         errors = np.array([spread.get((name, g), (0.0, 0.0)) for g in groups]).T
-        ax.bar(at, mine, width, yerr=errors, capsize=2, color=colour, label=f"{name} (ours)")
+        ran = not all(np.isnan(mine))
+        has_spread = any((name, g) in spread for g in groups)  # no caps drawn for a single seed
+        ax.bar(at, mine, width, yerr=errors if has_spread else None, capsize=2, color=colour,
+               label=f"{name} (ours)" if ran else None)
         theirs = [paper.get((name, g), np.nan) for g in groups]
         if any(not np.isnan(v) for v in theirs):
             ax.bar(at + width, theirs, width, color=colour, alpha=0.35, hatch="//", edgecolor=colour,
-                   label=f"{name} (paper)")
+                   label=f"{name} (paper)" + ("" if ran else ", not run here"))
+        for spot, value, their in zip(at, mine, theirs):  # an empty slot says why it is empty
+            if np.isnan(value) and not np.isnan(their):
+                ax.annotate("not run", (spot, 0), xytext=(0, 3), textcoords="offset points", rotation=90,
+                            fontsize=6, ha="center", va="bottom", color="0.4")
     ax.set_xticks(x)
     ax.set_xticklabels(groups, fontsize=8, rotation=20 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, width=int(14 * inches)), fontsize=9)  # ~14 characters an inch at 9 pt
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over a bar
     fig.tight_layout()
     return _save(fig, path)
 

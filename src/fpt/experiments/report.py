@@ -22,6 +22,7 @@ from fpt.runs import RunDir
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1em; } .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
 th { background: #f3f3f3; } img { max-width: 100%; margin: 0.4em 0; border: 1px solid #eee; }
@@ -39,7 +40,8 @@ def _table(header: list[str], rows: list[list], table_id: str = "") -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     attribute = f' id="{table_id}"' if table_id else ""
-    return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # wide tables (a sweep's runs) scroll sideways inside the page instead of running off it
+    return f'<div class="scroll"><table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
@@ -54,7 +56,7 @@ def _markdown(text: str, folder: Path) -> str:
     def end_table() -> None:
         if len(pipes) >= 2:
             cells = [[c.strip() for c in line.strip("|").split("|")] for line in pipes]
-            tables = sum(part.startswith("<table") for part in parts)
+            tables = sum("<table" in part for part in parts)
             parts.append(_table(cells[0], cells[2:], "results" if not tables else f"results-{tables + 1}"))
         pipes.clear()
 
@@ -79,27 +81,42 @@ def _page(title: str, sections: list[str]) -> str:
             f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>")
 
 
+def _readable(value) -> str:
+    """A config value as a reader would write it: no Python reprs (None, dicts) on the page."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={_readable(item)}" for key, item in value.items()) or "none"
+    return str(value)
+
+
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     from fpt.experiments.plots import learning_curves
 
     run = RunDir.existing(run_dir)
     config, summary = run.read_config(), run.read_summary() or {}
-    title = f"fpt run: {config['task']} on {config['backbone']} ({config['policy']}, init {config['init']})"
-    sections = ["<h2>Configuration</h2>" + _table(["option", "value"], sorted(config.items()), "config")]
+    title = (f"fpt run: {config['task']} on {config['backbone']} "
+             f"(policy {config['policy']}, init {config['init']}, lr {config['lr']:g})")
+    options = [[key, _readable(value)] for key, value in sorted(config.items())]
+    sections = ["<h2>Configuration</h2>" + _table(["option", "value"], options, "config")]
     splits = (run.read_evaluation() or {}).get("splits", {})
     final = summary.get("final")
     if final and final["split"] not in splits:  # `fpt evaluate --splits test` left the watched split out
         splits = {final["split"]: final, **splits}
-    rows = [[name, f"{r['accuracy']:.4f}", f"{r['loss']:.4f}", r["examples"]] for name, r in splits.items()]
+    rows = [[name, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
     sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
     if summary:
         facts = [["steps", summary["step"]], ["trained parameters", f"{summary['trained_params']:,}"],
-                 ["all parameters", f"{summary['total_params']:,}"], ["wall time (s)", summary["wall_time_s"]],
-                 ["target reached at step", summary.get("target_reached_at_step")]]
-        sections.append(_table(["", ""], facts, "summary"))
+                 ["all parameters", f"{summary['total_params']:,}"], ["wall time (s)", summary["wall_time_s"]]]
+        if config.get("target_accuracy") is not None:
+            reached = summary.get("target_reached_at_step")
+            facts.append(["target reached", "not reached" if reached is None else f"at step {reached:,}"])
+        sections.append(_table(["run", ""], facts, "summary"))
     figures = []
     curve = run_dir / "curve.png"
-    row = {"task": config["task"], "status": "done", "run_dir": str(run_dir), "variant": config["policy"]}
+    row = {"task": config["task"], "status": "done", "run_dir": str(run_dir), "variant": run_dir.name}
     if learning_curves([row], curve):
         figures.append(_image(curve, "accuracy during training, on the split watched then"))
     for png in sorted(run_dir.glob("attention_layer*.png")) + sorted(run_dir.glob("confusion_*.png")):
