@@ -138,12 +138,21 @@ def first_at(records: list[dict], level: float) -> tuple[dict, float] | None:
     return None
 
 
+def step_times(task: str, threads: int = 1) -> dict[str, float]:
+    """Seconds per training step of each recipe on an idle machine (benchmarks/recipe_speed.py)."""
+    path = ROOT.parent / "recipe_speed.json"
+    record = json.loads(path.read_text()).get(task) if path.is_file() else None
+    return {row["recipe"]: row["ms_per_step"] / 1000 for row in (record or {}).get("rows", [])
+            if row["threads"] == threads}
+
+
 def recipes_side_by_side() -> str:
     """Time to the same accuracy under both recipes, per task and arm: the accuracy is the lower of
     the two runs' best whole-split scores, so both reached it. A fast-recipe run evaluates a fixed
     subset in between; the split of the evaluation that first reached it is named."""
     lines = ["| task | arm | accuracy both reached | paper recipe: first at | fast recipe: first at | "
-             "wall time ratio |", "|---|---|---|---|---|---|"]
+             "wall time ratio | idle-machine training time (steps x step time): paper / fast, ratio |",
+             "|---|---|---|---|---|---|---|"]
     cells = {(c.task, c.arm, c.recipe): name for name, c in CELLS.items() if (ROOT / name / RunDir.CONFIG).is_file()}
     for (task, arm, recipe), paper_name in cells.items():
         fast_name = cells.get((task, arm, "fast"))
@@ -154,9 +163,14 @@ def recipes_side_by_side() -> str:
             continue
         level = min(max(r["accuracy"] for r in whole_split(records)) for records in runs)
         (paper_at, paper_s), (fast_at, fast_s) = (first_at(records, level) for records in runs)
+        speed = step_times(task)
+        idle = "not measured (benchmarks/recipe_speed.py)"
+        if {"paper", "fast"} <= speed.keys():
+            paper_idle, fast_idle = paper_at["step"] * speed["paper"], fast_at["step"] * speed["fast"]
+            idle = f"{paper_idle / 60:.0f} / {fast_idle / 60:.0f} min, {paper_idle / fast_idle:.1f}x"
         lines.append(f"| {task} | {arm} | {100 * level:.2f} | step {paper_at['step']:,}, {paper_s / 60:.0f} min | "
                      f"step {fast_at['step']:,}, {fast_s / 60:.0f} min ({fast_at['split']}) | "
-                     f"{paper_s / fast_s:.1f}x |")
+                     f"{paper_s / fast_s:.1f}x | {idle} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
