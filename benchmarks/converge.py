@@ -204,19 +204,21 @@ def table() -> str:
         run = ROOT / name
         if not (run / RunDir.CONFIG).is_file():
             continue
-        records = whole_split(RunDir(run).read_metrics())
+        everything = RunDir(run).read_metrics()
+        records = whole_split(everything) or everything  # a fast-recipe run scores its subset until its end
         if not records:
             continue
-        seconds = training_seconds(RunDir(run).read_metrics())[-1]
+        seconds = training_seconds(everything)[-1]
         best = max(records, key=lambda r: r["accuracy"])
+        on = "" if not is_subset(records[-1]) else f", {records[-1]['split']}"
         reached = first_reaching(RunDir(run).read_metrics(), cell.target)
         sittings = (run / "sittings.jsonl").read_text().splitlines() if (run / "sittings.jsonl").is_file() else []
         target = ("" if cell.target is None else f"{cell.target:g}%: " +
                   (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else
                    "not reached" if records[-1]["step"] >= _configured_steps(run) else "not yet"))
         lines.append(f"| {name} | {cell.recipe} | {'-' if cell.paper is None else f'{cell.paper:.1f}'} | "
-                     f"{100 * records[-1]['accuracy']:.2f} (step {records[-1]['step']:,}) | "
-                     f"{100 * best['accuracy']:.2f} (step {best['step']:,}) | {records[-1]['step']:,} / "
+                     f"{100 * records[-1]['accuracy']:.2f} (step {records[-1]['step']:,}{on}) | "
+                     f"{100 * best['accuracy']:.2f} (step {best['step']:,}{on}) | {records[-1]['step']:,} / "
                      f"{_configured_steps(run):,} | {seconds / 60:.0f} min | {target} | {len(sittings)} |")
         rows.append({"status": "done", "run_dir": str(run), "task": cell.task, "variant": cell.variant})
     for task in dict.fromkeys(r["task"] for r in rows):

@@ -229,3 +229,14 @@ def test_charts_draw_bars_with_error_bars_beside_the_papers_figures(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "accuracy": 0.5}) + "\n" for s in (1, 2, 3)))
     assert steps_chart([{**rows[0], "run_dir": str(run)}], tmp_path / "s.png", "t") is None  # none converged
+
+
+def test_learning_curves_keep_the_subset_scores_in_between_and_the_whole_split_where_a_step_has_it():
+    from fpt.experiments.plots import curve_points
+
+    records = [{"step": 50, "split": "test[:1000]", "accuracy": 0.2, "examples": 1000},
+               {"step": 100, "split": "test[:1000]", "accuracy": 0.4, "examples": 1000},
+               {"step": 100, "split": "test", "accuracy": 0.39, "examples": 10000},  # a target confirmed
+               {"step": 200, "split": "test", "accuracy": 0.5, "examples": 10000}]
+    points = curve_points(records)
+    assert [(p["step"], p["split"]) for p in points] == [(50, "test[:1000]"), (100, "test"), (200, "test")]

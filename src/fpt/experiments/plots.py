@@ -19,7 +19,7 @@ from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
 from fpt.experiments.tables import column_heading, steps_data, table_data  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
-from fpt.runs import RunDir, whole_split  # noqa: E402
+from fpt.runs import RunDir, is_subset  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
 
 
@@ -92,27 +92,48 @@ def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
+def curve_points(records: list[dict]) -> list[dict]:
+    """A run's evaluations in step order, one per step: the whole split where that step has it
+    (the end of a run, a confirmed target), else its fixed subset (--eval-subset, in between)."""
+    by_step: dict[int, dict] = {}
+    for record in records:
+        if record["step"] not in by_step or not is_subset(record):
+            by_step[record["step"]] = record
+    return [by_step[step] for step in sorted(by_step)]
+
+
 def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> Path | None:
-    """One panel per task: held-out accuracy against step, one line per variant and seed."""
-    done = [r for r in rows if r["status"] == "done" and r.get("run_dir") and whole_split(RunDir(r["run_dir"]).read_metrics())]
+    """One panel per task: held-out accuracy against step, one line per variant and seed. Scores
+    of a fixed subset (in between) are hollow markers on the same line as the whole split's."""
+    curves = {id(r): curve_points(RunDir(r["run_dir"]).read_metrics()) for r in rows
+              if r["status"] == "done" and r.get("run_dir")}
+    done = [r for r in rows if curves.get(id(r))]
     tasks = list(dict.fromkeys(str(r["task"]) for r in done))
     if not tasks:
         return None
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.4), dpi=110, squeeze=False)
     colours = {}
     for ax, task in zip(axes[0], tasks):
+        splits, subsets = set(), set()
         for r in (r for r in done if r["task"] == task):
-            points = whole_split(RunDir(r["run_dir"]).read_metrics())
+            points = curves[id(r)]
             variant = str(r.get(row_key, "fpt"))
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
-            # markers: a run evaluated once is a point, which a bare line would not draw at all
-            ax.plot([p["step"] for p in points], [100 * p["accuracy"] for p in points], color=colour, alpha=0.8,
-                    marker="o", markersize=3,
+            steps, accuracies = [p["step"] for p in points], [100 * p["accuracy"] for p in points]
+            ax.plot(steps, accuracies, color=colour, alpha=0.8,
                     label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
-        splits = {p.get("split") for r in done if r["task"] == task for p in whole_split(RunDir(r["run_dir"]).read_metrics())}
+            # markers: a run evaluated once is a point, which a bare line would not draw at all
+            whole = [not is_subset(p) for p in points]
+            ax.scatter([s for s, w in zip(steps, whole) if w], [a for a, w in zip(accuracies, whole) if w],
+                       s=10, color=colour, zorder=3)
+            ax.scatter([s for s, w in zip(steps, whole) if not w], [a for a, w in zip(accuracies, whole) if not w],
+                       s=10, facecolors="white", edgecolors=colour, zorder=3)
+            splits |= {str(p["split"]).split("[")[0] for p in points}
+            subsets |= {p["examples"] for p in points if is_subset(p)}
         ax.set_title(TASK_COLUMNS.get(task, task))
-        ax.set_xlabel("step")
-        ax.set_ylabel(f"{'/'.join(sorted(str(s) for s in splits))} accuracy (%), during training")
+        ax.set_xlabel("step" + (f" (hollow: first {', '.join(f'{n:,}' for n in sorted(subsets))} examples)"
+                                if subsets else ""), fontsize=8 if subsets else None)
+        ax.set_ylabel(f"{'/'.join(sorted(splits))} accuracy (%), during training")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
