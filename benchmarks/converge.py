@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpt.experiments.convergence import convergence, describe
+from fpt.experiments.convergence import describe
 from fpt.experiments.plots import learning_curves
+from fpt.experiments.tables import run_convergence
 from fpt.runs import RunDir, is_subset, whole_split
 from fpt.runtime import bf16_note, cpu_model, usable_cores
 
@@ -188,7 +189,7 @@ def table6() -> str:
         if cell.recipe != "paper" or not (ROOT / name / RunDir.CONFIG).is_file():
             continue
         records = whole_split(RunDir(ROOT / name).read_metrics())
-        result = convergence([(r["step"], r["accuracy"]) for r in records])
+        result = run_convergence(ROOT / name)
         where = (f"step {result.step:,}" if result.converged else
                  f"not within {result.budget:,} steps ({result.why_not})")
         to = "" if result.accuracy is None else f"{100 * result.accuracy:.2f}"

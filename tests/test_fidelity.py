@@ -240,3 +240,19 @@ def test_learning_curves_keep_the_subset_scores_in_between_and_the_whole_split_w
                {"step": 200, "split": "test", "accuracy": 0.5, "examples": 10000}]
     points = curve_points(records)
     assert [(p["step"], p["split"]) for p in points] == [(50, "test[:1000]"), (100, "test"), (200, "test")]
+
+
+def test_a_flat_run_at_chance_has_not_converged_but_a_plateau_above_it_has(tiny_gpt2, tmp_path):
+    # Random init on Bit XOR sits at 50% for thousands of steps before it learns (the paper: 2e4):
+    # a flat curve at chance is a run that has not started, not one that converged.
+    at_chance = _history([0.49, 0.51, 0.5, 0.516, 0.5] * 4)
+    result = convergence(at_chance, chance=0.5, examples=1000)
+    assert not result.converged and result.why_not == "never left chance (50%)"
+    assert convergence(at_chance).converged  # without the chance level it looked like a plateau
+    plateau = _history([0.5, 0.6, 0.7, 0.75] + [0.758] * 16)  # Bit Memory's random init: 75.8%
+    assert convergence(plateau, chance=0.5, examples=500).converged
+    # every run records its chance level for Table 6
+    run = tmp_path / "run"
+    assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--steps", "1", "--eval-size", "8",
+                 "--no-progress", "--out", str(run)]) == 0
+    assert json.loads((run / "summary.json").read_text())["chance_accuracy"] == 0.5

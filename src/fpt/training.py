@@ -426,6 +426,7 @@ class Trainer:
             "target_accuracy": cfg.target_accuracy,
             "target_reached_at_step": reached_at,
             "final": last_eval,
+            "chance_accuracy": 1 / self.task.spec.num_classes,  # a uniform guess: Table 6 tells it from a plateau
             "wall_time_s": round(time.perf_counter() - started, 3),
             "world_size": self.world.size,
             "trained_params": sum(p.numel() for p in self.params),

@@ -145,8 +145,13 @@ def split_title(rows: list[dict]) -> str:
 
 
 def run_convergence(run_dir) -> Convergence:
-    """Where one run converged, from its evaluations during training (metrics.jsonl)."""
-    return convergence([(int(r["step"]), float(r["accuracy"])) for r in whole_split(RunDir(run_dir).read_metrics())])
+    """Where one run converged, from its evaluations during training (metrics.jsonl) and the
+    chance level its summary records (runs made before it was recorded: no chance check)."""
+    run = RunDir(run_dir)
+    records = whole_split(run.read_metrics())
+    chance = (run.read_summary() or {}).get("chance_accuracy")
+    return convergence([(int(r["step"]), float(r["accuracy"])) for r in records], chance=chance,
+                       examples=min((int(r.get("examples", 0)) for r in records), default=0))
 
 
 @dataclass
