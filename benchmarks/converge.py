@@ -244,7 +244,9 @@ def main() -> int:
     text = table()
     side_by_side = recipes_side_by_side()
     if side_by_side:
-        text += "\nThe two recipes to the same accuracy (same seed, same machine):\n\n" + side_by_side
+        text += ("\nThe two recipes to the same accuracy, seed 0. Wall times as recorded: sittings on the "
+                 "machines of their sessions, with other work on the other core; the last column times both "
+                 "recipes in one go on one idle machine (benchmarks/recipe_speed.py, 1 thread):\n\n" + side_by_side)
     text += "\nTable 6's definition on the paper-recipe runs:\n\n" + table6()
     (ROOT / "results.md").write_text(f"Machine of this table's last sitting: {cpu_model()}; {bf16_note()}\n\n{text}")
     print(text)
