@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpt.experiments.convergence import describe
-from fpt.experiments.plots import learning_curves
+from fpt.experiments.plots import curve_points, learning_curves
 from fpt.experiments.tables import run_convergence
 from fpt.runs import RunDir, is_subset, whole_split
 from fpt.runtime import bf16_note, cpu_model, usable_cores
@@ -110,7 +110,7 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
         process.wait()
     record = {"started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "from_step": before,
               "to_step": _last_step(run), "wall_s": round(time.time() - started), "threads": threads,
-              "machine": f"{cpu_model()}, {os.cpu_count()} cores; {bf16_note()}", "exit": process.returncode}
+              "machine": f"{cpu_model()}, {usable_cores()} cores; {bf16_note()}", "exit": process.returncode}
     with open(run / "sittings.jsonl", "a") as handle:
         handle.write(json.dumps(record) + "\n")
     print(f"{name}: steps {before} -> {record['to_step']} in {record['wall_s']} s")
@@ -126,22 +126,13 @@ def _configured_steps(run: Path) -> int:
 
 
 def first_reaching(records: list[dict], target: float | None) -> tuple[int, float] | None:
-    """(step, training seconds) of the first whole-split evaluation at or above `target` percent."""
+    """(step, training seconds) of the first whole-split evaluation at or above `target` percent.
+    Whole split only: a subset's score is noisier, and would flatter the run that uses one."""
     if target is None:
         return None
-    seconds = training_seconds(records)
-    for record, spent in zip(records, seconds):
-        if not is_subset(record) and 100 * record["accuracy"] >= target:
-            return record["step"], spent
-    return None
-
-
-def first_at(records: list[dict], level: float) -> tuple[dict, float] | None:
-    """(record, training seconds) of the first evaluation, whole split or subset, at or above
-    `level` (a fraction)."""
     for record, spent in zip(records, training_seconds(records)):
-        if record["accuracy"] >= level:
-            return record, spent
+        if not is_subset(record) and 100 * record["accuracy"] >= target - 1e-9:
+            return record["step"], spent
     return None
 
 
@@ -155,8 +146,8 @@ def step_times(task: str, threads: int = 1) -> dict[str, float]:
 
 def recipes_side_by_side() -> str:
     """Time to the same accuracy under both recipes, per task and arm: the accuracy is the lower of
-    the two runs' best whole-split scores, so both reached it. A fast-recipe run evaluates a fixed
-    subset in between; the split of the evaluation that first reached it is named."""
+    the two runs' best whole-split scores, so both reached it, each counted at its first whole-split
+    evaluation at or above it (a fast-recipe run scores only a subset in between: an upper bound)."""
     lines = ["| task | arm | accuracy both reached | paper recipe: first at | fast recipe: first at | "
              "wall time ratio | idle-machine training time (steps x step time): paper / fast, ratio |",
              "|---|---|---|---|---|---|---|"]
@@ -168,23 +159,23 @@ def recipes_side_by_side() -> str:
         runs = [RunDir(ROOT / name).read_metrics() for name in (paper_name, fast_name)]
         if not all(whole_split(records) for records in runs):
             continue
-        level = min(max(r["accuracy"] for r in whole_split(records)) for records in runs)
-        (paper_at, paper_s), (fast_at, fast_s) = (first_at(records, level) for records in runs)
+        level = min(max(100 * r["accuracy"] for r in whole_split(records)) for records in runs)
+        (paper_step, paper_s), (fast_step, fast_s) = (first_reaching(records, level) for records in runs)
         speed = step_times(task)
         idle = "not measured (benchmarks/recipe_speed.py)"
         if {"paper", "fast"} <= speed.keys():
-            paper_idle, fast_idle = paper_at["step"] * speed["paper"], fast_at["step"] * speed["fast"]
+            paper_idle, fast_idle = paper_step * speed["paper"], fast_step * speed["fast"]
             idle = f"{paper_idle / 60:.0f} / {fast_idle / 60:.0f} min, {paper_idle / fast_idle:.1f}x"
-        lines.append(f"| {task} | {arm} | {100 * level:.2f} | step {paper_at['step']:,}, {paper_s / 60:.0f} min | "
-                     f"step {fast_at['step']:,}, {fast_s / 60:.0f} min ({fast_at['split']}) | "
-                     f"{paper_s / fast_s:.1f}x | {idle} |")
+        lines.append(f"| {task} | {arm} | {level:.2f} | step {paper_step:,}, {paper_s / 60:.0f} min | "
+                     f"step {fast_step:,}, {fast_s / 60:.0f} min | {paper_s / max(fast_s, 1e-9):.1f}x | {idle} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
 def table6() -> str:
     """The paper's Table 6 definition (steps to each run's own plateau) on the paper-recipe cells,
     from their whole-split evaluations."""
-    lines = [describe(), "", "| cell | converged | to | evaluations |", "|---|---|---|---|"]
+    lines = [describe(), "", "| cell | converged | to (its plateau; best so far where not converged) | evaluations |",
+             "|---|---|---|---|"]
     for name, cell in CELLS.items():
         if cell.recipe != "paper" or not (ROOT / name / RunDir.CONFIG).is_file():
             continue
@@ -192,7 +183,7 @@ def table6() -> str:
         result = run_convergence(ROOT / name)
         where = (f"step {result.step:,}" if result.converged else
                  f"not within {result.budget:,} steps ({result.why_not})")
-        to = "" if result.accuracy is None else f"{100 * result.accuracy:.2f}"
+        to = "" if result.accuracy is None else f"{100 * result.accuracy:.2f}" + ("" if result.converged else " (best)")
         lines.append(f"| {name} | {where} | {to} | {len(records)} |")
     return "\n".join(lines) + "\n"
 
@@ -206,20 +197,22 @@ def table() -> str:
         if not (run / RunDir.CONFIG).is_file():
             continue
         everything = RunDir(run).read_metrics()
-        records = whole_split(everything) or everything  # a fast-recipe run scores its subset until its end
+        records = curve_points(everything)  # a fast-recipe run scores a subset until its end
         if not records:
             continue
         seconds = training_seconds(everything)[-1]
         best = max(records, key=lambda r: r["accuracy"])
-        on = "" if not is_subset(records[-1]) else f", {records[-1]['split']}"
+
+        def where(record: dict) -> str:
+            return f"step {record['step']:,}" + (f", {record['split']}" if is_subset(record) else "")
         reached = first_reaching(RunDir(run).read_metrics(), cell.target)
         sittings = (run / "sittings.jsonl").read_text().splitlines() if (run / "sittings.jsonl").is_file() else []
         target = ("" if cell.target is None else f"{cell.target:g}%: " +
                   (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else
                    "not reached" if records[-1]["step"] >= _configured_steps(run) else "not yet"))
         lines.append(f"| {name} | {cell.recipe} | {'-' if cell.paper is None else f'{cell.paper:.1f}'} | "
-                     f"{100 * records[-1]['accuracy']:.2f} (step {records[-1]['step']:,}{on}) | "
-                     f"{100 * best['accuracy']:.2f} (step {best['step']:,}{on}) | {records[-1]['step']:,} / "
+                     f"{100 * records[-1]['accuracy']:.2f} ({where(records[-1])}) | "
+                     f"{100 * best['accuracy']:.2f} ({where(best)}) | {records[-1]['step']:,} / "
                      f"{_configured_steps(run):,} | {seconds / 60:.0f} min | {target} | {len(sittings)} |")
         rows.append({"status": "done", "run_dir": str(run), "task": cell.task, "variant": cell.variant})
     for task in dict.fromkeys(r["task"] for r in rows):

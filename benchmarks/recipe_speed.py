@@ -34,8 +34,10 @@ import json, sys, time
 import fpt
 recipe, task, steps, threads, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 stamps = []
+# a small held-out split for the one untimed evaluation at the end
+small = {"val_size": 256} if task in ("mnist", "fashion-mnist", "cifar10") else {"eval_size": 256}
 config = fpt.TrainConfig.from_recipe(recipe, task=task, steps=steps, eval_every=steps, eval_subset=None, warmup_steps=0,
-                                     threads=threads, task_options={"val_size": 256})
+                                     threads=threads, task_options=small)
 fpt.train(config, out=out, progress=False, on_step=lambda step, loss: stamps.append(time.perf_counter()))
 print(json.dumps([b - a for a, b in zip(stamps, stamps[1:])]))
 """
@@ -44,8 +46,10 @@ print(json.dumps([b - a for a, b in zip(stamps, stamps[1:])]))
 def measure(recipe: str, task: str, warmup: int, steps: int, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run([sys.executable, "-c", _CHILD, recipe, task, str(warmup + steps), str(threads),
-                               str(Path(scratch) / "run")], capture_output=True, text=True, check=True)
-    gaps = json.loads(done.stdout.strip().splitlines()[-1])[warmup - 1:]
+                               str(Path(scratch) / "run")], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"timing {recipe} on {task} failed: {done.stderr.strip().splitlines()[-1:]}")
+    gaps = json.loads(done.stdout.strip().splitlines()[-1])[warmup:]  # gap i: the time of step i + 2
     return {"recipe": recipe, "task": task, "threads": threads, "steps_timed": len(gaps),
             "ms_per_step": round(1000 * statistics.median(gaps), 1),
             "ms_spread": [round(1000 * min(gaps), 1), round(1000 * max(gaps), 1)]}
@@ -59,6 +63,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args()
+    if args.warmup < 0 or args.steps < 1:
+        parser.error("--warmup must be at least 0 and --steps at least 1")
     rows = [measure(recipe, args.task, args.warmup, args.steps, int(threads))
             for threads in args.threads.split(",") for recipe in args.recipes.split(",")]
     record = {"machine": cpu_model(), "bf16": bf16_note(), "cores": usable_cores(),

@@ -40,6 +40,7 @@ def main(argv: list[str]) -> int:
     if "table6" not in args.tables.split(","):
         # Four points per learning curve: a fixed 1000-example subset in between (MNIST's 10,000
         # test images take a minute), the whole split at the end. Table 6 evaluates as its task says.
+        # (An OUT made before this setting is refused as "run with other options": use a new --out.)
         command += ["--set", f"eval_every={max(1, args.budget // 4)}", "--set", "eval_subset=1000"]
     if args.skip_variants:
         command += ["--skip-variants", args.skip_variants]

@@ -10,7 +10,7 @@ from fpt.errors import TOO_SHALLOW, FptError
 from fpt.experiments.convergence import convergence, smoothed
 from fpt.experiments.paper import FINETUNE_LR, VARIANTS
 from fpt.experiments.sweep import Reproduction, _table_rows, _train_args, load_spec, run_reproduction, run_sweep
-from fpt.experiments.tables import markdown_table, split_title, steps_table
+from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
 from helpers import homology_records
 
 
@@ -246,13 +246,34 @@ def test_a_flat_run_at_chance_has_not_converged_but_a_plateau_above_it_has(tiny_
     # Random init on Bit XOR sits at 50% for thousands of steps before it learns (the paper: 2e4):
     # a flat curve at chance is a run that has not started, not one that converged.
     at_chance = _history([0.49, 0.51, 0.5, 0.516, 0.5] * 4)
-    result = convergence(at_chance, chance=0.5, examples=1000)
-    assert not result.converged and result.why_not == "never left chance (50%)"
+    result = convergence(at_chance, chance=(0.5, 1000))
+    assert not result.converged and result.why_not == "never left chance (50.0%)"
     assert convergence(at_chance).converged  # without the chance level it looked like a plateau
     plateau = _history([0.5, 0.6, 0.7, 0.75] + [0.758] * 16)  # Bit Memory's random init: 75.8%
-    assert convergence(plateau, chance=0.5, examples=500).converged
-    # every run records its chance level for Table 6
+    assert convergence(plateau, chance=(0.5, 500)).converged
+    with pytest.raises(ValueError):
+        convergence(at_chance, chance=(0.5, 0))
+    # a run stuck on MNIST's most frequent digit (11.35% of the test set) is at chance, not above 1/10
+    stuck = _history([0.1135] * 20)
+    assert not convergence(stuck, chance=(0.1135, 10000)).converged
+    # every evaluation records its split's majority share, and Table 6 reads it from the run
     run = tmp_path / "run"
     assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--steps", "1", "--eval-size", "8",
                  "--no-progress", "--out", str(run)]) == 0
-    assert json.loads((run / "summary.json").read_text())["chance_accuracy"] == 0.5
+    record = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert 0.5 <= record["majority_share"] <= 1 and record["examples"] == 8
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({**record, "step": s, "accuracy": a}) + "\n" for s, a in at_chance))
+    assert run_convergence(run).why_not.startswith("never left chance")
+
+
+def test_a_run_scored_only_on_its_subset_so_far_still_gets_a_curve(tmp_path):
+    from fpt.experiments.plots import learning_curves
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "split": "test[:2000]", "accuracy": a,
+                                                           "examples": 2000}) + "\n"
+                                               for s, a in [(500, 0.8), (1000, 0.9)]))
+    rows = [{"task": "mnist", "variant": "fpt, fast recipe", "status": "done", "run_dir": str(run)}]
+    assert learning_curves(rows, tmp_path / "curves.png") is not None and (tmp_path / "curves.png").stat().st_size

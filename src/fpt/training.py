@@ -192,6 +192,7 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     num_classes = task.spec.num_classes
     device = _device_of(model)
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
+    label_counts = torch.zeros(num_classes, dtype=torch.long, device=device)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
     cut: list[bool] = []
     batches = task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split,
@@ -208,6 +209,7 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
         exact += hits.all(dim=1).sum().item()
         labels += batch.y.numel()
         examples += len(batch)
+        label_counts += torch.bincount(batch.y.reshape(-1), minlength=num_classes)
         if confusion:
             matrix += torch.bincount(batch.y.reshape(-1) * num_classes + predicted.reshape(-1),
                                      minlength=num_classes**2).reshape(num_classes, num_classes)
@@ -217,9 +219,13 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
                                                    dtype=torch.float64, device=device)).tolist()
         loss_sum, (correct, exact, labels, examples) = counts[0], map(round, counts[1:])
         matrix = world.all_reduce_sum(matrix)
+        label_counts = world.all_reduce_sum(label_counts)
     name = (split or task.eval_split) + (f"[:{limit}]" if cut else "")
+    # majority_share: the accuracy of always answering the split's most frequent label, the
+    # chance level Table 6 tells a flat run from a converged one by (fpt.experiments.convergence)
     result = {"split": name, "loss": loss_sum / labels, "accuracy": correct / labels,
-              "exact_match": exact / examples, "examples": examples}
+              "exact_match": exact / examples, "examples": examples,
+              "majority_share": label_counts.max().item() / labels}
     if confusion:
         support = matrix.sum(1)
         result["confusion"] = matrix.cpu().tolist()
@@ -426,7 +432,6 @@ class Trainer:
             "target_accuracy": cfg.target_accuracy,
             "target_reached_at_step": reached_at,
             "final": last_eval,
-            "chance_accuracy": 1 / self.task.spec.num_classes,  # a uniform guess: Table 6 tells it from a plateau
             "wall_time_s": round(time.perf_counter() - started, 3),
             "world_size": self.world.size,
             "trained_params": sum(p.numel() for p in self.params),

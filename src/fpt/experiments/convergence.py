@@ -11,10 +11,13 @@ else: a model whose plateau lies below it never "converges". Here, from a run's 
   budget ended, and it has not converged within it;
 - it converged at the first evaluation whose smoothed accuracy is within TOLERANCE of the run's
   best smoothed accuracy, to that best;
-- a run whose best smoothed accuracy stays within two standard errors of chance (1 / classes, on
-  the evaluated examples) has not left chance: it has not started to learn, so it has not
-  converged, however flat its curve (random init on Bit XOR sits at 50% for thousands of steps
-  before it learns, the paper's Table 6: 2e4 steps).
+- a run whose best smoothed accuracy stays within two standard errors of chance has not left
+  chance: it has not started to learn, so it has not converged, however flat its curve (random
+  init on Bit XOR sits at 50% for thousands of steps before it learns; the paper's Table 6: 2e4).
+  Chance is the share of the split's most frequent label (always answering it scores that; a
+  uniform guess scores less). The standard error counts examples, not labels: on tasks with
+  several labels an example (Bit XOR, Bit Memory: one per bit) the labels of one example are not
+  independent, so the examples are the safe, conservative count.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def describe(window: int = WINDOW, tolerance: float = TOLERANCE, tail: float = T
             f"{100 * tolerance:g} point(s) (absolute) of the run's best such mean; counted only if the run "
             f"plateaued, i.e. its best mean over the last {100 * tail:g}% of its steps beats the best before "
             f"by less than {100 * tolerance:g} point(s), and its best mean is more than two standard errors "
-            f"above chance (1/classes); otherwise it did not converge within its steps.")
+            f"(over the examples scored) above chance, the share of the split's most frequent label; "
+            f"otherwise it did not converge within its steps.")
 
 
 def smoothed(accuracies: list[float], window: int = WINDOW) -> list[float]:
@@ -54,15 +58,17 @@ def smoothed(accuracies: list[float], window: int = WINDOW) -> list[float]:
 
 
 def near_chance(accuracy: float, chance: float, examples: int) -> bool:
-    """Whether an accuracy on `examples` examples is within two standard errors of chance."""
-    return accuracy <= chance + 2 * math.sqrt(chance * (1 - chance) / max(1, examples))
+    """Whether an accuracy on `examples` (at least 1) examples is within two standard errors of chance."""
+    if examples < 1:
+        raise ValueError(f"the chance check needs the number of examples scored, got {examples}")
+    return accuracy <= chance + 2 * math.sqrt(chance * (1 - chance) / examples)
 
 
 def convergence(history: list[tuple[int, float]], window: int = WINDOW, tolerance: float = TOLERANCE,
-                tail: float = TAIL, chance: float | None = None, examples: int = 0) -> Convergence:
-    """Where a run converged, from its (step, accuracy) evaluations in step order; `chance` (the
-    accuracy of a uniform guess) and the `examples` scored each time tell a flat run at chance
-    from a converged one."""
+                tail: float = TAIL, chance: tuple[float, int] | None = None) -> Convergence:
+    """Where a run converged, from its (step, accuracy) evaluations in step order; `chance`:
+    (the share of the split's most frequent label, the examples scored each time), to tell a flat
+    run at chance from a converged one (None: no such check)."""
     if not history:
         return Convergence(None, None, 0, "no evaluations")
     steps = [step for step, _ in history]
@@ -76,8 +82,8 @@ def convergence(history: list[tuple[int, float]], window: int = WINDOW, toleranc
         return Convergence(None, None, budget, f"too few evaluations to tell (need {window} before the last "
                                                f"{100 * tail:g}% of the steps and one within)")
     best = max(means)
-    if chance is not None and near_chance(best, chance, examples):
-        return Convergence(None, best, budget, f"never left chance ({100 * chance:g}%)")
+    if chance is not None and near_chance(best, *chance):
+        return Convergence(None, best, budget, f"never left chance ({100 * chance[0]:.1f}%)")
     if max(after) - max(before) >= tolerance:
         return Convergence(None, best, budget, "still improving at the end")
     step = next(step for m, step in zip(means, ends) if m >= best - tolerance)

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 
 from fpt.errors import FptError  # noqa: E402
 from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
-from fpt.experiments.tables import column_heading, steps_data, table_data  # noqa: E402
+from fpt.experiments.tables import column_heading, failure_text, steps_data, table_data  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
@@ -105,18 +105,17 @@ def curve_points(records: list[dict]) -> list[dict]:
 def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> Path | None:
     """One panel per task: held-out accuracy against step, one line per variant and seed. Scores
     of a fixed subset (in between) are hollow markers on the same line as the whole split's."""
-    curves = {id(r): curve_points(RunDir(r["run_dir"]).read_metrics()) for r in rows
-              if r["status"] == "done" and r.get("run_dir")}
-    done = [r for r in rows if curves.get(id(r))]
-    tasks = list(dict.fromkeys(str(r["task"]) for r in done))
+    done = [(r, curve_points(RunDir(r["run_dir"]).read_metrics())) for r in rows
+            if r["status"] == "done" and r.get("run_dir")]
+    done = [(r, points) for r, points in done if points]
+    tasks = list(dict.fromkeys(str(r["task"]) for r, _ in done))
     if not tasks:
         return None
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.4), dpi=110, squeeze=False)
     colours = {}
     for ax, task in zip(axes[0], tasks):
         splits, subsets = set(), set()
-        for r in (r for r in done if r["task"] == task):
-            points = curves[id(r)]
+        for r, points in ((r, points) for r, points in done if r["task"] == task):
             variant = str(r.get(row_key, "fpt"))
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
             steps, accuracies = [p["step"] for p in points], [100 * p["accuracy"] for p in points]
@@ -129,7 +128,7 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
             ax.scatter([s for s, w in zip(steps, whole) if not w], [a for a, w in zip(accuracies, whole) if not w],
                        s=10, facecolors="white", edgecolors=colour, zorder=3)
             splits |= {str(p["split"]).split("[")[0] for p in points}
-            subsets |= {p["examples"] for p in points if is_subset(p)}
+            subsets |= {p["examples"] for p in points if is_subset(p) and p.get("examples")}
         ax.set_title(TASK_COLUMNS.get(task, task))
         ax.set_xlabel("step" + (f" (hollow: first {', '.join(f'{n:,}' for n in sorted(subsets))} examples)"
                                 if subsets else ""), fontsize=8 if subsets else None)
@@ -141,9 +140,11 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
 
 
 def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict, paper: dict, path: Path,
-                  title: str, ylabel: str, log: bool = False) -> Path:
+                  title: str, ylabel: str, log: bool = False, empty: dict | None = None) -> Path:
     """Per group (a table column) one bar per series (a table row): ours solid, with its spread
-    (below, above) as an error bar, and the paper's figure hatched beside it where it has one."""
+    (below, above) as an error bar, and the paper's figure hatched beside it where it has one.
+    `empty`: why a (series, group) slot the paper fills has no bar of ours ("not run" if absent)."""
+    empty = empty or {}
     width = 0.8 / max(1, 2 * len(series))
     inches = min(16.0, max(6.0, 0.5 * len(groups) * (len(series) + 1)))
     fig, ax = plt.subplots(figsize=(inches + 2.0, 4.2), dpi=110)  # 2 inches for the legend on the right
@@ -152,19 +153,20 @@ def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict
         colour = f"C{i % 10}"
         at = x - 0.4 + width * (2 * i + 0.5)
         mine = [ours.get((name, g), np.nan) for g in groups]
-        errors = np.array([spread.get((name, g), (0.0, 0.0)) for g in groups]).T
+        # no error bar (and no cap) where there is no spread: a single seed
+        errors = np.array([spread.get((name, g), (np.nan, np.nan)) for g in groups]).T
         ran = not all(np.isnan(mine))
-        has_spread = any((name, g) in spread for g in groups)  # no caps drawn for a single seed
-        ax.bar(at, mine, width, yerr=errors if has_spread else None, capsize=2, color=colour,
-               label=f"{name} (ours)" if ran else None)
+        ax.bar(at, mine, width, yerr=errors, capsize=2, color=colour, label=f"{name} (ours)" if ran else None)
         theirs = [paper.get((name, g), np.nan) for g in groups]
         if any(not np.isnan(v) for v in theirs):
             ax.bar(at + width, theirs, width, color=colour, alpha=0.35, hatch="//", edgecolor=colour,
-                   label=f"{name} (paper)" + ("" if ran else ", not run here"))
-        for spot, value, their in zip(at, mine, theirs):  # an empty slot says why it is empty
+                   label=f"{name} (paper)")
+        for spot, value, their, group in zip(at, mine, theirs, groups):  # an empty slot says why it is empty
             if np.isnan(value) and not np.isnan(their):
-                ax.annotate("not run", (spot, 0), xytext=(0, 3), textcoords="offset points", rotation=90,
-                            fontsize=6, ha="center", va="bottom", color="0.4")
+                # x in data, y in axes coordinates: the foot of the axes, on a log scale too
+                ax.annotate(empty.get((name, group), "not run"), (spot, 0), xycoords=("data", "axes fraction"),
+                            xytext=(0, 3), textcoords="offset points", rotation=90, fontsize=6, ha="center",
+                            va="bottom", color="0.4")
     ax.set_xticks(x)
     ax.set_xticklabels(groups, fontsize=8, rotation=20 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
     ax.set_ylabel(ylabel)
@@ -190,7 +192,10 @@ def table_chart(rows: list[dict], path: Path, title: str, paper_table: str | Non
     ours = {(label, groups[c]): statistics.mean(v) for (label, c), v in data.ours.items()}
     spread = {(label, groups[c]): (statistics.stdev(v),) * 2 for (label, c), v in data.ours.items() if len(v) > 1}
     paper = {(label, groups[c]): v for (label, c), v in data.paper.items()}
-    return _grouped_bars(list(groups.values()), data.rows, ours, spread, paper, path, title, "accuracy (%)")
+    empty = {(label, groups[c]): failure_text(kinds, data.layers.get(label))
+             for (label, task), kinds in data.failures.items() for c in data.columns if c[0] == task}
+    return _grouped_bars(list(groups.values()), data.rows, ours, spread, paper, path, title, "accuracy (%)",
+                         empty=empty)
 
 
 def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "variant") -> Path | None:
@@ -205,5 +210,6 @@ def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "varian
     spread = {key: (median - min(steps), max(steps) - median) for key, (median, steps) in medians.items()}
     paper = {(label, TASK_COLUMNS.get(t, t)): PAPER_STEPS[label][t] for label in labels for t in tasks
              if t in PAPER_STEPS.get(label, {})}
+    empty = {(label, TASK_COLUMNS.get(t, t)): "not converged" if c.runs else c.text for (label, t), c in cells.items()}
     return _grouped_bars([TASK_COLUMNS.get(t, t) for t in tasks], labels, ours, spread, paper, path, title,
-                         "gradient steps to convergence", log=True)
+                         "gradient steps to convergence", log=True, empty=empty)

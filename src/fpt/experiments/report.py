@@ -82,13 +82,16 @@ def _page(title: str, sections: list[str]) -> str:
 
 
 def _readable(value) -> str:
-    """A config value as a reader would write it: no Python reprs (None, dicts) on the page."""
+    """A config value as a reader would write it: no Python reprs (None, dicts, lists) on the page.
+    An option left unset takes its default behaviour (e.g. attention as pretrained)."""
     if value is None:
-        return "not set"
+        return "default"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict):
         return ", ".join(f"{key}={_readable(item)}" for key, item in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(item) for item in value) or "none"
     return str(value)
 
 

@@ -33,7 +33,7 @@ SPLIT_LABELS = {"heldout": "held-out", "val": "val", "valid": "val", "test": "te
 SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold_holdout"
 
 
-def _failure_text(kinds: list[str], layers=None) -> str:
+def failure_text(kinds: list[str], layers=None) -> str:
     for kind in kinds:
         if kind == TOO_SHALLOW and layers not in (None, ""):
             return f"needs a {layers}-layer backbone"
@@ -114,7 +114,7 @@ def _cell_text(data: TableData, label: str, column: tuple) -> str:
     kinds = data.failures.get((label, column[0]))
     if kinds is None:
         return "not run" + paper_text
-    return _failure_text(kinds, data.layers.get(label)) + paper_text
+    return failure_text(kinds, data.layers.get(label)) + paper_text
 
 
 def markdown_table(rows: list[dict], title: str, paper_table: str | None = None, row_key: str = "variant") -> str:
@@ -145,13 +145,14 @@ def split_title(rows: list[dict]) -> str:
 
 
 def run_convergence(run_dir) -> Convergence:
-    """Where one run converged, from its evaluations during training (metrics.jsonl) and the
-    chance level its summary records (runs made before it was recorded: no chance check)."""
-    run = RunDir(run_dir)
-    records = whole_split(run.read_metrics())
-    chance = (run.read_summary() or {}).get("chance_accuracy")
-    return convergence([(int(r["step"]), float(r["accuracy"])) for r in records], chance=chance,
-                       examples=min((int(r.get("examples", 0)) for r in records), default=0))
+    """Where one run converged, from its whole-split evaluations during training (metrics.jsonl),
+    with the chance check where they record the split's majority share (runs made before it was recorded: none)."""
+    records = whole_split(RunDir(run_dir).read_metrics())
+    history = [(int(r["step"]), float(r["accuracy"])) for r in records]
+    if records and all(r.get("majority_share") is not None and r.get("examples") for r in records):
+        chance = (max(r["majority_share"] for r in records), min(int(r["examples"]) for r in records))
+        return convergence(history, chance=chance)
+    return convergence(history)
 
 
 @dataclass
@@ -173,7 +174,7 @@ def steps_data(rows: list[dict], row_key: str = "variant") -> tuple[list[str], l
             runs = [r for r in rows if str(r.get(row_key, "fpt")) == label and r["task"] == task]
             done = [r for r in runs if r["status"] == "done"]
             if not done:
-                text = _failure_text([r.get("failure") or "" for r in runs]) if runs else "not run"
+                text = failure_text([r.get("failure") or "" for r in runs]) if runs else "not run"
                 cells[(label, task)] = StepsCell([], [], 0, 0, text)
                 continue
             found = [run_convergence(r["run_dir"]) for r in done]
