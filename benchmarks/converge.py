@@ -57,6 +57,9 @@ CELLS: dict[str, Cell] = {
         "--init", "random", "--steps", "30000", "--eval-every", "2000", "--seed", "0"), paper=91.7),
     "mnist-fpt-fast-seed0": Cell("mnist", "fpt, fast recipe", "fast", (
         "--recipe", "fast", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=98.0, target=98.0),
+    # the same recipe on half the budget (its cosine decays over 4,000 steps)
+    "mnist-fpt-fast4k-seed0": Cell("mnist", "fpt, fast recipe, 4,000 steps", "fast", (
+        "--recipe", "fast", "--steps", "4000", "--eval-every", "500", "--seed", "0"), paper=98.0),
     "mnist-random-fast-seed0": Cell("mnist", "random init, fast recipe", "fast", (
         "--recipe", "fast", "--init", "random", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=91.7),
     "fashion-mnist-fpt-fast-seed0": Cell("fashion-mnist", "fpt, fast recipe", "fast", (
@@ -148,14 +151,14 @@ def recipes_side_by_side() -> str:
     """Time to the same accuracy under both recipes, per task and arm: the accuracy is the lower of
     the two runs' best whole-split scores, so both reached it, each counted at its first whole-split
     evaluation at or above it (a fast-recipe run scores only a subset in between: an upper bound)."""
-    lines = ["| task | arm | accuracy both reached | paper recipe: first at | fast recipe: first at | "
+    lines = ["| task | arm | fast-recipe cell | accuracy both reached | paper recipe: first at | fast recipe: first at | "
              "wall time ratio | idle-machine training time (steps x step time): paper / fast, ratio |",
-             "|---|---|---|---|---|---|---|"]
-    cells = {(c.task, c.arm, c.recipe): name for name, c in CELLS.items() if (ROOT / name / RunDir.CONFIG).is_file()}
-    for (task, arm, recipe), paper_name in cells.items():
-        fast_name = cells.get((task, arm, "fast"))
-        if recipe != "paper" or fast_name is None:
-            continue
+             "|---|---|---|---|---|---|---|---|"]
+    started = {name: c for name, c in CELLS.items() if (ROOT / name / RunDir.CONFIG).is_file()}
+    pairs = [(p, f) for p in started for f in started if started[p].recipe == "paper" and started[f].recipe == "fast"
+             and (started[p].task, started[p].arm) == (started[f].task, started[f].arm)]
+    for paper_name, fast_name in pairs:
+        task, arm = started[paper_name].task, started[paper_name].arm
         runs = [RunDir(ROOT / name).read_metrics() for name in (paper_name, fast_name)]
         if not all(whole_split(records) for records in runs):
             continue
@@ -166,7 +169,7 @@ def recipes_side_by_side() -> str:
         if {"paper", "fast"} <= speed.keys():
             paper_idle, fast_idle = paper_step * speed["paper"], fast_step * speed["fast"]
             idle = f"{paper_idle / 60:.0f} / {fast_idle / 60:.0f} min, {paper_idle / fast_idle:.1f}x"
-        lines.append(f"| {task} | {arm} | {level:.2f} | step {paper_step:,}, {paper_s / 60:.0f} min | "
+        lines.append(f"| {task} | {arm} | {fast_name} | {level:.2f} | step {paper_step:,}, {paper_s / 60:.0f} min | "
                      f"step {fast_step:,}, {fast_s / 60:.0f} min | {paper_s / max(fast_s, 1e-9):.1f}x | {idle} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
