@@ -20,7 +20,7 @@ from fpt.paths import write_text
 from fpt.runs import RunDir
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 70em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
 h3 { font-size: 1em; } .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
