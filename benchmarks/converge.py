@@ -60,6 +60,9 @@ CELLS: dict[str, Cell] = {
     # the same recipe on half the budget (its cosine decays over 4,000 steps)
     "mnist-fpt-fast4k-seed0": Cell("mnist", "fpt, fast recipe, 4,000 steps", "fast", (
         "--recipe", "fast", "--steps", "4000", "--eval-every", "500", "--seed", "0"), paper=98.0),
+    # twice the budget, for the 98% the 8,000-step run missed (97.36)
+    "mnist-fpt-fast16k-seed0": Cell("mnist", "fpt, fast recipe, 16,000 steps", "fast", (
+        "--recipe", "fast", "--steps", "16000", "--eval-every", "1000", "--seed", "0"), paper=98.0, target=98.0),
     "mnist-random-fast-seed0": Cell("mnist", "random init, fast recipe", "fast", (
         "--recipe", "fast", "--init", "random", "--steps", "8000", "--eval-every", "500", "--seed", "0"), paper=91.7),
     "fashion-mnist-fpt-fast-seed0": Cell("fashion-mnist", "fpt, fast recipe", "fast", (
