@@ -74,7 +74,7 @@ CELLS: dict[str, Cell] = {
     "bit-memory-fpt-fast-seed0": Cell("bit-memory", "fpt, fast recipe", "fast", (
         "--recipe", "fast", "--steps", "20000", "--eval-every", "1000", "--seed", "0"), paper=100.0, target=99.0),
     "bit-memory-fpt-paper-seed0": Cell("bit-memory", "fpt, paper recipe", "paper", PAPER_RECIPE + (
-        "--steps", "40000", "--eval-every", "2000", "--seed", "0"), paper=100.0, target=99.0),
+        "--steps", "40000", "--eval-every", "500", "--seed", "0"), paper=100.0, target=99.0),
 }
 
 
