@@ -194,6 +194,11 @@ def table6() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _where(record: dict) -> str:
+    """Where an evaluation was made: its step, and its split when it scored only a subset."""
+    return f"step {record['step']:,}" + (f", {record['split']}" if is_subset(record) else "")
+
+
 def table() -> str:
     lines = ["| cell | recipe | paper | ours: last | best | steps | training time | target: first reached | sittings |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -208,17 +213,14 @@ def table() -> str:
             continue
         seconds = training_seconds(everything)[-1]
         best = max(records, key=lambda r: r["accuracy"])
-
-        def where(record: dict) -> str:
-            return f"step {record['step']:,}" + (f", {record['split']}" if is_subset(record) else "")
-        reached = first_reaching(RunDir(run).read_metrics(), cell.target)
+        reached = first_reaching(everything, cell.target)
         sittings = (run / "sittings.jsonl").read_text().splitlines() if (run / "sittings.jsonl").is_file() else []
         target = ("" if cell.target is None else f"{cell.target:g}%: " +
                   (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else
                    "not reached" if records[-1]["step"] >= _configured_steps(run) else "not yet"))
         lines.append(f"| {name} | {cell.recipe} | {'-' if cell.paper is None else f'{cell.paper:.1f}'} | "
-                     f"{100 * records[-1]['accuracy']:.2f} ({where(records[-1])}) | "
-                     f"{100 * best['accuracy']:.2f} ({where(best)}) | {records[-1]['step']:,} / "
+                     f"{100 * records[-1]['accuracy']:.2f} ({_where(records[-1])}) | "
+                     f"{100 * best['accuracy']:.2f} ({_where(best)}) | {records[-1]['step']:,} / "
                      f"{_configured_steps(run):,} | {seconds / 60:.0f} min | {target} | {len(sittings)} |")
         rows.append({"status": "done", "run_dir": str(run), "task": cell.task, "variant": cell.variant})
     for task in dict.fromkeys(r["task"] for r in rows):
