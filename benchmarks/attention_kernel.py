@@ -4,9 +4,9 @@
 
 Why: PyTorch's scaled_dot_product_attention takes its fused (flash) CPU kernel only when
 dropout_p is 0, and the plain one otherwise. On long inputs (ListOps, 2,000 tokens) the fused
-one is several times faster; on MNIST's 49 tokens in bf16 runs without dropout were a third
-slower (README, "Next candidates"). This times both at MiniLM's head shape (12 heads of 32),
-batch 32, one thread, in fp32 and bf16, at a short and a long length.
+one is several times faster; on Fashion-MNIST's 49 tokens (4x4 patches) in bf16, runs without
+dropout were a third slower (README, "Next candidates"). This times both at MiniLM's head shape
+(12 heads of 32), batch 32, one thread, in fp32 and bf16, at a short and a long length.
 """
 
 from __future__ import annotations

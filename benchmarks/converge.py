@@ -140,6 +140,9 @@ def prepare(after: str) -> bool:
     if not (run / RunDir.SUMMARY).is_file():
         print(f"waits for {after}: run it first (benchmarks/converge.py --cells {after})")
         return False
+    if not (run / RunDir.CHECKPOINT).is_file():  # not committed (see the cell): a new machine trains it again
+        print(f"{after} has no checkpoint here: move its directory aside and run that cell again")
+        return False
     subprocess.run([sys.executable, "-m", "fpt", "export-backbone", str(run)], check=True)
     return True
 
