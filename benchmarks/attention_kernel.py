@@ -18,11 +18,15 @@ import torch
 
 def time_ms(length: int, dtype: torch.dtype, dropout_p: float, repeats: int) -> float:
     q, k, v = (torch.randn(32, 12, length, 32, dtype=dtype, requires_grad=True) for _ in range(3))
-    for _ in range(3):  # warm-up
+
+    def step() -> None:
         torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p).sum().backward()
+
+    for _ in range(3):  # warm-up
+        step()
     start = time.perf_counter()
     for _ in range(repeats):
-        torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p).sum().backward()
+        step()
     return 1000 * (time.perf_counter() - start) / repeats
 
 

@@ -104,8 +104,8 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
     """Start or continue one cell for at most `minutes`; log the sitting."""
     run = ROOT / name
     before = _last_step(run)
-    if (run / RunDir.SUMMARY).is_file() and json.loads((run / RunDir.SUMMARY).read_text())["step"] == before:
-        summary = json.loads((run / RunDir.SUMMARY).read_text())
+    summary = RunDir(run).read_summary()
+    if summary is not None and summary["step"] == before:
         if summary["status"] == "target_reached" or summary["step"] >= _configured_steps(run):
             print(f"{name}: finished at step {summary['step']}")
             return
@@ -136,14 +136,14 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
 def prepare(after: str) -> bool:
     """Export the finished run of cell `after` as the Bit backbone (`fpt export-backbone`, to where
     --init bit looks); False, said, while that run has not finished."""
-    run = ROOT / after
-    if not (run / RunDir.SUMMARY).is_file():
+    run = RunDir(ROOT / after)
+    if not run.is_finished:
         print(f"waits for {after}: run it first (benchmarks/converge.py --cells {after})")
         return False
-    if not (run / RunDir.CHECKPOINT).is_file():  # not committed (see the cell): a new machine trains it again
+    if not run.has_checkpoint:  # not committed (see the cell): a new machine trains it again
         print(f"{after} has no checkpoint here: move its directory aside and run that cell again")
         return False
-    subprocess.run([sys.executable, "-m", "fpt", "export-backbone", str(run)], check=True)
+    subprocess.run([sys.executable, "-m", "fpt", "export-backbone", str(run.path)], check=True)
     return True
 
 
