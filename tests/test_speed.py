@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from fpt.devices import PLAIN_ATTENTION_MAX_TOKENS, attention_kernel
 from fpt.errors import FptError
 from fpt.backbones.surgery import is_norm
 from fpt.tasks.bucketing import LengthBucketedTask
@@ -218,3 +219,26 @@ def test_a_body_that_cannot_recompute_gets_micro_batches_for_all_its_layers_and_
     on_gpu = TrainConfig(task="cifar10-lra")
     plan_memory(on_gpu, spec, heads=12, layers=12, device_type="cuda")  # fused kernels drop out themselves
     assert on_gpu.checkpointing is False and on_gpu.micro_batch_size is None
+
+
+def test_short_bf16_training_takes_the_plain_attention_kernel_and_everything_else_torchs_choice(tiny_backbones,
+                                                                                                  monkeypatch):
+    # torch's fused CPU kernel is several times slower in bf16 backward on short inputs (fpt.devices)
+    allowed_fused = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        allowed_fused.append(torch.backends.cuda.flash_sdp_enabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    for precision, grad, expected in (("bf16", True, False), ("bf16", False, True), ("fp32", True, True)):
+        task, model = build(_config(tiny_backbones["bert"], dropout=0.0, precision=precision))
+        x = task.train_batch(0, 4, 0).x
+        allowed_fused.clear()
+        with torch.set_grad_enabled(grad):
+            model(x)
+        assert allowed_fused and set(allowed_fused) == {expected}, (precision, grad)
+    assert torch.backends.cuda.flash_sdp_enabled()  # the choice ends with the forward pass
+    with attention_kernel(torch.device("cpu"), torch.bfloat16, PLAIN_ATTENTION_MAX_TOKENS + 1):
+        assert torch.backends.cuda.flash_sdp_enabled()  # long inputs: fused is faster there
