@@ -86,8 +86,8 @@ def test_a_recipe_fills_only_the_options_not_given_and_is_recorded(tiny_gpt2, tm
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     fast = RECIPES["fast"]
     assert config["recipe"] == "fast" and config["lr"] == 5e-4  # the flag wins
-    assert (config["lr_schedule"], config["warmup_steps"], config["batch_size"]) == (fast["lr_schedule"], 1,
-                                                                                    fast["batch_size"])
+    assert (config["lr_schedule"], config["warmup_steps"], config["batch_size"], config["dropout"]) == (
+        fast["lr_schedule"], 1, fast["batch_size"], 0.0)
 
 
 @pytest.mark.parametrize("options, words", [
@@ -163,8 +163,11 @@ def test_a_cosine_run_is_not_stretched_on_resume(tiny_gpt2, tmp_path):
     raises_naming(lambda: resume(tmp_path / "run", steps=16, progress=False), "decays to 0 at step 8", "--steps 16")
 
 
-def test_a_baseline_takes_none_of_a_recipes_transformer_options(monkeypatch):
+def test_a_baseline_takes_none_of_a_recipes_transformer_options_and_a_model_trained_whole_keeps_dropout(monkeypatch):
     monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
     config = TrainConfig.from_recipe("fast", task="mnist", model="lstm")
     assert config.precision == "fp32" and config.lr == RECIPES["fast"]["lr"]
+    assert config.dropout == TrainConfig().dropout  # no dropout suits a frozen body, not a trained one
     config.validate()
+    assert TrainConfig.from_recipe("fast", task="mnist", policy="full").dropout == TrainConfig().dropout
+    assert TrainConfig.from_recipe("fast", task="mnist").dropout == 0.0
