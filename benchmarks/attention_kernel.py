@@ -5,9 +5,9 @@
 Why: scaled_dot_product_attention takes its fused (flash) CPU kernel when dropout_p is 0 and
 its plain one otherwise. On long inputs (ListOps, 2,000 tokens) the fused one is several times
 faster; on Fashion-MNIST's 49 tokens (4x4 patches) in bf16, runs without dropout were a third
-slower (README, "Next candidates"). This times both kernels at MiniLM's head shape (12 heads of
-32), batch 32, one thread, in fp32 and bf16, across lengths, to find where the fused kernel
-starts to win: fpt.devices.attention_backends uses that crossover.
+slower. This times both kernels at MiniLM's head shape (12 heads of 32), batch 32, one thread,
+in fp32 and bf16, across lengths, to find where the fused kernel starts to win:
+fpt.devices.attention_kernel uses that crossover.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for length, repeats in LENGTHS:
         for dtype in (torch.float32, torch.bfloat16):
-            times = (time_ms(length, dtype, fused, 0.0, repeats, True), time_ms(length, dtype, plain, 0.0, repeats, True),
-                     time_ms(length, dtype, plain, 0.1, repeats, True), time_ms(length, dtype, fused, 0.0, repeats, False),
-                     time_ms(length, dtype, plain, 0.0, repeats, False))
+            cases = ((fused, 0.0, True), (plain, 0.0, True), (plain, 0.1, True), (fused, 0.0, False),
+                     (plain, 0.0, False))  # (kernel, dropout, with backward): the table's columns
+            times = [time_ms(length, dtype, kernel, p, repeats, backward) for kernel, p, backward in cases]
             cells = " | ".join(f"{t:.1f} ms" for t in times)
             print(f"| {length} | {str(dtype).removeprefix('torch.')} | {cells} |", flush=True)
 

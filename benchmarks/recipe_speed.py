@@ -32,26 +32,28 @@ RESULTS = Path(__file__).parent / "results" / "recipe_speed.json"
 _CHILD = """
 import json, sys, time
 import fpt
-recipe, task, steps, threads, dropout, out = (sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
-                                              float(sys.argv[5]), sys.argv[6])
+recipe, task, steps, threads, dropout, out = sys.argv[1:7]
+steps, threads = int(steps), int(threads)
+own = {} if dropout == "recipe" else {"dropout": float(dropout)}  # "recipe": the recipe's own
 stamps = []
 # a small held-out split for the one untimed evaluation at the end
 small = {"val_size": 256} if task in ("mnist", "fashion-mnist", "cifar10") else {"eval_size": 256}
 config = fpt.TrainConfig.from_recipe(recipe, task=task, steps=steps, eval_every=steps, eval_subset=None, warmup_steps=0,
-                                     threads=threads, dropout=dropout, task_options=small)
+                                     threads=threads, task_options=small, **own)
 fpt.train(config, out=out, progress=False, on_step=lambda step, loss: stamps.append(time.perf_counter()))
-print(json.dumps([b - a for a, b in zip(stamps, stamps[1:])]))
+print(json.dumps({"dropout": config.dropout, "gaps": [b - a for a, b in zip(stamps, stamps[1:])]}))
 """
 
 
-def measure(recipe: str, task: str, warmup: int, steps: int, threads: int, dropout: float) -> dict:
+def measure(recipe: str, task: str, warmup: int, steps: int, threads: int, dropout: str) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run([sys.executable, "-c", _CHILD, recipe, task, str(warmup + steps), str(threads),
-                               str(dropout), str(Path(scratch) / "run")], capture_output=True, text=True)
+                               dropout, str(Path(scratch) / "run")], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"timing {recipe} on {task} failed: {done.stderr.strip().splitlines()[-1:]}")
-    gaps = json.loads(done.stdout.strip().splitlines()[-1])[warmup:]  # gap i: the time of step i + 2
-    return {"recipe": recipe, "task": task, "threads": threads, "dropout": dropout, "steps_timed": len(gaps),
+    timed = json.loads(done.stdout.strip().splitlines()[-1])
+    gaps = timed["gaps"][warmup:]  # gap i: the time of step i + 2
+    return {"recipe": recipe, "task": task, "threads": threads, "dropout": timed["dropout"], "steps_timed": len(gaps),
             "ms_per_step": round(1000 * statistics.median(gaps), 1),
             "ms_spread": [round(1000 * min(gaps), 1), round(1000 * max(gaps), 1)]}
 
@@ -62,13 +64,14 @@ def main() -> int:
     parser.add_argument("--recipes", default=",".join(RECIPES))
     parser.add_argument("--threads", default=",".join(str(n) for n in sorted({1, usable_cores()})))
     # dropout changes the step time: without it, attention may take another kernel (fpt.devices)
-    parser.add_argument("--dropouts", default="0.1", help="comma list of --dropout values to time")
+    parser.add_argument("--dropouts", default="recipe", help="comma list of --dropout values to time "
+                        "(default: each recipe's own)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args()
     if args.warmup < 0 or args.steps < 1:
         parser.error("--warmup must be at least 0 and --steps at least 1")
-    rows = [measure(recipe, args.task, args.warmup, args.steps, int(threads), float(dropout))
+    rows = [measure(recipe, args.task, args.warmup, args.steps, int(threads), dropout)
             for threads in args.threads.split(",") for recipe in args.recipes.split(",")
             for dropout in args.dropouts.split(",")]
     record = {"machine": cpu_model(), "bf16": bf16_note(), "cores": usable_cores(),

@@ -163,11 +163,13 @@ def test_a_cosine_run_is_not_stretched_on_resume(tiny_gpt2, tmp_path):
     raises_naming(lambda: resume(tmp_path / "run", steps=16, progress=False), "decays to 0 at step 8", "--steps 16")
 
 
-def test_a_baseline_takes_none_of_a_recipes_transformer_options_and_a_model_trained_whole_keeps_dropout(monkeypatch):
+def test_baselines_and_trained_bodies_keep_their_dropout_under_a_recipe(monkeypatch):
     monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
     config = TrainConfig.from_recipe("fast", task="mnist", model="lstm")
     assert config.precision == "fp32" and config.lr == RECIPES["fast"]["lr"]
     assert config.dropout == TrainConfig().dropout  # no dropout suits a frozen body, not a trained one
     config.validate()
-    assert TrainConfig.from_recipe("fast", task="mnist", policy="full").dropout == TrainConfig().dropout
-    assert TrainConfig.from_recipe("fast", task="mnist").dropout == 0.0
+    for trains_body_weights in ("full", "fpt+feedforward", "input,output,last-attention"):
+        assert TrainConfig.from_recipe("fast", task="mnist", policy=trains_body_weights).dropout == TrainConfig().dropout
+    for frozen_body in ("fpt", "output-only", "input,output,layernorm"):
+        assert TrainConfig.from_recipe("fast", task="mnist", policy=frozen_body).dropout == 0.0

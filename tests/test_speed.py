@@ -1,6 +1,7 @@
 """Every speed lever keeps its promise: exact ones give the same numbers, opt-in ones stay close,
 bucketing keeps each example's result in the original order. Speed itself lives in benchmarks/."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -221,24 +222,48 @@ def test_a_body_that_cannot_recompute_gets_micro_batches_for_all_its_layers_and_
     assert on_gpu.checkpointing is False and on_gpu.micro_batch_size is None
 
 
-def test_short_bf16_training_takes_the_plain_attention_kernel_and_everything_else_torchs_choice(tiny_backbones,
-                                                                                                  monkeypatch):
-    # torch's fused CPU kernel is several times slower in bf16 backward on short inputs (fpt.devices)
-    allowed_fused = []
-    real = torch.nn.functional.scaled_dot_product_attention
+def _allowed_fused_kernel(monkeypatch) -> list[bool]:
+    """Whether torch's fused attention kernel was allowed, at each attention call from now on."""
+    seen, real = [], torch.nn.functional.scaled_dot_product_attention
 
     def spy(*args, **kwargs):
-        allowed_fused.append(torch.backends.cuda.flash_sdp_enabled())
+        seen.append(torch.backends.cuda.flash_sdp_enabled())
         return real(*args, **kwargs)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
-    for precision, grad, expected in (("bf16", True, False), ("bf16", False, True), ("fp32", True, True)):
-        task, model = build(_config(tiny_backbones["bert"], dropout=0.0, precision=precision))
+    return seen
+
+
+def test_short_bf16_training_takes_the_plain_attention_kernel_and_everything_else_torchs_choice(tiny_backbones,
+                                                                                                  monkeypatch):
+    # torch's fused CPU kernel is several times slower in bf16 backward on short inputs (fpt.devices)
+    allowed_fused = _allowed_fused_kernel(monkeypatch)
+    for precision, grad, policy, expected in (("bf16", True, "fpt", False), ("bf16", False, "fpt", True),
+                                              ("fp32", True, "fpt", True), ("bf16", True, "output-only", True)):
+        task, model = build(_config(tiny_backbones["bert"], dropout=0.0, precision=precision, policy=policy))
         x = task.train_batch(0, 4, 0).x
         allowed_fused.clear()
         with torch.set_grad_enabled(grad):
-            model(x)
-        assert allowed_fused and set(allowed_fused) == {expected}, (precision, grad)
+            model(x)  # output-only: nothing before the head trains, so no backward through attention
+        assert allowed_fused and set(allowed_fused) == {expected}, (precision, grad, policy)
     assert torch.backends.cuda.flash_sdp_enabled()  # the choice ends with the forward pass
-    with attention_kernel(torch.device("cpu"), torch.bfloat16, PLAIN_ATTENTION_MAX_TOKENS + 1):
-        assert torch.backends.cuda.flash_sdp_enabled()  # long inputs: fused is faster there
+    cpu = torch.device("cpu")
+    with attention_kernel(cpu, torch.bfloat16, PLAIN_ATTENTION_MAX_TOKENS, backward=True):
+        assert not torch.backends.cuda.flash_sdp_enabled()
+    for device, tokens in ((cpu, PLAIN_ATTENTION_MAX_TOKENS + 1), (torch.device("cuda"), 8)):
+        with attention_kernel(device, torch.bfloat16, tokens, backward=True):
+            assert torch.backends.cuda.flash_sdp_enabled()  # long inputs (fused wins) and GPUs: torch's choice
+
+
+@pytest.mark.parametrize("option", ["checkpointing", "compile"])
+def test_a_body_that_recomputes_or_is_compiled_keeps_torchs_attention_kernel(tiny_backbones, option):
+    # a block recomputed in backward, outside the forward's context, would take the other kernel
+    # (and checkpointing fails on the mismatch); torch.compile does not notice a change of kernel
+    config = _config(tiny_backbones["bert"], dropout=0.0, precision="bf16", **{option: True})
+    _, model = build(config)
+    embeds = torch.zeros(4, 8, model.backbone_info.hidden_size, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert isinstance(model.backbone_info._attention_kernel(embeds), contextlib.nullcontext)
+    if option == "checkpointing":
+        losses, _ = _losses(config, steps=2)
+        assert all(torch.isfinite(torch.tensor(losses)))

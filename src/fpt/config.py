@@ -25,7 +25,7 @@ TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile"
 LR_SCHEDULES = ("constant", "cosine")
 
 # Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what
-# `reproduce --protocol paper` uses. "fast": measured to reach the same accuracy in less wall
+# `fpt reproduce` uses. "fast": measured to reach the same accuracy in less wall
 # time on our CPUs (benchmarks/converge.py, README "Recipes"); the trained parameters
 # are few, so they take a larger, decaying rate, and no dropout: a frozen body underfits, and
 # dropout 0 scored 1.6-2.0 points higher on MNIST and Fashion-MNIST validation splits. bf16
@@ -35,9 +35,11 @@ RECIPES: dict[str, dict] = {
     "fast": {"lr": 3e-3, "lr_schedule": "cosine", "warmup_steps": 100, "batch_size": 32, "eval_subset": 2000,
              "precision": "native-bf16", "dropout": 0.0},
 }
-# What a recipe sets only for frozen transformers: a fully trained baseline (or a transformer
-# trained whole, --policy full) can overfit, so it keeps the default dropout.
+# What a recipe sets only where the transformer's attention and feed-forward weights are all
+# frozen, the regime it was measured in: a baseline, or a policy that trains body weights, keeps
+# the default dropout.
 _FROZEN_BODY_ONLY = ("dropout",)
+_BODY_GROUPS = frozenset({"attention", "last-attention", "feedforward"})
 
 
 def recipe_defaults(recipe: str) -> dict:
@@ -138,12 +140,14 @@ class TrainConfig:
     def from_recipe(cls, recipe: str = "paper", **options) -> "TrainConfig":
         """A config whose options not given come from the named recipe, then from the defaults
         (the way to use a recipe from Python: TrainConfig(recipe=...) only records the name).
-        A baseline model takes none of the recipe's transformer-only options (e.g. bf16), and a
-        model trained whole not its dropout."""
+        A baseline model takes none of the recipe's transformer-only options (e.g. bf16), and
+        neither it nor a policy that trains attention or feed-forward weights takes its dropout."""
         defaults = recipe_defaults(recipe)
-        if options.get("model", "fpt") != "fpt":
+        baseline = options.get("model", "fpt") != "fpt"
+        if baseline:
             defaults = {k: v for k, v in defaults.items() if k not in TRANSFORMER_ONLY_OPTIONS}
-        if options.get("model", "fpt") != "fpt" or options.get("policy") == "full":
+        policy = options.get("policy", "fpt")  # a wrong type is refused by validate, in one line
+        if baseline or (isinstance(policy, str) and parse_policy(policy) & _BODY_GROUPS):
             defaults = {k: v for k, v in defaults.items() if k not in _FROZEN_BODY_ONLY}
         return cls(**{**defaults, **options, "recipe": recipe})
 

@@ -51,16 +51,18 @@ def resolve_device(name: str = "auto") -> torch.device:
 # Up to this many tokens, training in bf16 on a CPU runs attention's plain kernel: there the
 # fused kernel's backward is 1.5-4x slower (49 tokens: 57.6 against 15.6 ms; 128: 117 against
 # 81; 256: fused 2x faster), measured by benchmarks/attention_kernel.py on an Intel Xeon with
-# AMX, batch 32, 12 heads of 32, one thread. torch picks the fused kernel whenever attention
-# dropout is 0, so without this a run with --attention-dropout 0 was a third slower on 49 tokens.
+# AMX at MiniLM's head shape (12 heads of 32), batch 32, one thread; other head sizes and thread
+# counts were not measured. torch picks the fused kernel whenever attention dropout is 0, so
+# without this a run with --dropout 0 was a third slower on 49 tokens.
 PLAIN_ATTENTION_MAX_TOKENS = 128
 
 
-def attention_kernel(device: torch.device, dtype: torch.dtype, tokens: int) -> contextlib.AbstractContextManager:
+def attention_kernel(device: torch.device, dtype: torch.dtype, tokens: int,
+                     backward: bool) -> contextlib.AbstractContextManager:
     """Where torch's own choice of attention kernel is slow, the faster one: the plain kernel for
-    short bf16 inputs on a CPU while gradients are taken; elsewhere torch's choice (the context does
-    nothing). Forward-only passes keep the fused kernel, which is faster there at every length."""
-    if (device.type == "cpu" and dtype == torch.bfloat16 and tokens <= PLAIN_ATTENTION_MAX_TOKENS
-            and torch.is_grad_enabled()):
+    short bf16 inputs on a CPU when gradients will flow back through attention (`backward`);
+    elsewhere torch's choice (the context does nothing). Forward-only passes keep the fused
+    kernel, which is faster there at every length."""
+    if device.type == "cpu" and dtype == torch.bfloat16 and tokens <= PLAIN_ATTENTION_MAX_TOKENS and backward:
         return sdpa_kernel([SDPBackend.MATH])
     return contextlib.nullcontext()

@@ -18,7 +18,6 @@ from torch import nn
 
 from fpt.backbones import Backbone, backbone_from_config
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
-from fpt.devices import attention_kernel
 from fpt.errors import FptError
 from fpt.paths import atomic_write, write_json
 from fpt.policy import GroupRow, apply_policy, classify_backbone, parse_policy
@@ -211,8 +210,7 @@ def transformer_forward(embedder: InputEmbedder, body: Callable, head: OutputHea
     attention maps if asked. `body` takes inputs_embeds: fpt's own backbone or a PEFT model."""
     embeds = embedder(x)
     attention_mask = None if mask is None else mask.long()
-    with (torch.autocast(embeds.device.type, dtype=compute_dtype, enabled=compute_dtype != torch.float32),
-          attention_kernel(embeds.device, compute_dtype, embeds.shape[1])):
+    with torch.autocast(embeds.device.type, dtype=compute_dtype, enabled=compute_dtype != torch.float32):
         out = body(inputs_embeds=embeds, attention_mask=attention_mask, output_attentions=output_attentions)
     logits = head(out.last_hidden_state.float(), mask)
     return (logits, out.attentions) if output_attentions else logits

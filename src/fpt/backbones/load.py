@@ -9,6 +9,7 @@ so the table and the head are never used and are not kept in memory.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import fpt.backbones.surgery as surgery
 from fpt.backbones.export import bit_backbone_path, load_exported_backbone
 from fpt.backbones.registry import BackboneEntry, get_backbone_entry
 from fpt.backbones.vit import ViTBody, is_vit
+from fpt.devices import attention_kernel
 from fpt.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
 
 INITS = ("pretrained", "random", "stats", "bit")
@@ -60,7 +62,22 @@ class Backbone:
     run: Callable | None = None  # the body, or its torch.compile'd call
 
     def __call__(self, **kwargs):
-        return (self.run or self.model)(**kwargs)
+        with self._attention_kernel(kwargs["inputs_embeds"]):
+            return (self.run or self.model)(**kwargs)
+
+    def _attention_kernel(self, embeds: torch.Tensor) -> contextlib.AbstractContextManager:
+        """fpt.devices.attention_kernel, where the kernel may change from call to call: not in a
+        body that recomputes its blocks in backward (the recompute, outside this call, would take
+        the other kernel and fail) nor in a compiled one (torch.compile does not see the choice)."""
+        compiled = isinstance(self.run, surgery.CompiledBackbone) and self.run.active
+        if compiled or getattr(self.model, "is_gradient_checkpointing", False):
+            return contextlib.nullcontext()
+        kind = embeds.device.type
+        dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else embeds.dtype
+        # gradients flow back through attention only if something before it trains
+        backward = torch.is_grad_enabled() and (embeds.requires_grad or
+                                                any(p.requires_grad for p in self.model.parameters()))
+        return attention_kernel(embeds.device, dtype, embeds.shape[1], backward)
 
 
 def _source_of(name: str) -> tuple[str | None, BackboneEntry | None]:
