@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fpt.cli import main
+from fpt.config import RECIPES
 from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, FptError
 from fpt.experiments.sweep import Reproduction, load_spec, run_reproduction, run_sweep, write_sweep_report
 from fpt.experiments.tables import markdown_table
@@ -199,6 +200,16 @@ def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_g
     with pytest.raises(FptError, match="was run with other options.*--steps"):
         run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+
+
+def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_gpt2, tmp_path, monkeypatch):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  recipe: fast\n  precision: fp32\n  steps: 2\n"
+                    f"  warmup_steps: 1\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
+    assert run_sweep(load_spec(path), tmp_path / "sweep", progress=False)[0]["status"] == "done"
+    monkeypatch.setitem(RECIPES, "fast", {**RECIPES["fast"], "dropout": 0.5})  # an upgrade of fpt, say
+    with pytest.raises(FptError, match=r"earlier --recipe fast \(dropout 0.0 -> 0.5\)"):
+        run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
 
 
 def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_path, monkeypatch):

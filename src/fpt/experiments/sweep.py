@@ -314,14 +314,32 @@ def _cell_record(sweep_dir: Path, cell: Cell) -> Path:
     return sweep_dir / "cells" / f"{cell.name}.json"
 
 
+def _recipe_of(args: list[str]) -> dict:
+    """What the cell's --recipe sets, as this fpt defines it (unresolved: the same on every machine)."""
+    from fpt.config import RECIPES
+
+    name = _flags(args).get("--recipe", "paper")
+    return {"name": name, **RECIPES.get(name, {})}
+
+
 def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
-    """A cell run before with other options would report old results under the new spec: refuse."""
+    """A cell run before with other options would report old results under the new spec: refuse.
+    So is one run under another definition of its recipe (an fpt upgrade mid-sweep), which would
+    mix its cells run before with those run after."""
     for cell in spec.cells():
         record = _cell_record(sweep_dir, cell)
         if not record.is_file():
             continue
-        before = json.loads(record.read_text()).get("args")
+        recorded = json.loads(record.read_text())
+        before = recorded.get("args")
         now = _train_args(spec.options, cell.values)
+        recipe_then, recipe_now = recorded.get("recipe"), _recipe_of(now)
+        if recipe_then is not None and before == now and recipe_then != recipe_now:
+            changed = ", ".join(f"{k} {recipe_then.get(k, '(unset)')} -> {recipe_now.get(k, '(unset)')}"
+                                for k in sorted(recipe_then.keys() | recipe_now.keys())
+                                if recipe_then.get(k) != recipe_now.get(k))
+            raise FptError(f"cell {cell.name} in {sweep_dir} ran under an earlier --recipe {recipe_now['name']} "
+                           f"({changed}); give the old values in the spec's options to finish it, or use another --out")
         if before != now:
             old, new = _flags(before or []), _flags(now)
             changed = ", ".join(f"{flag} {old.get(flag, '(unset)')} -> {new.get(flag, '(unset)')}"
@@ -377,7 +395,8 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor:
     write_json(sweep_dir / "spec.json", dataclasses.asdict(spec))
     cells = spec.cells()
     for cell in cells:  # the options each cell runs with, to compare when the sweep is run again
-        write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": _train_args(spec.options, cell.values)})
+        args = _train_args(spec.options, cell.values)
+        write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": args, "recipe": _recipe_of(args)})
     rows: list[dict] = [{}] * len(cells)
     with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
         for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir, cell_tracking(tracker)):
