@@ -70,7 +70,7 @@ class Backbone:
         body that recomputes its blocks in backward (the recompute, outside this call, would take
         the other kernel and fail) nor in a compiled one (torch.compile does not see the choice)."""
         compiled = isinstance(self.run, surgery.CompiledBackbone) and self.run.active
-        if compiled or getattr(self.model, "is_gradient_checkpointing", False):
+        if compiled or surgery.is_checkpointing(self.model):
             return contextlib.nullcontext()
         kind = embeds.device.type
         dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else embeds.dtype

@@ -198,6 +198,12 @@ def enable_checkpointing(model: nn.Module) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
+def is_checkpointing(model: nn.Module) -> bool:
+    """Whether `model` recomputes its blocks in backward (`enable_checkpointing`)."""
+    on = getattr(model, "is_activation_checkpointing", None)  # transformers >= 5; 4.x has the older name only
+    return bool(getattr(model, "is_gradient_checkpointing", False) if on is None else on)
+
+
 class CompiledBackbone:
     """torch.compile a module in place (names of its parameters unchanged), eager if that fails."""
 
