@@ -3,11 +3,13 @@
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from fpt import cli, distributed
 from fpt.config import TrainConfig
+from fpt.errors import StopRequested
 from fpt.training import evaluate, load_run, train
 
 
@@ -32,6 +34,18 @@ def main() -> int:
 
         train(TrainConfig(task="bit-xor", task_options={"n_bits": 8}, backbone=rest[0], steps=50,
                           batch_size=4, eval_every=25), out=out, progress=False, on_step=on_step)
+        return 0
+    if scenario == "sigterm":  # rest: a backbone and the rank that gets SIGTERM after step 3 (-1: none)
+        def on_step(step: int, loss: float) -> None:
+            if rank == int(rest[1]) and step == 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        config = TrainConfig(task="bit-xor", task_options={"n_bits": 8, "eval_size": 100}, backbone=rest[0], steps=8,
+                             batch_size=8, eval_every=6)
+        try:
+            train(config, out=out, progress=False, on_step=on_step)
+        except StopRequested as stopped:
+            return 128 + stopped.signum
         return 0
     raise SystemExit(f"unknown scenario {scenario}")
 

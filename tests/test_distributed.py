@@ -148,6 +148,17 @@ def test_a_crashed_rank_ends_the_whole_job_instead_of_hanging(tiny_gpt2, tmp_pat
     assert done.returncode != 0
 
 
+def test_ranks_stop_together_on_one_ranks_sigterm_and_resume_bit_identical(tiny_gpt2, tmp_path):
+    # only rank 1 is signalled (after step 3): the ranks agree in step 4's all-reduce and both stop there
+    assert _torchrun(WORKER, "sigterm", str(tmp_path / "straight"), tiny_gpt2, "-1").returncode == 0
+    assert _torchrun(WORKER, "sigterm", str(tmp_path / "stopped"), tiny_gpt2, "1").returncode != 0
+    stopped = load_checkpoint(tmp_path / "stopped" / RunDir.CHECKPOINT)
+    assert stopped.step == 4 and stopped.world_size == 2
+    _fpt("train", "--resume", str(tmp_path / "stopped"), "--nproc", "2", "--no-progress")
+    a, b = _trained(tmp_path / "straight"), _trained(tmp_path / "stopped")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--batch-size", "7", "--nproc", "2"], ["--batch-size 7", "multiple of 2"]),
     (["--nproc", "0"], ["--nproc must be at least 1"]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -118,6 +119,7 @@ def _rewrite_checkpoint(path, damage):
     lambda t, m: t.update({"rng.torch": torch.zeros(7)}),
     lambda t, m: m.update(step="seven"),
     lambda t, m: m.update(param_names="[\"torn"),
+    lambda t, m: m.update(elapsed_s="nan"),
 ])
 def test_a_damaged_checkpoint_is_refused_in_one_line_naming_it(finished_run, capsys, damage):
     path = finished_run / RunDir.CHECKPOINT
@@ -153,6 +155,27 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tiny_gpt2,
     a, b = load_checkpoint(straight / RunDir.CHECKPOINT), load_checkpoint(killed / RunDir.CHECKPOINT)
     assert a.step == b.step == 4
     assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+
+
+def test_sigterm_under_the_cli_is_one_line_exit_143_and_the_run_resumes(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    step = training.Trainer.train_step
+
+    def preempted(self, batch):  # SIGTERM arrives while step 3 computes
+        if self.step == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return step(self, batch)
+
+    monkeypatch.setattr(training.Trainer, "train_step", preempted)
+    out = tmp_path / "run"
+    assert main(_args(tiny_gpt2, out, "--steps", "6", "--eval-every", "4")) == 128 + signal.SIGTERM
+    notice, err = capsys.readouterr().err.strip().splitlines()  # the signal's receipt, then the stop
+    assert notice.startswith("fpt: SIGTERM: stopping once the step under way is done") and "Traceback" not in err
+    assert err.startswith("fpt: stopped at step 3 of 6 on SIGTERM, checkpoint saved; continue with `fpt train "
+                          f"--resume {out}`"), err
+    assert load_checkpoint(out / RunDir.CHECKPOINT).step == 3
+    monkeypatch.setattr(training.Trainer, "train_step", step)
+    assert main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "summary.json").read_text())["resumed_from_step"] == 3
 
 
 # --- output paths -----------------------------------------------------------------------------------

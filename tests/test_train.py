@@ -1,11 +1,13 @@
 import json
+import os
+import signal
 
 import pytest
 import torch
 
 from fpt.checkpoint import load_checkpoint
 from fpt.runs import RunDir
-from fpt.errors import FptError
+from fpt.errors import FptError, StopRequested
 from fpt.config import TrainConfig
 from fpt.training import Trainer, build, evaluate, load_run, resume, train
 
@@ -144,3 +146,39 @@ def test_checkpoint_of_another_backbone_is_refused(tiny_backbones, tmp_path):
 def test_resume_of_a_missing_directory(tmp_path):
     with pytest.raises(FptError, match="does not exist"):
         resume(tmp_path / "nowhere", progress=False)
+
+
+def test_sigterm_finishes_the_step_saves_and_the_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path):
+    uninterrupted, _ = train(_config(tiny_gpt2), out=tmp_path / "straight", progress=False)
+    before = signal.getsignal(signal.SIGTERM)
+
+    def preempt(step, loss):  # a scheduler's SIGTERM between evaluations (steps 5 and 10)
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(StopRequested) as stopped:
+        train(_config(tiny_gpt2), out=tmp_path / "stopped", progress=False, on_step=preempt)
+    assert stopped.value.signum == signal.SIGTERM and "step 7 of 10" in str(stopped.value)
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is fpt's only while it trains
+    run = RunDir(tmp_path / "stopped")
+    checkpoint = load_checkpoint(run.checkpoint_path)
+    assert checkpoint.step == 7 and not run.is_finished  # nothing lost, and not taken for a finished run
+    assert checkpoint.elapsed_s > run.read_metrics()[-1]["elapsed_s"]  # the time since the last evaluation is kept
+    resumed, _ = resume(tmp_path / "stopped", progress=False)
+    assert resumed["resumed_from_step"] == 7 and resumed["final"] == uninterrupted["final"]
+    a, b = load_checkpoint(tmp_path / "straight" / RunDir.CHECKPOINT), load_checkpoint(run.checkpoint_path)
+    assert all(torch.equal(a.params[name], b.params[name]) for name in a.params)
+    records = run.read_metrics()
+    assert [r["step"] for r in records] == [5, 10] and records[1]["elapsed_s"] > checkpoint.elapsed_s
+
+
+def test_a_second_sigterm_stops_at_once_from_the_last_checkpoint(tiny_gpt2, tmp_path):
+    def impatient(step, loss):
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        train(_config(tiny_gpt2), out=tmp_path / "run", progress=False, on_step=impatient)
+    assert not isinstance(interrupted.value, StopRequested)
+    assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 5

@@ -7,6 +7,7 @@ Nothing is ever unpickled: safetensors holds tensors and a string-to-string meta
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ class Checkpoint:
     backbone: str
     backbone_hash: str
     grad_scaler: dict | None = None  # --precision fp16: the loss scale and its growth tracker
+    elapsed_s: float | None = None  # training seconds from step 0 to `step` (None: saved before fpt kept it)
 
     @property
     def world_size(self) -> int:
@@ -64,9 +66,11 @@ def _rng_key(kind: str, rank: int) -> str:
 
 
 def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: int,
-                    rng_states: list[RngState] | None = None, grad_scaler: dict | None = None) -> None:
+                    rng_states: list[RngState] | None = None, grad_scaler: dict | None = None,
+                    elapsed_s: float | None = None) -> None:
     """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash.
-    `rng_states`: every rank's, in rank order (default: this process's own)."""
+    `rng_states`: every rank's, in rank order (default: this process's own); `elapsed_s`: the
+    training time so far, which a resume goes on counting from."""
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     tensors = {f"param.{n}": t.contiguous() for n, t in model.trainable_state().items()}
     state = optimizer.state_dict()
@@ -90,13 +94,16 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
     }
     if grad_scaler is not None:
         metadata["grad_scaler"] = json.dumps(grad_scaler)
+    if elapsed_s is not None:
+        metadata["elapsed_s"] = repr(float(elapsed_s))
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
     """Read a checkpoint, refusing a missing, truncated or foreign file with a clear error."""
     if not path.is_file():
-        raise FptError(f"no checkpoint at {path}; the run has not saved one yet (it saves at each evaluation)")
+        raise FptError(f"no checkpoint at {path}; the run has not saved one yet (it saves at each evaluation "
+                       "and when stopped with Ctrl-C or SIGTERM)")
     try:
         tensors = load_file(str(path))
         from safetensors import safe_open
@@ -147,6 +154,9 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
     grad_scaler = json.loads(metadata["grad_scaler"]) if "grad_scaler" in metadata else None
     if grad_scaler is not None and not isinstance(grad_scaler, dict):
         raise ValueError("grad scaler state is not a mapping")
+    elapsed_s = float(metadata["elapsed_s"]) if "elapsed_s" in metadata else None
+    if elapsed_s is not None and not (math.isfinite(elapsed_s) and elapsed_s >= 0):
+        raise ValueError(f"elapsed time {elapsed_s}")
     return Checkpoint(
         step=step,
         params=params,
@@ -155,6 +165,7 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
         backbone=metadata["backbone"],
         backbone_hash=metadata["backbone_hash"],
         grad_scaler=grad_scaler,
+        elapsed_s=elapsed_s,
     )
 
 

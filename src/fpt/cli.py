@@ -17,7 +17,7 @@ from fpt import __version__
 from fpt.backbones import INITS
 from fpt.baselines import MODELS
 from fpt.devices import DEVICE_CHOICES
-from fpt.errors import FptError, require
+from fpt.errors import FptError, StopRequested, require
 from fpt.experiments.paper import REPRODUCIBLE
 from fpt.policy import POLICIES
 from fpt.tasks import TASK_OPTIONS, list_tasks
@@ -600,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fpt: error: {exc.strerror or exc}{where}", file=sys.stderr)
         _record_failure("usage", f"{exc.strerror or exc}{where}")
         return 2
+    except StopRequested as exc:  # Ctrl-C or SIGTERM during training: the checkpoint is saved
+        print(f"fpt: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",
               file=sys.stderr)

@@ -22,6 +22,16 @@ class FptError(Exception):
         self.kind = kind
 
 
+class StopRequested(KeyboardInterrupt):
+    """A run stopped on request (Ctrl-C, SIGTERM) at a step boundary, after saving its checkpoint.
+    A KeyboardInterrupt, so that whatever handles an interrupt handles this one too; the CLI exits
+    with the shell's 128 + the signal's number."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
 def require(module: str, pip_command: str):
     """Import an optional package, or say in one line how to install it."""
     import importlib

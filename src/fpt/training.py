@@ -8,6 +8,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
@@ -24,7 +27,7 @@ from fpt.checkpoint import Checkpoint, RngState, load_checkpoint, restore, save_
 from fpt.config import TrainConfig
 from fpt.devices import resolve_device
 from fpt.distributed import SINGLE, World
-from fpt.errors import FptError
+from fpt.errors import FptError, StopRequested
 from fpt.model import FrozenPretrainedTransformer, TrainableModel
 from fpt.runs import RunDir, is_subset
 from fpt import runtime
@@ -264,7 +267,12 @@ class Trainer:
             torch.manual_seed(distributed.rank_seed(config.seed, world.rank))
         self.step = 0
         self.last_checkpoint_step: int | None = None
-        self.elapsed_before = 0.0  # seconds of training before this process resumed the run (elapsed_s counts from step 0)
+        # seconds of training before this process resumed the run (elapsed_s counts from step 0);
+        # None after loading a checkpoint too old to hold it (resume takes it from the metrics)
+        self.elapsed_before: float | None = 0.0
+        self.started: float | None = None  # when this process's fit() began
+        self.stop_signal: int | None = None  # Ctrl-C or SIGTERM received: stop after this step
+        self.stop_agreed = False  # every rank saw the request by the end of the last step
 
     def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
         """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
@@ -281,6 +289,12 @@ class Trainer:
             raise FptError(f"checkpoint {path} does not fit this run's optimizer ({str(exc)[:80]}); "
                            "was it copied from another run?") from None
         self.step = self.last_checkpoint_step = checkpoint.step
+        self.elapsed_before = checkpoint.elapsed_s
+
+    def elapsed(self) -> float:
+        """Training seconds from step 0 to now, across resumes."""
+        now = 0.0 if self.started is None else time.perf_counter() - self.started
+        return (self.elapsed_before or 0.0) + now
 
     def _checkpoint(self) -> None:
         """Save the trained state, only while every trained tensor is finite (a diverged state is
@@ -293,7 +307,7 @@ class Trainer:
             return
         try:
             save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step, rng_states,
-                            self.scaler.state_dict() if self.scaler is not None else None)
+                            self.scaler.state_dict() if self.scaler is not None else None, round(self.elapsed(), 3))
         except OSError as exc:
             kept = (f"the checkpoint of step {self.last_checkpoint_step} is kept" if self.last_checkpoint_step is not None
                     else "no checkpoint was saved yet")
@@ -332,9 +346,11 @@ class Trainer:
         else:
             self.scaler.step(self.optimizer)  # skipped where the scaled gradients overflowed
             self.scaler.update()
-        counts = [loss_sum, correct, size, batch.y.numel()]
+        # the last count votes to stop: ranks signalled at different moments all stop after the same step
+        counts = [loss_sum, correct, size, batch.y.numel(), float(self.stop_signal is not None)]
         if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
             counts = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device)).tolist()
+        self.stop_agreed = counts[4] > 0
         return counts[0] / counts[2], counts[1] / counts[3]
 
     def _diverged(self, what: str) -> FptError:
@@ -361,7 +377,7 @@ class Trainer:
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
 
-    def _evaluation_step(self, train_loss: float, started: float, bar) -> dict:
+    def _evaluation_step(self, train_loss: float, bar) -> dict:
         """Evaluate (the --eval-subset in between, the whole split at the end and to confirm a
         target the subset reached), then write the records and checkpoint, once: a run killed
         before the checkpoint makes the same evaluations again when resumed. Returns the last."""
@@ -374,7 +390,7 @@ class Trainer:
             if not math.isfinite(result["loss"]):
                 raise self._diverged(f"held-out loss became {result['loss']}")
             records.append({"step": self.step, "train_loss": train_loss, **result,
-                            "elapsed_s": round(self.elapsed_before + time.perf_counter() - started, 3)})
+                            "elapsed_s": round(self.elapsed(), 3)})
             if self.progress:
                 bar.write(f"step {self.step}: {result['split']} accuracy {result['accuracy']:.4f}, "
                           f"loss {result['loss']:.4f}")
@@ -392,37 +408,80 @@ class Trainer:
         if self.tracker is not None:
             self.tracker.open(self.run_dir.path, dataclasses.asdict(self.config), self.run_dir.read_metrics())
 
+    @contextlib.contextmanager
+    def _stop_on_request(self):
+        """Ctrl-C or SIGTERM (a scheduler's preemption, `kill`, the end of a sitting) lets the step
+        under way finish, then saves a checkpoint and stops, so a resume loses nothing; a second
+        one stops at once. Signals reach only the main thread: elsewhere (a Ray worker) they keep
+        their own handling."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def request(signum, frame):
+            if self.stop_signal is not None:
+                raise KeyboardInterrupt  # asked twice: stop now, from the last checkpoint
+            self.stop_signal = signum
+            if self.world.is_main:
+                tqdm.write(f"fpt: {signal.Signals(signum).name}: stopping once the step under way is done, with a "
+                           "checkpoint (send it again to stop at once)", file=sys.stderr)
+
+        previous = {number: signal.signal(number, request) for number in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def _stop_requested(self) -> bool:
+        """One process stops at once; ranks stop as the last step's all-reduce agreed (train_step)."""
+        return self.stop_agreed if self.world.distributed else self.stop_signal is not None
+
+    def _stop(self) -> StopRequested:
+        """Save where the run stands (unless the evaluation just did) and say how to go on."""
+        if self.last_checkpoint_step != self.step:
+            self._checkpoint()
+        signum = self.stop_signal or signal.SIGTERM  # a rank that got no signal stops with the others
+        where = f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"
+        return StopRequested(f"stopped at step {self.step} of {self.config.steps} on {signal.Signals(signum).name}, "
+                             f"checkpoint saved; continue with {where}", signum)
+
     def fit(self) -> dict:
-        """Train to config.steps (or the target accuracy); returns the summary."""
+        """Train to config.steps (or the target accuracy); returns the summary. Stopped on request
+        (see _stop_on_request), it saves a checkpoint and raises StopRequested."""
         cfg = self.config
         self.model.train()
-        started, resumed_from = time.perf_counter(), self.step
+        self.started, resumed_from = time.perf_counter(), self.step
+        self.stop_signal, self.stop_agreed = None, False
         reached_at, last_eval = None, None
         self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
                    dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
-        try:
-            while self.step < cfg.steps:
-                batch = self.task.train_batch(self.step, cfg.batch_size, cfg.seed)
-                try:
-                    loss, accuracy = self.train_step(batch)
-                except (RuntimeError, ValueError, MemoryError) as exc:
-                    raise self._failed(exc, "training") from None
-                self.step += 1
-                if not math.isfinite(loss):
-                    raise self._diverged(f"loss became {loss}")
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", refresh=False)
-                if self.on_step is not None:
-                    self.on_step(self.step, loss)
-                if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                    last_eval = self._evaluation_step(loss, started, bar)
-                    if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy \
-                            and not is_subset(last_eval):
-                        reached_at = self.step
-                        break
-        finally:
-            bar.close()
+        with self._stop_on_request():
+            try:
+                while self.step < cfg.steps:
+                    batch = self.task.train_batch(self.step, cfg.batch_size, cfg.seed)
+                    try:
+                        loss, accuracy = self.train_step(batch)
+                    except (RuntimeError, ValueError, MemoryError) as exc:
+                        raise self._failed(exc, "training") from None
+                    self.step += 1
+                    if not math.isfinite(loss):
+                        raise self._diverged(f"loss became {loss}")
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", refresh=False)
+                    if self.on_step is not None:
+                        self.on_step(self.step, loss)
+                    if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                        last_eval = self._evaluation_step(loss, bar)
+                        if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy \
+                                and not is_subset(last_eval):
+                            reached_at = self.step
+                            break
+                    if self._stop_requested() and self.step < cfg.steps:
+                        raise self._stop()
+            finally:
+                bar.close()
         if last_eval is None:  # resumed a finished run: nothing trained, still report where it stands
             last_eval = self._evaluate()
         summary = {
@@ -432,7 +491,7 @@ class Trainer:
             "target_accuracy": cfg.target_accuracy,
             "target_reached_at_step": reached_at,
             "final": last_eval,
-            "wall_time_s": round(time.perf_counter() - started, 3),
+            "wall_time_s": round(time.perf_counter() - self.started, 3),
             "world_size": self.world.size,
             "trained_params": sum(p.numel() for p in self.params),
             "total_params": sum(p.numel() for p in self.model.parameters()),
@@ -446,14 +505,14 @@ class Trainer:
             self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
 
-
 def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
           on_step: Callable[[int, float], None] | None = None, ddp_backend: str | None = None,
           tracker: Tracker | None = None) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train.
 
-    A run that fails before its first checkpoint leaves no directory behind; one interrupted
-    (Ctrl-C, kill) keeps it and resumes, from step 0 if it saved nothing yet. Under torchrun every
+    A run that fails before its first checkpoint leaves no directory behind. Ctrl-C or SIGTERM
+    stops it after the step under way with a checkpoint (StopRequested), and a resume goes on
+    exactly from there; one killed outright resumes from its last evaluation. Under torchrun every
     rank calls this; rank 0 alone makes and writes the directory, and all return its path.
     """
     return _in_process_group(ddp_backend, lambda world: _train(config, out, progress, on_step, world, tracker))
@@ -595,7 +654,8 @@ def _resume(run_dir: Path, steps: int | None, progress: bool, on_step: Callable[
             if steps is not None:
                 trainer.run_dir.write_config(dataclasses.asdict(config))
             kept = trainer.run_dir.truncate_metrics(trainer.step)
-            trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
+            if trainer.elapsed_before is None:  # a checkpoint from before they held the time: its evaluation's
+                trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
             trainer.tracker = tracker  # rank 0's alone
         trainer.progress, trainer.on_step = progress and world.is_main, on_step
         return trainer.fit(), Path(run_dir)
