@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fpt.checkpoint import load_checkpoint
 from fpt.experiments.convergence import describe
 from fpt.experiments.plots import curve_points, learning_curves
 from fpt.experiments.tables import run_convergence
@@ -87,6 +88,11 @@ CELLS: dict[str, Cell] = {
     "fashion-mnist-fpt-fast-dropout0-seed0": Cell(
         "fashion-mnist", "fpt, fast recipe, dropout 0", "fast",
         ("--recipe", "fast", "--dropout", "0", "--steps", "8000", "--eval-every", "500", "--seed", "0"),
+        paper=None, target=90.0),
+    # twice the budget, for the 90% the 8,000-step run missed (87.89)
+    "fashion-mnist-fpt-fast16k-dropout0-seed0": Cell(
+        "fashion-mnist", "fpt, fast recipe, dropout 0, 16,000 steps", "fast",
+        ("--recipe", "fast", "--dropout", "0", "--steps", "16000", "--eval-every", "1000", "--seed", "0"),
         paper=None, target=90.0),
     "fashion-mnist-random-fast-dropout0-seed0": Cell(
         "fashion-mnist", "random init, fast recipe, dropout 0", "fast",
@@ -199,7 +205,11 @@ def prepare(after: str) -> bool:
 
 
 def _last_step(run: Path) -> int:
-    records = RunDir(run).read_metrics() if (run / RunDir.CONFIG).is_file() else []
+    """Where a resume starts: the checkpoint's step (a stop on SIGTERM saves one between evaluations)."""
+    run_dir = RunDir(run)
+    if run_dir.has_checkpoint:
+        return load_checkpoint(run_dir.checkpoint_path).step
+    records = run_dir.read_metrics() if (run / RunDir.CONFIG).is_file() else []
     return records[-1]["step"] if records else 0
 
 
