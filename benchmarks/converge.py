@@ -131,7 +131,7 @@ CELLS: dict[str, Cell] = {
     # The paper's "Bit" backbone: MiniLM trained from random init, every weight, on Bit Memory to
     # 99% (the paper recipe: the fast one's rate is for a few trained tensors), exported, then
     # frozen under MNIST at the fast4k cell's budget. The Bit Memory run's checkpoint holds every
-    # weight and Adam's moments (~270 MB): not committed, so the MNIST cell must finish in the
+    # weight and Adam's moments (~131 MB): not committed, so the MNIST cell must finish in the
     # session that trained it (or the Bit Memory cell be rerun).
     "bit-memory-full-random-seed0": Cell(
         "bit-memory", "every weight trained from random init (Bit backbone)", "paper",

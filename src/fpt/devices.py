@@ -49,7 +49,7 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 
 # Up to this many tokens, training in bf16 on a CPU runs attention's plain kernel: there the
-# fused kernel's backward is 1.5-4x slower (49 tokens: 57.6 against 15.6 ms; 128: 117 against
+# fused kernel's backward is 1.5-3.7x slower (49 tokens: 57.6 against 15.6 ms; 128: 117 against
 # 81; 256: fused 2x faster), measured by benchmarks/attention_kernel.py on an Intel Xeon with
 # AMX at MiniLM's head shape (12 heads of 32), batch 32, one thread; other head sizes and thread
 # counts were not measured. torch picks the fused kernel whenever attention dropout is 0, so
