@@ -208,3 +208,12 @@ def test_fp16_is_refused_off_cuda(tiny_gpt2, tmp_path, capsys):
                  "--device", "cpu", "--out", str(tmp_path / "run")]) == 2
     assert "fp16 (with a loss scaler) is for CUDA GPUs" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_rank_leaves_with_its_status_after_atexit_handlers_and_flushed_output():
+    # exit_rank skips the native teardown (os._exit), which would also drop Python's exit work:
+    # buffered output (stdout is a pipe here) and atexit handlers such as a tracker's must still run
+    script = ("import atexit\nfrom fpt.distributed import exit_rank\n"
+              "atexit.register(lambda: print('handler ran'))\nprint('buffered', end=' ')\nexit_rank(7)\n")
+    done = _run([sys.executable, "-c", script])
+    assert done.returncode == 7 and done.stdout == "buffered handler ran\n", (done.stdout, done.stderr)

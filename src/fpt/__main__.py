@@ -1,7 +1,5 @@
 """`python -m fpt ...` runs the `fpt` command."""
 
-import sys
+from fpt.cli import entry
 
-from fpt.cli import main
-
-sys.exit(main())
+entry()

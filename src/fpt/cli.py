@@ -12,8 +12,9 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-from fpt import __version__
+from fpt import __version__, distributed
 from fpt.backbones import INITS
 from fpt.baselines import MODELS
 from fpt.devices import DEVICE_CHOICES
@@ -610,5 +611,14 @@ def main(argv: list[str] | None = None) -> int:
     return status or 0
 
 
+def entry() -> NoReturn:
+    """The `fpt` command and `python -m fpt`: main's status becomes the exit status; a rank of a
+    torchrun job leaves through `distributed.exit_rank` (see there why)."""
+    status = main()
+    if distributed.launched():
+        distributed.exit_rank(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
