@@ -211,9 +211,31 @@ def test_fp16_is_refused_off_cuda(tiny_gpt2, tmp_path, capsys):
 
 
 def test_a_rank_leaves_with_its_status_after_atexit_handlers_and_flushed_output():
-    # exit_rank skips the native teardown (os._exit), which would also drop Python's exit work:
-    # buffered output (stdout is a pipe here) and atexit handlers such as a tracker's must still run
-    script = ("import atexit\nfrom fpt.distributed import exit_rank\n"
-              "atexit.register(lambda: print('handler ran'))\nprint('buffered', end=' ')\nexit_rank(7)\n")
-    done = _run([sys.executable, "-c", script])
+    # exit_rank skips the native teardown (os._exit, so no SystemExit to catch), which would also drop
+    # Python's exit work: buffered output (stdout and stderr are pipes here, the partial line stays
+    # buffered) and atexit handlers such as a tracker's must still run
+    script = ("import atexit, sys\nfrom fpt.distributed import exit_rank\n"
+              "atexit.register(lambda: print('handler ran'))\nprint('buffered', end=' ')\n"
+              "sys.stderr.write('partial')\n"
+              "try:\n    exit_rank(7)\nexcept SystemExit:\n    print('raised instead')\n")
+    env = {key: value for key, value in _env().items() if key != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 7 and done.stdout == "buffered handler ran\n", (done.stdout, done.stderr)
+    assert done.stderr == "partial"
+
+
+@pytest.mark.parametrize("failure, status, said", [(RuntimeError("a bug"), 1, "RuntimeError: a bug"),
+                                                   (SystemExit(2), 2, "")])
+def test_a_rank_whose_main_raises_still_leaves_through_exit_rank(failure, status, said, monkeypatch, capsys):
+    # a bug (its traceback, status 1) or argparse's usage error (status 2): exit_rank either way
+    from fpt import cli
+
+    def failing(argv=None):
+        raise failure
+
+    statuses = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(cli, "main", failing)
+    monkeypatch.setattr(cli.distributed, "exit_rank", statuses.append)
+    cli.entry()
+    assert statuses == [status] and said in capsys.readouterr().err

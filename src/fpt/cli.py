@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import NoReturn
 
@@ -612,12 +613,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The `fpt` command and `python -m fpt`: main's status becomes the exit status; a rank of a
-    torchrun job leaves through `distributed.exit_rank` (see there why)."""
-    status = main()
-    if distributed.launched():
-        distributed.exit_rank(status)
-    sys.exit(status)
+    """The `fpt` command and `python -m fpt`: main's status becomes the exit status. A rank of a
+    torchrun job leaves through `distributed.exit_rank` (see there why), whatever ended main."""
+    if not distributed.launched():
+        sys.exit(main())
+    try:
+        status = main()
+    except SystemExit as leaving:  # argparse: --help (0) or a usage error (2), already printed
+        status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
+        if not isinstance(leaving.code, (int, type(None))):
+            print(leaving.code, file=sys.stderr)
+    except BaseException:  # a bug: its traceback, as Python would print it
+        traceback.print_exc()
+        status = 1
+    distributed.exit_rank(status)
 
 
 if __name__ == "__main__":
