@@ -620,13 +620,14 @@ def entry() -> NoReturn:
     try:
         status = main()
     except SystemExit as leaving:  # argparse: --help (0) or a usage error (2), already printed
-        status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
-        if not isinstance(leaving.code, (int, type(None))):
-            print(leaving.code, file=sys.stderr)
+        status = leaving.code
+        if status is not None and not isinstance(status, int):  # a message, as Python would print it
+            print(status, file=sys.stderr)
+            status = 1
     except BaseException:  # a bug: its traceback, as Python would print it
         traceback.print_exc()
         status = 1
-    distributed.exit_rank(status)
+    distributed.exit_rank(status or 0)
 
 
 if __name__ == "__main__":

@@ -149,11 +149,11 @@ def stop(world: World, finished: bool = True) -> None:
 def exit_rank(status: int) -> NoReturn:
     """End a torchrun rank whose work is done with `status`, without the interpreter's native teardown.
     Why: under torch 2.13 a finished rank sometimes aborts at exit, likely because gloo still holds a
-    joinable std::thread when the C++ destructors run: std::terminate ends the rank (SIGABRT, "terminate called without an active
-    exception") and torchrun fails a job that had finished, after `stop` and its barrier: 12 of 50
-    two-rank evaluations sharing one core on an AMD EPYC here (2 of 55 on an Intel Xeon), none of 100
-    leaving this way. Python's own exit work still runs first (atexit handlers:
-    trackers, logging), then stdout and stderr are flushed."""
+    joinable std::thread when the C++ destructors run: std::terminate ends the rank (SIGABRT,
+    "terminate called without an active exception") and torchrun fails a job that had finished,
+    after `stop` and its barrier: 12 of 50 two-rank evaluations sharing one core on an AMD EPYC here
+    (2 of 55 on an Intel Xeon), none of 100 leaving this way. Python's own exit work still runs
+    first (atexit handlers: trackers, logging), then stdout and stderr are flushed."""
     atexit._run_exitfuncs()  # CPython's own exit step, callable since 2.x though not documented
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream must not stop the exit
