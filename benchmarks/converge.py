@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import time
@@ -43,6 +45,10 @@ class Cell:
     target: float | None = None  # the issue's target, percent: the step it is first reached is reported
     arm: str = "fpt"  # what is compared across recipes: the pretrained backbone, its random init, ...
     after: str | None = None  # a cell whose finished run this one builds on (see `prepare`)
+
+    @property
+    def seed(self) -> int:
+        return int(self.args[self.args.index("--seed") + 1])
 
 
 PAPER_RECIPE = ("--recipe", "paper")
@@ -267,7 +273,7 @@ def recipes_side_by_side() -> str:
              "|---|---|---|---|---|---|---|---|"]
     started = {name: c for name, c in CELLS.items() if (ROOT / name / RunDir.CONFIG).is_file()}
     pairs = [(p, f) for p in started for f in started if started[p].recipe == "paper" and started[f].recipe == "fast"
-             and (started[p].task, started[p].arm) == (started[f].task, started[f].arm)]
+             and (started[p].task, started[p].arm, started[p].seed) == (started[f].task, started[f].arm, started[f].seed)]
     for paper_name, fast_name in pairs:
         task, arm = started[paper_name].task, started[paper_name].arm
         runs = [RunDir(ROOT / name).read_metrics() for name in (paper_name, fast_name)]
@@ -284,6 +290,29 @@ def recipes_side_by_side() -> str:
             idle = f"{paper_idle / 60:.0f} / {fast_idle / 60:.0f} min, {paper_idle / fast_idle:.1f}x"
         lines.append(f"| {task} | {arm} | {fast_name} | {level:.2f} | step {paper_step:,}, {paper_s / 60:.0f} min | "
                      f"step {fast_step:,}, {fast_s / 60:.0f} min | {paper_s / max(fast_s, 1e-9):.1f}x | {idle} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def across_seeds() -> str:
+    """Final whole-split accuracy of each cell that was run on several seeds (cells named alike
+    but for their -seedN ending), once at least two of them have finished."""
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for name, cell in CELLS.items():
+        run = ROOT / name
+        if not (run / RunDir.CONFIG).is_file():
+            continue
+        records = RunDir(run).read_metrics()
+        if records and not is_subset(records[-1]) and records[-1]["step"] >= _configured_steps(run):
+            stem = re.sub(r"-seed\d+$", "", name)
+            groups.setdefault(stem, []).append((cell.seed, 100 * records[-1]["accuracy"]))
+    lines = ["| cells | seeds | final accuracy per seed | mean ± sd |", "|---|---|---|---|"]
+    for stem, finished in groups.items():
+        if len(finished) < 2:
+            continue
+        scores = [accuracy for _, accuracy in finished]
+        each = ", ".join(f"{accuracy:.2f} (seed {seed})" for seed, accuracy in finished)
+        lines.append(f"| {stem}-seed* | {len(finished)} | {each} | "
+                     f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
@@ -358,6 +387,9 @@ def main() -> int:
         text += ("\nThe two recipes to the same accuracy, seed 0. Wall times as recorded: sittings on the "
                  "machines of their sessions, with other work on the other core; the last column times both "
                  "recipes in one go on one idle machine (benchmarks/recipe_speed.py, 1 thread):\n\n" + side_by_side)
+    seeds = across_seeds()
+    if seeds:
+        text += "\nThe same cell on several seeds (sample standard deviation):\n\n" + seeds
     text += "\nTable 6's definition on the paper-recipe runs:\n\n" + table6()
     (ROOT / "results.md").write_text(f"Machine of this table's last sitting: {cpu_model()}; {bf16_note()}\n\n{text}")
     print(text)
