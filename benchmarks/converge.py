@@ -110,6 +110,11 @@ CELLS: dict[str, Cell] = {
         "fashion-mnist", "fpt, fast recipe, dropout 0, 16,000 steps", "fast",
         ("--recipe", "fast", "--dropout", "0", "--steps", "16000", "--eval-every", "1000", "--seed", "0"),
         paper=None, target=90.0),
+    # the 16,000-step run's twin from random init: the same recipe, budget and seed
+    "fashion-mnist-random-fast16k-dropout0-seed0": Cell(
+        "fashion-mnist", "random init, fast recipe, dropout 0, 16,000 steps", "fast",
+        ("--recipe", "fast", "--dropout", "0", "--init", "random", "--steps", "16000", "--eval-every", "1000",
+         "--seed", "0"), paper=None, arm="random init"),
     "fashion-mnist-random-fast-dropout0-seed0": Cell(
         "fashion-mnist", "random init, fast recipe, dropout 0", "fast",
         ("--recipe", "fast", "--dropout", "0", "--init", "random", "--steps", "8000", "--eval-every", "500",
