@@ -125,7 +125,7 @@ CELLS: dict[str, Cell] = {
     # on the first 500 val expressions (the whole val split at the end, test after it, by hand);
     # no dropout, so micro-batches of 8 give the batch's gradient in less memory.
     "listops-fpt-fast-seed0": Cell(
-        "listops", "fpt, fast recipe", "fast",
+        "listops", "fpt, fast recipe, LRA input (brackets kept, 2,000 tokens)", "fast",
         ("--recipe", "fast", "--protocol", "lra", "--bucket-window", "8", "--micro-batch-size", "8",
          "--steps", "1000", "--eval-every", "50", "--eval-subset", "500", "--seed", "0"), paper=38.4, target=38.4),
     # the same with the official FPT code's input (`--protocol paper`: brackets stripped, 512 tokens),
