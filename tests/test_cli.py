@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from fpt.cli import main
 
@@ -23,7 +24,8 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["task_options"] == {"n_bits": 8, "n_strings": 2, "patch_size": 4, "mask_prob": 0.5, "eval_size": 16}
 
-    assert main(["evaluate", str(tmp_path / "run")]) == 0
+    # --threads as train has it (this process's own count, to leave torch as the other tests expect)
+    assert main(["evaluate", str(tmp_path / "run"), "--threads", str(torch.get_num_threads())]) == 0
     assert "heldout: accuracy" in capsys.readouterr().out
     evaluation = json.loads((tmp_path / "run" / "evaluation.json").read_text())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -65,6 +67,7 @@ def _one_error_line(capsys, *needles):
     (["train", "--attention-dropout", "1.5"], ["--attention-dropout must be in [0, 1)"]),
     (["train", "--steps", "many"], ["invalid int value"]),
     (["evaluate", "/nonexistent/run"], ["does not exist"]),
+    (["evaluate", "/nonexistent/run", "--threads", "0"], ["--threads must be at least 1"]),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, needles, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

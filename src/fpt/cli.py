@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
     evaluate.add_argument("--splits", default="all", help="all | test (the task's test split and test holdouts) "
                           "| a comma list of split names (default: all)")
+    evaluate.add_argument("--threads", type=int, help="torch threads (default: all cores)")
 
     info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
     _add_model_options(info)
@@ -276,14 +277,18 @@ def _report(summary: dict, run_dir: Path) -> None:
     print(f"run directory: {run_dir}")
 
 
+def _check_threads(threads: int | None) -> None:
+    if threads is not None and threads < 1:
+        raise FptError(f"--threads must be at least 1, got {threads}")
+
+
 def cmd_train(args: argparse.Namespace) -> int | None:
     from fpt.distributed import check_backend, is_main_process, launch
     from fpt.runtime import set_threads
     from fpt.tracking import TRACKING_PARENT_ENV
     from fpt.training import resume, train
 
-    if args.threads is not None and args.threads < 1:
-        raise FptError(f"--threads must be at least 1, got {args.threads}")
+    _check_threads(args.threads)
     check_backend(args.ddp_backend)
     tracker = _tracker(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.resume is not None:
@@ -343,8 +348,11 @@ def _without_nproc(argv: list[str]) -> list[str]:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from fpt.experiments.plots import plot_confusion
     from fpt.runs import RunDir
+    from fpt.runtime import set_threads
     from fpt.training import evaluate, load_run
 
+    _check_threads(args.threads)
+    set_threads(args.threads)
     config, task, model, trainer = load_run(args.run_dir, device=args.device)
     single_label = task.spec.num_outputs == 1
     results = {}
