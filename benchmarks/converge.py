@@ -300,22 +300,24 @@ def recipes_side_by_side() -> str:
 
 def across_seeds() -> str:
     """Final whole-split accuracy of each cell that was run on several seeds (cells named alike
-    but for their -seedN ending), once at least two of them have finished."""
-    groups: dict[str, list[tuple[int, float]]] = {}
+    but for their -seedN ending), once at least two of them have finished: at their last step, or
+    earlier where they reached their target (--target-accuracy stops a run there)."""
+    groups: dict[str, list[tuple[int, int, float]]] = {}
     for name, cell in CELLS.items():
-        run = ROOT / name
-        if not (run / RunDir.CONFIG).is_file():
+        run = RunDir(ROOT / name)
+        summary = run.read_summary() if (ROOT / name / RunDir.CONFIG).is_file() else None
+        if summary is None or not (summary["status"] == "target_reached"
+                                   or summary["step"] >= _configured_steps(ROOT / name)):
             continue
-        records = RunDir(run).read_metrics()
-        if records and not is_subset(records[-1]) and records[-1]["step"] >= _configured_steps(run):
-            stem = re.sub(r"-seed\d+$", "", name)
-            groups.setdefault(stem, []).append((cell.seed, 100 * records[-1]["accuracy"]))
-    lines = ["| cells | seeds | final accuracy per seed | mean ± sd |", "|---|---|---|---|"]
+        last = run.read_metrics()[-1]
+        stem = re.sub(r"-seed\d+$", "", name)
+        groups.setdefault(stem, []).append((cell.seed, last["step"], 100 * last["accuracy"]))
+    lines = ["| cells | seeds | final accuracy per seed (at step) | mean ± sd |", "|---|---|---|---|"]
     for stem, finished in groups.items():
         if len(finished) < 2:
             continue
-        scores = [accuracy for _, accuracy in finished]
-        each = ", ".join(f"{accuracy:.2f} (seed {seed})" for seed, accuracy in finished)
+        scores = [accuracy for _, _, accuracy in finished]
+        each = ", ".join(f"{accuracy:.2f} (seed {seed}, {step:,})" for seed, step, accuracy in finished)
         lines.append(f"| {stem}-seed* | {len(finished)} | {each} | "
                      f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
