@@ -191,10 +191,9 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
     run = ROOT / name
     before = _last_step(run)
     summary = RunDir(run).read_summary()
-    if summary is not None and summary["step"] == before:
-        if summary["status"] == "target_reached" or summary["step"] >= _configured_steps(run):
-            print(f"{name}: finished at step {summary['step']}")
-            return
+    if summary is not None and summary["step"] == before and _done(run, summary):
+        print(f"{name}: finished at step {summary['step']}")
+        return
     if cell.after is not None and not prepare(cell.after):
         return
     command = [sys.executable, "-m", "fpt", "train", "--threads", str(threads), "--no-progress"]
@@ -247,6 +246,11 @@ def _last_step(run: Path) -> int:
 
 def _configured_steps(run: Path) -> int:
     return json.loads((run / RunDir.CONFIG).read_text())["steps"]
+
+
+def _done(run: Path, summary: dict) -> bool:
+    """Whether a run that wrote `summary` has nothing left: it reached its target (which stops it) or its steps."""
+    return summary["status"] == "target_reached" or summary["step"] >= _configured_steps(run)
 
 
 def first_reaching(records: list[dict], target: float | None) -> tuple[int, float] | None:
@@ -304,12 +308,10 @@ def across_seeds() -> str:
     earlier where they reached their target (--target-accuracy stops a run there)."""
     groups: dict[str, list[tuple[int, int, float]]] = {}
     for name, cell in CELLS.items():
-        run = RunDir(ROOT / name)
-        summary = run.read_summary() if (ROOT / name / RunDir.CONFIG).is_file() else None
-        if summary is None or not (summary["status"] == "target_reached"
-                                   or summary["step"] >= _configured_steps(ROOT / name)):
+        summary = RunDir(ROOT / name).read_summary()
+        if summary is None or not _done(ROOT / name, summary):
             continue
-        last = run.read_metrics()[-1]
+        last = RunDir(ROOT / name).read_metrics()[-1]
         stem = re.sub(r"-seed\d+$", "", name)
         groups.setdefault(stem, []).append((cell.seed, last["step"], 100 * last["accuracy"]))
     lines = ["| cells | seeds | final accuracy per seed (at step) | mean ± sd |", "|---|---|---|---|"]
