@@ -11,6 +11,7 @@ from fpt.cli import main
 from fpt.data.lra_tsv import write_listops_tsv
 from fpt.errors import FptError
 from fpt.tasks import create_task
+from fpt.tasks.images import shift_and_flip, shift_and_mirror_clothes
 from fpt.config import TrainConfig
 from fpt.training import build, evaluate
 
@@ -47,6 +48,30 @@ def test_training_batches_cover_each_epoch_once_and_depend_on_seed_and_step(mnis
     assert torch.equal(task.train_batch(7, 4, seed=2).x, again.train_batch(7, 4, seed=2).x)
     # another seed, another order (10! orders: the same one by chance is out of the question)
     assert not torch.equal(task.train_batch(0, 10, seed=0).x, task.train_batch(0, 10, seed=1).x)
+
+
+@pytest.mark.parametrize("name, mirrors", [("mnist", False), ("fashion-mnist", True)])
+def test_mnist_like_augmentation_is_off_by_default_and_touches_training_batches_only(mnist_dir, name, mirrors):
+    folder, _ = mnist_dir
+    plain = create_task(name, data_dir=str(folder))
+    augmented = create_task(name, data_dir=str(folder), augment=True)
+    assert plain.augment is None and (augmented.augment is shift_and_mirror_clothes) == mirrors
+    a, b = augmented.train_batch(0, 8, seed=0), plain.train_batch(0, 8, seed=0)
+    assert torch.equal(a.y, b.y) and not torch.equal(a.x, b.x)
+    assert torch.equal(a.x, augmented.train_batch(0, 8, seed=0).x)  # the same step, the same shifts
+    assert torch.equal(next(augmented.eval_batches(4)).x, next(plain.eval_batches(4)).x)
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_shift_and_flip_moves_a_pixel_at_most_padding_and_mirrors_only_when_asked(flip):
+    images = torch.zeros(400, 1, 8, 8)
+    images[:, 0, 3, 3] = 1.0
+    out = shift_and_flip(images, torch.Generator().manual_seed(0), padding=2, flip=flip)
+    rows, cols = out[:, 0].sum(2).argmax(1), out[:, 0].sum(1).argmax(1)
+    assert torch.equal(out.flatten(1).sum(1), torch.ones(400))  # a 2-pixel shift keeps (3, 3) inside
+    assert set(rows.tolist()) == {1, 2, 3, 4, 5}
+    shifted_only = {1, 2, 3, 4, 5}  # 3 +- 2; mirrored, column 3 of 8 becomes 4, so 2..6
+    assert set(cols.tolist()) == (shifted_only | {6} if flip else shifted_only)
 
 
 def test_cifar10_augments_training_batches_only(tmp_path):

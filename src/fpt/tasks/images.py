@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -35,14 +36,23 @@ def data_dir(name: str, given: str | None) -> Path:
     return path
 
 
+def shift_and_flip(images: torch.Tensor, gen: torch.Generator, padding: int, flip: bool) -> torch.Tensor:
+    """Random crop back to size after zero-padding by `padding` (a shift of up to that many pixels
+    each way) and, with `flip`, a horizontal flip half the time; (B, C, H, W)."""
+    batch, _, height, width = images.shape
+    padded = F.pad(images, (padding,) * 4)
+    offsets = torch.randint(0, 2 * padding + 1, (batch, 2), generator=gen).tolist()
+    images = torch.stack([padded[i, :, y:y + height, x:x + width] for i, (y, x) in enumerate(offsets)])
+    if flip:
+        mirrored = torch.rand(batch, generator=gen) < 0.5
+        images = torch.where(mirrored[:, None, None, None], images.flip(-1), images)
+    return images
+
+
 def augment_like_the_paper(images: torch.Tensor, gen: torch.Generator, max_degrees: float = 20.0) -> torch.Tensor:
     """RandomCrop(32, padding 4), horizontal flip, rotation up to +-20 degrees; (B, C, H, W) in [0, 1]."""
-    batch, _, height, width = images.shape
-    padded = F.pad(images, (4, 4, 4, 4))
-    offsets = torch.randint(0, 9, (batch, 2), generator=gen).tolist()
-    images = torch.stack([padded[i, :, y:y + height, x:x + width] for i, (y, x) in enumerate(offsets)])
-    flip = torch.rand(batch, generator=gen) < 0.5
-    images = torch.where(flip[:, None, None, None], images.flip(-1), images)
+    batch = len(images)
+    images = shift_and_flip(images, gen, padding=4, flip=True)
     angles = (torch.rand(batch, generator=gen) * 2 - 1) * math.radians(max_degrees)
     cos, sin = torch.cos(angles), torch.sin(angles)
     zeros = torch.zeros_like(cos)
@@ -51,12 +61,27 @@ def augment_like_the_paper(images: torch.Tensor, gen: torch.Generator, max_degre
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
+# (images (B, C, H, W) in [0, 1], generator) -> augmented images, for training batches only
+Augmentation = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+
+
+def shift_digits(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """MNIST: a shift of up to 2 pixels each way; no flip, a mirrored digit is another glyph."""
+    return shift_and_flip(images, gen, padding=2, flip=False)
+
+
+def shift_and_mirror_clothes(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Fashion-MNIST: a shift of up to 2 pixels each way and a horizontal flip half the time
+    (a mirrored shoe or shirt is still one)."""
+    return shift_and_flip(images, gen, padding=2, flip=True)
+
+
 class ImageTask(ArrayTask):
     """uint8 images (N, H, W, C) -> (B, H*W/p^2, p*p*C) continuous patch tokens, or pixel tokens."""
 
     def __init__(self, name: str, train: Split, evals: dict[str, Split], eval_split: str, patch_size: int,
-                 mean: tuple[float, ...], std: tuple[float, ...], augment: bool, grayscale: bool = False,
-                 pixel_tokens: bool = False):
+                 mean: tuple[float, ...], std: tuple[float, ...], augment: Augmentation | None,
+                 grayscale: bool = False, pixel_tokens: bool = False):
         self.name = name
         super().__init__(train, evals, eval_split)
         height, width = train.x.shape[1:3]
@@ -78,8 +103,8 @@ class ImageTask(ArrayTask):
         if self.pixel_tokens:
             return to_gray_uint8(x).reshape(len(x), -1).long()
         images = x.permute(0, 3, 1, 2).float() / 255.0
-        if gen is not None and self.augment:
-            images = augment_like_the_paper(images, gen)
+        if gen is not None and self.augment is not None:
+            images = self.augment(images, gen)
         if self.grayscale:
             images = (images * torch.tensor(GRAY_WEIGHTS)[:, None, None]).sum(1, keepdim=True)
         images = (images - self.mean[:, None, None]) / self.std[:, None, None]
@@ -113,7 +138,8 @@ def carve_validation(train: Split, test: Split, val_size: int) -> tuple[Split, d
     return rows(keep), {"val": rows(held), "test": test}, "val"
 
 
-def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int) -> ImageTask:
+def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int,
+                augment: Augmentation | None) -> ImageTask:
     from fpt.data.idx import load_mnist_dir
 
     folder = data_dir(name, data)
@@ -122,20 +148,21 @@ def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int) -> 
         images, labels = load_mnist_dir(folder, split)
         splits[split] = Split.from_numpy(images[..., None], labels)
     train, evals, during = carve_validation(splits["train"], splits["test"], val_size)
-    return ImageTask(name, train, evals, during, patch_size, mean=(0.0,), std=(1.0,), augment=False)
+    return ImageTask(name, train, evals, during, patch_size, mean=(0.0,), std=(1.0,), augment=augment)
 
 
 @register_task("mnist")
-def mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0) -> ImageTask:
+def mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0, augment: bool = False) -> ImageTask:
     """MNIST, 28x28 in [0, 1], 4x4 patches (49 tokens of 16 values); the full 60k / 10k splits
-    (with val_size, that many of the 60k held out as 'val')."""
-    return _mnist_like("mnist", data_dir, patch_size, val_size)
+    (with val_size, that many of the 60k held out as 'val'); augment: `shift_digits`, off as in the paper."""
+    return _mnist_like("mnist", data_dir, patch_size, val_size, shift_digits if augment else None)
 
 
 @register_task("fashion-mnist")
-def fashion_mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0) -> ImageTask:
-    """Fashion-MNIST, read and cut exactly as MNIST."""
-    return _mnist_like("fashion-mnist", data_dir, patch_size, val_size)
+def fashion_mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0,
+                  augment: bool = False) -> ImageTask:
+    """Fashion-MNIST, read and cut exactly as MNIST; augment: `shift_and_mirror_clothes`."""
+    return _mnist_like("fashion-mnist", data_dir, patch_size, val_size, shift_and_mirror_clothes if augment else None)
 
 
 def _cifar(data: str | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -150,7 +177,8 @@ def cifar10(data_dir: str | None = None, patch_size: int = 4, augment: bool = Tr
     """CIFAR-10, 4x4 patches (64 tokens of 48); the paper's augmentation and normalisation."""
     splits = {k: Split.from_numpy(*v) for k, v in _cifar(data_dir).items()}
     train, evals, during = carve_validation(splits["train"], splits["test"], val_size)
-    return ImageTask("cifar10", train, evals, during, patch_size, CIFAR_MEAN, CIFAR_STD, augment)
+    return ImageTask("cifar10", train, evals, during, patch_size, CIFAR_MEAN, CIFAR_STD,
+                     augment_like_the_paper if augment else None)
 
 
 @register_task("cifar10-lra")
@@ -167,7 +195,7 @@ def cifar10_lra(data_dir: str | None = None, protocol: str = "paper", augment: b
     if protocol == "paper":
         splits = {k: Split.from_numpy(*v) for k, v in raw.items()}
         return ImageTask("cifar10-lra", splits["train"], {"test": splits["test"]}, "test", 1,
-                         (0.0,), (1.0,), augment if augment is not None else True, grayscale=True)
+                         (0.0,), (1.0,), None if augment is False else augment_like_the_paper, grayscale=True)
     if augment:
         raise FptError("--protocol lra has no augmentation; drop --augment or use --protocol paper")
     images, labels = raw["train"]
@@ -175,5 +203,5 @@ def cifar10_lra(data_dir: str | None = None, protocol: str = "paper", augment: b
     train = Split.from_numpy(images[:cut], labels[:cut])
     val = Split.from_numpy(images[cut:], labels[cut:])
     test = Split.from_numpy(*raw["test"])
-    return ImageTask("cifar10-lra", train, {"val": val, "test": test}, "val", 1, (0.0,), (1.0,), False,
+    return ImageTask("cifar10-lra", train, {"val": val, "test": test}, "val", 1, (0.0,), (1.0,), None,
                      grayscale=True, pixel_tokens=True)

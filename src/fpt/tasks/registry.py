@@ -22,7 +22,8 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
     "data_dir": (str, "folder holding the task's files (default: the fpt cache)"),
     "protocol": (str, "listops: lra | paper; cifar10-lra: paper | lra"),
     "max_len": (int, "longest sequence kept; longer ones are cut and counted"),
-    "augment": (bool, "image augmentation on training batches"),
+    "augment": (bool, "image augmentation on training batches (cifar10: on by default, the paper's; "
+                      "mnist: shifts; fashion-mnist: shifts and mirroring)"),
     "test_path": (str, "npz: a second file used as the test split"),
     "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
     "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
