@@ -215,26 +215,23 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
     stopped: BaseException | None = None
     try:
         process.wait(timeout=None if minutes is None else minutes * 60)
-    except subprocess.TimeoutExpired:  # the sitting is over: resume next time
+    except BaseException as exc:  # the sitting's time is up, or this script was stopped (Ctrl-C, kill)
         # SIGTERM, not SIGINT (a shell's background jobs ignore SIGINT): fpt finishes the step under
-        # way and checkpoints it, so the next sitting loses nothing
+        # way and checkpoints it, so the next sitting loses nothing; the rest of this sitting's cells
+        # run only when its time was up
         process.terminate()
         process.wait()
-    except BaseException as exc:  # this script was stopped (Ctrl-C, kill): stop fpt too, not leave it running
-        stopped = exc
-        process.terminate()
-        process.wait()
-    if not run.is_dir():  # fpt refused to start (it said why, e.g. data to fetch first): no sitting
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            stopped = exc
+    if run.is_dir():
+        record = {"started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "from_step": before,
+                  "to_step": _last_step(run), "wall_s": round(time.time() - started), "threads": threads,
+                  "machine": f"{cpu_model()}, {usable_cores()} cores; {bf16_note()}", "exit": process.returncode}
+        with open(run / "sittings.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        print(f"{name}: steps {before} -> {record['to_step']} in {record['wall_s']} s")
+    else:  # fpt refused to start (it said why, e.g. data to fetch first): no sitting
         print(f"{name}: fpt train exited {process.returncode} before making its run directory")
-        if stopped is not None:
-            raise stopped
-        return
-    record = {"started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), "from_step": before,
-              "to_step": _last_step(run), "wall_s": round(time.time() - started), "threads": threads,
-              "machine": f"{cpu_model()}, {usable_cores()} cores; {bf16_note()}", "exit": process.returncode}
-    with open(run / "sittings.jsonl", "a") as handle:
-        handle.write(json.dumps(record) + "\n")
-    print(f"{name}: steps {before} -> {record['to_step']} in {record['wall_s']} s")
     if stopped is not None:
         raise stopped
 
