@@ -65,7 +65,7 @@ def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int)
 def _save(fig, path: Path) -> Path:
     """Write the figure as PNG, atomically, and close it."""
     try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))  # tight: keeps legends placed outside
     finally:
         plt.close(fig)
 
@@ -118,8 +118,9 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
         for r, points in ((r, points) for r, points in done if r["task"] == task):
             variant = str(r.get(row_key, "fpt"))
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
+            dashed = list(colours).index(variant) // 10 % 2  # the 11th variant on reuses colours, dashed
             steps, accuracies = [p["step"] for p in points], [100 * p["accuracy"] for p in points]
-            ax.plot(steps, accuracies, color=colour, alpha=0.8,
+            ax.plot(steps, accuracies, color=colour, alpha=0.8, linestyle="--" if dashed else "-",
                     label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
             # markers: a run evaluated once is a point, which a bare line would not draw at all
             whole = [not is_subset(p) for p in points]
@@ -134,8 +135,10 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
                                 if subsets else ""), fontsize=8 if subsets else None)
         ax.set_ylabel(f"{'/'.join(sorted(splits))} accuracy (%), during training")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     fig.tight_layout()
+    for ax in axes[0]:  # below each panel (after the layout, which would shrink the panel to fit it):
+        # inside it, a long list of runs covers the curves it names
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)
     return _save(fig, path)
 
 
