@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpt.checkpoint import load_checkpoint
+from fpt.checkpoint import checkpoint_step
 from fpt.experiments.convergence import describe
 from fpt.experiments.plots import curve_points, learning_curves
 from fpt.experiments.tables import run_convergence
@@ -270,7 +270,7 @@ def _last_step(run: Path) -> int:
     """Where a resume starts: the checkpoint's step (a stop on SIGTERM saves one between evaluations)."""
     run_dir = RunDir(run)
     if run_dir.has_checkpoint:
-        return load_checkpoint(run_dir.checkpoint_path).step
+        return checkpoint_step(run_dir.checkpoint_path)
     records = run_dir.read_metrics() if (run / RunDir.CONFIG).is_file() else []
     return records[-1]["step"] if records else 0
 

@@ -5,7 +5,7 @@ import signal
 import pytest
 import torch
 
-from fpt.checkpoint import load_checkpoint
+from fpt.checkpoint import checkpoint_step, load_checkpoint
 from fpt.runs import RunDir
 from fpt.errors import FptError, StopRequested
 from fpt.config import TrainConfig
@@ -128,6 +128,20 @@ def test_truncated_checkpoint_is_refused(tiny_gpt2, tmp_path):
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(FptError, match="corrupt or truncated"):
         resume(run_dir, progress=False)
+
+
+def test_checkpoint_step_reads_the_header_alone(tiny_gpt2, tmp_path):
+    _, run_dir = train(_config(tiny_gpt2, steps=4, eval_every=3), out=tmp_path / "run", progress=False)
+    path = run_dir / RunDir.CHECKPOINT
+    assert checkpoint_step(path) == load_checkpoint(path).step == 4
+    path.write_bytes(path.read_bytes()[:20])  # cut inside the header
+    with pytest.raises(FptError, match="cannot be read"):
+        checkpoint_step(path)
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.zeros(1)}, str(path), metadata={"step": "3"})  # not fpt's
+    with pytest.raises(FptError, match="cannot be read"):
+        checkpoint_step(path)
 
 
 def test_checkpoint_of_another_backbone_is_refused(tiny_backbones, tmp_path):

@@ -99,6 +99,22 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
+def checkpoint_step(path: Path) -> int:
+    """The step a checkpoint was saved at, read from its header alone (a full-backbone checkpoint
+    with Adam's moments runs to hundreds of MB; this reads a few KB)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata() or {}
+        if metadata.get("format") != FORMAT:
+            raise ValueError(f"format {metadata.get('format')!r}, expected {FORMAT!r}")
+        return int(metadata["step"])
+    except (SafetensorError, OSError, ValueError, KeyError) as exc:
+        raise FptError(f"checkpoint {path} cannot be read ({exc}); resume from a good copy, "
+                       "or delete it and train again") from None
+
+
 def load_checkpoint(path: Path) -> Checkpoint:
     """Read a checkpoint, refusing a missing, truncated or foreign file with a clear error."""
     if not path.is_file():
