@@ -82,6 +82,8 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
     (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "at least 1"]),
     (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "0 or more"]),
+    (["--executor", "ray", "--ray-address", "127.0.0.1:1"], ["--ray-address 127.0.0.1:1", "no Ray cluster"]),
+    (["--executor", "ray", "--ray-address", "headnode"], ["--ray-address 'headnode'", "HOST:PORT"]),
 ])
 @pytest.mark.parametrize("command", ["sweep", "reproduce"])
 def test_bad_executor_flags_are_one_line_before_anything_runs(tmp_path, capsys, flags, names, command):

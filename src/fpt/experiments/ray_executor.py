@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -35,6 +36,22 @@ def start_local_ray(num_cpus: int | None = None) -> None:
     ray = require("ray", PIP)
     ray.init(num_cpus=num_cpus or usable_cores(), include_dashboard=False,
              object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, logging_level=logging.WARNING)
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a Ray address nothing answers at, in seconds: ray.init keeps retrying an unreachable
+    head for minutes before it gives up. "auto" and "local" are Ray's to resolve."""
+    if address in ("auto", "local"):
+        return
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")  # an IPv6 host, [::1]:6379
+    if not colon or not host or not port.isdigit():
+        raise FptError(f"--ray-address {address!r} is not auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise FptError(f"no Ray cluster answers at --ray-address {address} ({exc.strerror or exc}); "
+                       "check the address, or start one with `ray start --head`") from None
 
 
 def _cell_on_worker(cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus: int,
@@ -67,6 +84,8 @@ class RayExecutor:
         if self.gpus_per_run < 0:
             raise FptError(f"--gpus-per-run must be 0 or more (e.g. 0.5 puts two cells on a GPU), got {self.gpus_per_run}")
         require("ray", PIP)  # before anything runs
+        if self.address is not None:
+            check_reachable(self.address)
         self._started = False
 
     def __enter__(self) -> RayExecutor:
