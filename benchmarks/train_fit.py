@@ -15,14 +15,19 @@ from pathlib import Path
 
 import torch
 
+from fpt.paths import atomic_write
+from fpt.prediction import predict_probabilities
 from fpt.training import load_run
 
 
-def train_accuracy(run_dir: Path, examples: int) -> dict:
+def train_accuracy(run_dir: Path, examples: int, batch_size: int = 256) -> dict:
     run = load_run(run_dir)
-    train = run.task.train
+    task, train = run.task, run.task.train
     count = min(examples, len(train))
-    probabilities = run.predict(train.x[:count].numpy())
+    # the task's own evaluation batches (no augmentation; variable-length rows masked as in training)
+    batches = [task.make_batch(train, torch.arange(start, min(start + batch_size, count)), None)
+               for start in range(0, count, batch_size)]
+    probabilities = predict_probabilities(run.model, batches)
     accuracy = (probabilities[:, 0].argmax(-1) == train.y[:count]).float().mean().item()
     return {"step": run.trainer.step, "examples": count, "accuracy": round(accuracy, 4)}
 
@@ -33,10 +38,13 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    if args.examples < 1:
+        parser.error(f"--examples must be at least 1, got {args.examples}")
     torch.set_num_threads(args.threads)
     for run_dir in args.runs:
         result = train_accuracy(run_dir, args.examples)
-        (run_dir / "train_fit.json").write_text(json.dumps(result, indent=2) + "\n")
+        text = json.dumps(result, indent=2) + "\n"
+        atomic_write(run_dir / "train_fit.json", lambda tmp: tmp.write_text(text))
         print(f"{run_dir}: {result['accuracy']:.2%} on its first {result['examples']} training examples "
               f"at step {result['step']}")
 

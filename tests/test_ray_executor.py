@@ -82,6 +82,7 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
     (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "at least 1"]),
     (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "0 or more"]),
+    # nothing listens on port 1 here (a privileged port no test machine serves)
     (["--executor", "ray", "--ray-address", "127.0.0.1:1"], ["--ray-address 127.0.0.1:1", "no Ray cluster"]),
     (["--executor", "ray", "--ray-address", "headnode"], ["--ray-address 'headnode'", "HOST:PORT"]),
 ])
@@ -100,3 +101,33 @@ def test_without_ray_the_error_names_the_extra(tmp_path, capsys, monkeypatch):
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "pip install 'fpt[ray]'" in error, error
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("address, refused", [
+    ("auto", None), ("local", None), ("anyscale://cluster", None),  # Ray's to resolve
+    ("headnode:99999", "is not auto"), ("headnode:", "is not auto"), (":6379", "is not auto"),
+    ("headnode:6379x", "is not auto"), ("127.0.0.1:1", "no Ray cluster"), ("ray://127.0.0.1:1", "no Ray cluster"),
+    ("[::1]:1", "no Ray cluster"),
+])
+def test_ray_address_is_checked_without_ray(address, refused):
+    from fpt.errors import FptError
+    from fpt.experiments.ray_executor import check_reachable
+
+    if refused is None:
+        check_reachable(address, timeout_s=0.5)
+    else:
+        with pytest.raises(FptError, match=refused):
+            check_reachable(address, timeout_s=0.5)
+
+
+def test_a_listening_ray_address_passes(tmp_path):
+    import socket
+
+    from fpt.experiments.ray_executor import check_reachable
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        check_reachable(f"127.0.0.1:{port}")
+        check_reachable(f"ray://127.0.0.1:{port}")

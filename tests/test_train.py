@@ -5,7 +5,7 @@ import signal
 import pytest
 import torch
 
-from fpt.checkpoint import checkpoint_step, load_checkpoint
+from fpt.checkpoint import FORMAT, checkpoint_step, load_checkpoint
 from fpt.runs import RunDir
 from fpt.errors import FptError, StopRequested
 from fpt.config import TrainConfig
@@ -130,17 +130,25 @@ def test_truncated_checkpoint_is_refused(tiny_gpt2, tmp_path):
         resume(run_dir, progress=False)
 
 
-def test_checkpoint_step_reads_the_header_alone(tiny_gpt2, tmp_path):
+def test_checkpoint_step_agrees_with_the_checkpoint_and_refuses_bad_files(tiny_gpt2, tmp_path):
+    from safetensors.torch import save_file
+
     _, run_dir = train(_config(tiny_gpt2, steps=4, eval_every=3), out=tmp_path / "run", progress=False)
     path = run_dir / RunDir.CHECKPOINT
     assert checkpoint_step(path) == load_checkpoint(path).step == 4
-    path.write_bytes(path.read_bytes()[:20])  # cut inside the header
-    with pytest.raises(FptError, match="cannot be read"):
-        checkpoint_step(path)
-    from safetensors.torch import save_file
-
-    save_file({"x": torch.zeros(1)}, str(path), metadata={"step": "3"})  # not fpt's
-    with pytest.raises(FptError, match="cannot be read"):
+    header = path.read_bytes()[:20]
+    for content, message in [(header, "corrupt or truncated"),  # cut inside the header
+                             ({"step": "3"}, "not an fpt checkpoint"),
+                             ({"format": FORMAT}, r"damaged \(step None\)"),
+                             ({"format": FORMAT, "step": "-2"}, "damaged")]:
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            save_file({"x": torch.zeros(1)}, str(path), metadata=content)
+        with pytest.raises(FptError, match=message):
+            checkpoint_step(path)
+    path.unlink()
+    with pytest.raises(FptError, match="no checkpoint at"):
         checkpoint_step(path)
 
 

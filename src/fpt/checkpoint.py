@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from fpt.errors import FptError
@@ -99,37 +99,42 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
-def checkpoint_step(path: Path) -> int:
-    """The step a checkpoint was saved at, read from its header alone (a full-backbone checkpoint
-    with Adam's moments runs to hundreds of MB; this reads a few KB)."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-        if metadata.get("format") != FORMAT:
-            raise ValueError(f"format {metadata.get('format')!r}, expected {FORMAT!r}")
-        return int(metadata["step"])
-    except (SafetensorError, OSError, ValueError, KeyError) as exc:
-        raise FptError(f"checkpoint {path} cannot be read ({exc}); resume from a good copy, "
-                       "or delete it and train again") from None
-
-
-def load_checkpoint(path: Path) -> Checkpoint:
-    """Read a checkpoint, refusing a missing, truncated or foreign file with a clear error."""
+def _read_header(path: Path) -> dict[str, str]:
+    """A checkpoint's metadata, refusing a missing, unreadable or foreign file with a clear error."""
     if not path.is_file():
         raise FptError(f"no checkpoint at {path}; the run has not saved one yet (it saves at each evaluation "
                        "and when stopped with Ctrl-C or SIGTERM)")
     try:
-        tensors = load_file(str(path))
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
     except (SafetensorError, OSError, ValueError) as exc:
         raise FptError(f"checkpoint {path} is corrupt or truncated ({exc}); delete it and train again") from None
     if metadata.get("format") != FORMAT:
         raise FptError(f"{path} is not an fpt checkpoint (format {metadata.get('format')!r}, expected {FORMAT!r})")
+    return metadata
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step a checkpoint was saved at, read from its header alone (a full-backbone checkpoint
+    with Adam's moments runs to hundreds of MB; this reads a few KB)."""
+    metadata = _read_header(path)
+    try:
+        step = int(metadata["step"])
+    except (KeyError, ValueError):
+        step = -1
+    if step < 0:
+        raise FptError(f"checkpoint {path} is damaged (step {metadata.get('step')!r}); "
+                       "resume from a good copy, or delete it and train again")
+    return step
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Read a checkpoint, refusing a missing, truncated or foreign file with a clear error."""
+    metadata = _read_header(path)
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise FptError(f"checkpoint {path} is corrupt or truncated ({exc}); delete it and train again") from None
     try:
         return _parse(tensors, metadata)
     except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:

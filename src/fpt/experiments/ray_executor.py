@@ -40,13 +40,14 @@ def start_local_ray(num_cpus: int | None = None) -> None:
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     """Refuse a Ray address nothing answers at, in seconds: ray.init keeps retrying an unreachable
-    head for minutes before it gives up. "auto" and "local" are Ray's to resolve."""
-    if address in ("auto", "local"):
+    head for minutes before it gives up. "auto", "local" and client schemes other than ray:// are
+    Ray's to resolve."""
+    if address in ("auto", "local") or ("://" in address and not address.startswith("ray://")):
         return
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     host = host.strip("[]")  # an IPv6 host, [::1]:6379
-    if not colon or not host or not port.isdigit():
-        raise FptError(f"--ray-address {address!r} is not auto, HOST:PORT or ray://HOST:PORT")
+    if not (colon and host and port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise FptError(f"--ray-address {address!r} is not auto, local, HOST:PORT or ray://HOST:PORT")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
