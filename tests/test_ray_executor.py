@@ -120,7 +120,7 @@ def test_ray_address_is_checked_without_ray(address, refused):
             check_reachable(address, timeout_s=0.5)
 
 
-def test_a_listening_ray_address_passes(tmp_path):
+def test_a_listening_ray_address_passes():
     import socket
 
     from fpt.experiments.ray_executor import check_reachable

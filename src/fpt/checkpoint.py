@@ -119,12 +119,16 @@ def checkpoint_step(path: Path) -> int:
     with Adam's moments runs to hundreds of MB; this reads a few KB)."""
     metadata = _read_header(path)
     try:
-        step = int(metadata["step"])
+        return _saved_step(metadata)
     except (KeyError, ValueError):
-        step = -1
-    if step < 0:
         raise FptError(f"checkpoint {path} is damaged (step {metadata.get('step')!r}); "
-                       "resume from a good copy, or delete it and train again")
+                       "resume from a good copy, or delete it and train again") from None
+
+
+def _saved_step(metadata: dict[str, str]) -> int:
+    step = int(metadata["step"])
+    if step < 0:
+        raise ValueError(f"step {step}")
     return step
 
 
@@ -148,9 +152,7 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
     groups = json.loads(metadata["optimizer_param_groups"])
     if not (isinstance(names, list) and all(isinstance(n, str) for n in names) and isinstance(groups, list)):
         raise ValueError("parameter names or optimizer groups are not lists")
-    step = int(metadata["step"])
-    if step < 0:
-        raise ValueError(f"step {step}")
+    step = _saved_step(metadata)
     params = {k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")}
     index_of = {n: i for i, n in enumerate(names)}
     optim_state: dict[int, dict] = {}
