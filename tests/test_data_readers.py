@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,8 @@ def test_cifar_rejects_truncated_missing_and_wrong_files(tmp_path):
     raises_naming(lambda: cifar.read_python_batch(py / "test_batch"), py / "test_batch", "3072")
     (py / "test_batch").write_bytes(py2_pickle(*cifar_batch(2, 0))[:-40])
     raises_naming(lambda: cifar.read_python_batch(py / "test_batch"), py / "test_batch")
+    (py / "test_batch").write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [1, 2**70]}))
+    raises_naming(lambda: cifar.read_python_batch(py / "test_batch"), py / "test_batch", "labels")
 
 
 class _Exploit:
@@ -330,6 +333,11 @@ def test_tape_rejects_unsafe_corrupt_and_invalid_data(tmp_path):
     raises_naming(lambda: tape.load_remote_homology(tmp_path / "none", "train"),
                   "remote_homology_train.lmdb", "remote_homology.tar.gz")
     raises_naming(lambda: tape.load_remote_homology(tmp_path, "test"), "test_fold_holdout")
+    for length in ("x", {}, 2.5):
+        record = {"primary": "MKV", "fold_label": 3, "protein_length": length}
+        (folder / "remote_homology_test_superfamily_holdout.json").write_text(json.dumps([record]))
+        raises_naming(lambda: tape.load_remote_homology(tmp_path, "test_superfamily_holdout"), "record 0",
+                      "protein_length")
 
 
 def test_iupac_vocabulary_and_encode_proteins():
@@ -378,4 +386,13 @@ def test_npz_task_rejects_missing_and_truncated_files(tmp_path):
     path = tmp_path / "cut.npz"
     np.savez(path, x=np.zeros((50, 20)), y=np.zeros(50, int))
     path.write_bytes(path.read_bytes()[:300])
+    raises_naming(lambda: npz.load_npz_task(path), path)
+    with zipfile.ZipFile(path, "w") as archive:  # members named x and y that are no .npy files
+        archive.writestr("x", b"not an array")
+        archive.writestr("y", b"\x00")
+    raises_naming(lambda: npz.load_npz_task(path), path, "x, y not saved as arrays")
+    np.savez_compressed(path, x=np.random.default_rng(0).random((50, 20)), y=np.zeros(50, int))
+    data = bytearray(path.read_bytes())
+    data[1000:1020] = bytes(20)  # inside x's 7 kB of compressed bytes: the zip headers still read
+    path.write_bytes(bytes(data))
     raises_naming(lambda: npz.load_npz_task(path), path)

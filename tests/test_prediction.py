@@ -125,3 +125,20 @@ def test_a_config_written_before_devices_existed_resumes_on_the_cpu():
 
     assert TrainConfig.from_dict({"task": "bit-xor"}).device == "cpu"
     assert TrainConfig().device == "auto"
+
+
+def test_a_bit_xor_run_predicts_rows_of_bits_and_refuses_other_rows(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--backbone", tiny_gpt2,
+                 "--steps", "1", "--batch-size", "4", "--no-progress", "--out", str(out)]) == 0
+    bits = np.random.default_rng(0).integers(0, 2, (5, 8))
+    np.savez(tmp_path / "bits.npz", x=bits)
+    assert main(["predict", str(out), "--input", str(tmp_path / "bits.npz"), "--out", str(tmp_path / "p.npy")]) == 0
+    assert np.load(tmp_path / "p.npy").shape == (5, 4, 2)  # one answer per bit of the XOR
+    for x, words in ((np.array(5), "no examples"), (bits * 2, "token ids must be integers in 0..1"),
+                     (np.zeros((5, 0), int), "empty rows"), (bits[..., None], "3 axes"),
+                     (bits[:, :6], "takes (N, 8)")):
+        np.savez(tmp_path / "bad.npz", x=x)
+        assert main(["predict", str(out), "--input", str(tmp_path / "bad.npz"), "--out", str(tmp_path / "q.npy")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "\n" not in err.strip() and not (tmp_path / "q.npy").exists()

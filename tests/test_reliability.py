@@ -239,12 +239,53 @@ def test_npz_files_that_cannot_train_are_refused_before_the_run_directory(tmp_pa
     assert words in _one_line_error(capsys) and not out.exists()
 
 
+def test_the_npz_task_without_its_file_is_one_line(tmp_path, capsys):
+    assert main(["train", "--task", "npz", "--out", str(tmp_path / "run")]) == 2
+    assert "npz:PATH" in _one_line_error(capsys) and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name, text, command", [
+    ("summary.json", '{"final": 1}', "report"),
+    ("summary.json", None, "export-backbone"),  # the real summary with a final accuracy of "x"
+    ("evaluation.json", '{"splits": {"test": {"accuracy": 0.5}}}', "report"),
+    ("config.json", None, "evaluate"),  # the real config with task_options {"n_bits": "4"}
+    ("config.json", '{"task": 5}', "report"),
+])
+def test_damaged_run_files_are_one_line_naming_them(finished_run, tmp_path, capsys, name, text, command):
+    path = finished_run / name
+    if text is None:
+        data = json.loads(path.read_text())
+        if name == "summary.json":
+            data["final"]["accuracy"] = "x"
+        else:
+            data["task_options"]["n_bits"] = "4"
+        text = json.dumps(data)
+    path.write_text(text)
+    argv = {"report": ["report", str(finished_run)], "evaluate": ["evaluate", str(finished_run)],
+            "export-backbone": ["export-backbone", str(finished_run), "--out", str(tmp_path / "b.safetensors")]}[command]
+    assert main(argv) == 2
+    assert name in _one_line_error(capsys)
+    assert not (tmp_path / "b.safetensors").exists() and not (finished_run / "report.html").exists()
+
+
+def test_a_baseline_run_has_no_attention_to_plot(tmp_path, capsys):
+    out = tmp_path / "lstm"
+    assert main(["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--model", "lstm",
+                 "--steps", "1", "--batch-size", "4", "--no-progress", "--out", str(out)]) == 0
+    assert main(["attention", str(out)]) == 2
+    assert "no attention" in _one_line_error(capsys) and not list(out.glob("attention*"))
+
+
 def test_config_types_are_checked_when_read():
     with pytest.raises(FptError, match="steps must be int"):
         TrainConfig.from_dict({"steps": 2.5})
     with pytest.raises(FptError, match="layers must be int or null"):
         TrainConfig.from_dict({"layers": True})
     assert TrainConfig.from_dict(json.loads('{"lr": 1, "layers": null}')).lr == 1
+    with pytest.raises(FptError, match="task_options: n_bits must be int"):
+        TrainConfig.from_dict({"task_options": {"n_bits": "5"}})
+    with pytest.raises(FptError, match="augment must be bool"):
+        TrainConfig.from_dict({"task_options": {"augment": 1}})
 
 
 # --- hostile sweep specs ------------------------------------------------------------------------------
@@ -269,6 +310,9 @@ ALIAS_BOMB = """grid:
     ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps must be int"),
     ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed must be int"),
     ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment must be bool"),
+    ("grid:\n  task: [bit-xor]\noptions: [steps, 5]\n", "'options' must map"),
+    ("name: 2024-05-01\ngrid:\n  task: [bit-xor]\n", "'name' must be a string"),
+    ("<<: {grid: {task: [bit-xor]}}\n", "not merged in"),
 ])
 def test_hostile_specs_are_refused_in_one_line_before_anything_runs(tmp_path, capsys, text, words):
     path = tmp_path / "spec.yaml"

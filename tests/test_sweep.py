@@ -200,6 +200,11 @@ def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_g
     with pytest.raises(FptError, match="was run with other options.*--steps"):
         run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+    record = next((tmp_path / "sweep" / "cells").glob("*.json"))
+    for damaged in ("{", "[]", '{"args": 5}', '{"args": ["--steps"], "recipe": 3}'):
+        record.write_text(damaged)
+        with pytest.raises(FptError, match="not a cell's record.*delete"):
+            run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
 
 
 def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_gpt2, tmp_path, monkeypatch):

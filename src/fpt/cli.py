@@ -418,6 +418,8 @@ def cmd_attention(args: argparse.Namespace) -> None:
     if args.examples < 1:
         raise FptError(f"--examples must be at least 1, got {args.examples}")
     config, task, model, trainer = load_run(args.run_dir, device=args.device)
+    if config.model != "fpt":
+        raise FptError(f"{args.run_dir} trained a {config.model}, which has no attention to plot")
     attention = mean_attention(model, task, args.layer, args.examples)
     out = args.out or args.run_dir / f"attention_layer{args.layer}.png"
     title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.step})"

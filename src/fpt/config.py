@@ -11,10 +11,11 @@ from fpt.backbones import check_init
 from fpt.backbones.surgery import check_attention, check_dropout_rates, compute_dtype
 from fpt.baselines import check_model
 from fpt.devices import check_device_name
-from fpt.errors import FptError
+from fpt.errors import FptError, check_type
 from fpt.model import check_pooling
 from fpt.policy import parse_policy
 from fpt.runtime import native_bf16
+from fpt.tasks import check_task_option_types, task_option_types
 from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
@@ -164,6 +165,7 @@ class TrainConfig:
             raise FptError(f"{where}: unknown keys {', '.join(unknown)}")
         for key, value in data.items():
             check_option_type(key, value, where)
+        check_task_option_types(data.get("task_options", {}), f"{where}: task_options")
         return cls(**data)
 
 
@@ -179,20 +181,11 @@ _FIELD_TYPES = _field_types()
 
 def option_types(key: str) -> tuple[type, ...]:
     """The types a value of `fpt train` option or task option `key` may have."""
-    from fpt.tasks import TASK_OPTIONS
-
-    if key in _FIELD_TYPES:
-        return _FIELD_TYPES[key]
-    kind = TASK_OPTIONS[key][0] if key in TASK_OPTIONS else str
-    return (int, float) if kind is float else (kind,)
+    return _FIELD_TYPES[key] if key in _FIELD_TYPES else task_option_types(key)
 
 
 def check_option_type(key: str, value, where: str) -> None:
-    allowed = option_types(key)
-    # bool is an int in Python: a count given as true/false is a mistake, not 1/0
-    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-        names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-        raise FptError(f"{where}: {key} must be {names}, got {value!r}")
+    check_type(value, option_types(key), f"{where}: {key}")
 
 
 def coerce_option(key: str, value, where: str):

@@ -32,6 +32,14 @@ class StopRequested(KeyboardInterrupt):
         self.signum = signum
 
 
+def check_type(value, allowed: tuple[type, ...], what: str) -> None:
+    """Refuse, in one line, a value of none of the `allowed` types (None stands for null)."""
+    # bool is an int in Python: a count given as true/false is a mistake, not 1/0
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+        raise FptError(f"{what} must be {names}, got {value!r}")
+
+
 def require(module: str, pip_command: str):
     """Import an optional package, or say in one line how to install it."""
     import importlib

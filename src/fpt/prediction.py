@@ -40,11 +40,12 @@ def load_saved_model(directory: str | Path, device: str | None = None):
     from fpt.devices import resolve_device
     from fpt.model import FrozenPretrainedTransformer, read_pretrained_config
     from fpt.runtime import configure_process
-    from fpt.tasks import create_task
+    from fpt.tasks import check_task_option_types, create_task
 
     settings = read_pretrained_config(Path(directory))["fpt"]
     if not (isinstance(settings.get("task"), str) and isinstance(settings.get("task_options"), dict)):
         raise FptError(f"{directory} records no task to read inputs for; write it with `fpt export RUN_DIR --format hf`")
+    check_task_option_types(settings["task_options"], f"{directory}: task_options")
     configure_process(None, str(settings.get("precision")))  # as load_run does for a run directory
     task = create_task(settings["task"], **settings["task_options"])
     model = FrozenPretrainedTransformer.from_pretrained(directory).to(resolve_device(device or "auto"))
@@ -105,13 +106,16 @@ def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, tas
     task = _unwrapped(task)
     spec = task.spec
     stored = task.train.x if isinstance(task, ArrayTask) else None
-    if len(x) == 0:
-        raise FptError(f"{path}: no examples in x")
+    if x.ndim == 0 or len(x) == 0:
+        raise FptError(f"{path}: no examples in x (it must hold rows, one per example)")
+    if 0 in x.shape[1:]:
+        raise FptError(f"{path}: x of shape {x.shape} holds empty rows")
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise FptError(f"{path}: x must hold numbers, found {x.dtype}")
     if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
         raise FptError(f"{path}: x holds NaN or infinite values")
-    expected_ndim = stored.ndim if stored is not None else 3
+    tokens = spec.input_dim is None  # a generated task of token ids (bit-xor's bits) takes (N, L) rows
+    expected_ndim = stored.ndim if stored is not None else 2 if tokens else 3
     images = stored is not None and stored.ndim == 4  # (N, H, W, C): a file may leave out C
     if x.ndim != expected_ndim and not (images and x.ndim == 3):
         raise FptError(f"{path}: x has {x.ndim} axes; this run's {task.name} task reads rows of {expected_ndim - 1}")
@@ -130,11 +134,13 @@ def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, tas
         shape = tuple(stored.shape[1:])
         if tuple(x.shape[1:]) != shape and not (len(shape) == 3 and shape[2] == 1 and tuple(x.shape[1:]) == shape[:2]):
             raise FptError(f"{path}: rows of shape {tuple(x.shape[1:])}, but this run's {task.name} task reads {shape}")
-    elif stored is None and (x.ndim != 3 or x.shape[1:] != (spec.seq_len, spec.input_dim)):
-        raise FptError(f"{path}: x of shape {x.shape}; this run's {task.name} task takes (N, {spec.seq_len}, {spec.input_dim})")
+    elif stored is None:
+        row = (spec.seq_len,) if tokens else (spec.seq_len, spec.input_dim)
+        if x.shape[1:] != row:
+            raise FptError(f"{path}: x of shape {x.shape}; this run's {task.name} task takes (N, {', '.join(map(str, row))})")
     if x.ndim >= 2 and stored is not None and task.variable_length and x.shape[1] > spec.seq_len:
         raise FptError(f"{path}: sequences of {x.shape[1]} tokens; this run was trained on at most {spec.seq_len}")
-    if spec.vocab_size is not None and task.variable_length:
+    if spec.vocab_size is not None and (task.variable_length or stored is None):
         if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() >= spec.vocab_size)):
             found = f"{x.min()}..{x.max()}" if np.issubdtype(x.dtype, np.integer) and x.size else str(x.dtype)
             raise FptError(f"{path}: token ids must be integers in 0..{spec.vocab_size - 1}, found {found}")
@@ -169,7 +175,8 @@ def to_batches(task: Task, x: np.ndarray, mask: np.ndarray | None = None, batch_
         split = Split(rows, torch.zeros(len(rows), dtype=torch.long), lengths)
         return [task.make_batch(split, torch.arange(start, min(start + batch_size, len(rows))), None)
                 for start in range(0, len(rows), batch_size)]
-    inputs = torch.from_numpy(np.ascontiguousarray(x)).float()
+    inputs = torch.from_numpy(np.ascontiguousarray(x))
+    inputs = inputs.long() if task.spec.input_dim is None else inputs.float()
     return [Batch(inputs[start:start + batch_size], torch.zeros(0)) for start in range(0, len(inputs), batch_size)]
 
 

@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from fpt.errors import FptError
+from fpt.errors import FptError, check_type
 from fpt.paths import write_json, write_text
 
 try:
@@ -37,6 +37,11 @@ def is_subset(record: dict) -> bool:
 def whole_split(records: list[dict]) -> list[dict]:
     """The records that scored a whole split: what tables, curves and convergence read."""
     return [r for r in records if not is_subset(r)]
+
+
+# What a finished run's figures must be, for everything that reads them (tables, reports, exports).
+_SUMMARY_FIELDS = {"step": (int,), "wall_time_s": (int, float), "trained_params": (int,), "total_params": (int,)}
+_RESULT_FIELDS = {"split": (str,), "accuracy": (int, float), "loss": (int, float), "examples": (int,)}
 
 
 class RunDir:
@@ -184,7 +189,16 @@ class RunDir:
         write_json(self.config_path, config)
 
     def read_summary(self) -> dict | None:
-        return self._read_json(self.SUMMARY) if self.is_finished else None
+        """What `train` recorded when the run finished (None before); its figures checked, so a
+        damaged file is one line here rather than a failure wherever a figure is read."""
+        if not self.is_finished:
+            return None
+        summary = self._read_json(self.SUMMARY)
+        for key, kinds in _SUMMARY_FIELDS.items():
+            self._check(summary.get(key), kinds, f"{self.summary_path}: {key}")
+        if summary.get("final") is not None:
+            self._check_result(summary["final"], f"{self.summary_path}: final")
+        return summary
 
     def write_summary(self, summary: dict) -> None:
         write_json(self.summary_path, summary)
@@ -198,7 +212,28 @@ class RunDir:
 
     def read_evaluation(self) -> dict | None:
         """`fpt evaluate`'s results ({"step", "splits": {name: result}}), or None before it ran."""
-        return self._read_json(self.EVALUATION) if (self.path / self.EVALUATION).is_file() else None
+        if not (self.path / self.EVALUATION).is_file():
+            return None
+        evaluation = self._read_json(self.EVALUATION)
+        where = self.path / self.EVALUATION
+        self._check(evaluation.get("splits"), (dict,), f"{where}: splits")
+        for name, result in evaluation["splits"].items():
+            self._check_result(result, f"{where}: splits: {name}")
+        return evaluation
+
+    @staticmethod
+    def _check(value, kinds: tuple[type, ...], what: str) -> None:
+        try:
+            check_type(value, kinds, what)
+        except FptError as exc:
+            raise FptError(f"{exc}; the run directory is damaged") from None
+
+    @classmethod
+    def _check_result(cls, result, where: str) -> None:
+        """One split's scores as `evaluate` returns them."""
+        cls._check(result, (dict,), where)
+        for key, kinds in _RESULT_FIELDS.items():
+            cls._check(result.get(key), kinds, f"{where}: {key}")
 
     def final_accuracy(self) -> float | None:
         summary = self.read_summary() or {}

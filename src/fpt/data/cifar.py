@@ -69,7 +69,7 @@ def read_python_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise FptError(f"{path}: expected b'data' uint8 of shape (N, 3072), found {found}")
     try:
         labels = np.asarray(labels, dtype=np.int64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise FptError(f"{path}: expected b'labels' a list of ints, found {type(labels).__name__}") from None
     if labels.shape != (len(data),):
         raise FptError(f"{path}: {labels.size} labels for {len(data)} images")

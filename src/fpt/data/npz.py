@@ -8,6 +8,7 @@ class labels (N,); optional ``mask`` (N, L), true (or 1) on real positions. Load
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +24,16 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             raise FptError(f"{path}: a single .npy array, expected an .npz with x and y; {_SAVE_HINT}")
         with loaded:
-            return {key: loaded[key] for key in loaded.files}
+            arrays = {key: loaded[key] for key in loaded.files}
     except FileNotFoundError:
         raise FptError(f"{path}: no such .npz file; {_SAVE_HINT}") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         # ValueError covers object arrays, which would need unpickling.
         raise FptError(f"{path}: unreadable .npz ({e}); {_SAVE_HINT} with numeric arrays") from None
+    not_arrays = [key for key, value in arrays.items() if not isinstance(value, np.ndarray)]
+    if not_arrays:  # numpy hands a member that is no .npy file back as its raw bytes
+        raise FptError(f"{path}: {', '.join(not_arrays)} not saved as arrays; {_SAVE_HINT}")
+    return arrays
 
 
 def load_npz_task(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

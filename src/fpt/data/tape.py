@@ -93,7 +93,11 @@ def records_to_sequences(records: list[Any], path: Path) -> tuple[list[str], np.
         if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < N_FOLDS:
             raise FptError(f"{where}: 'fold_label' is {label!r}, expected an integer 0..{N_FOLDS - 1}")
         length = record.get("protein_length")
-        if length is not None and int(np.asarray(length)) != len(primary):
+        if isinstance(length, np.ndarray) and length.size == 1:
+            length = length.item()
+        if length is not None and (isinstance(length, bool) or not isinstance(length, (int, np.integer))):
+            raise FptError(f"{where}: 'protein_length' is {length!r}, expected an integer (or no such key)")
+        if length is not None and length != len(primary):
             raise FptError(f"{where}: protein_length {length} but primary has {len(primary)} residues")
         sequences.append(primary)
         labels.append(int(label))

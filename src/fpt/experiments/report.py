@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import json
 import re
 from pathlib import Path
 
@@ -98,10 +97,13 @@ def _readable(value) -> str:
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     from fpt.experiments.plots import learning_curves
 
+    from fpt.config import TrainConfig
+
     run = RunDir.existing(run_dir)
     config, summary = run.read_config(), run.read_summary() or {}
-    title = (f"fpt run: {config['task']} on {config['backbone']} "
-             f"(policy {config['policy']}, init {config['init']}, lr {config['lr']:g})")
+    checked = TrainConfig.from_dict(config, where=str(run.config_path))  # a damaged file: one line
+    title = (f"fpt run: {checked.task} on {checked.backbone} "
+             f"(policy {checked.policy}, init {checked.init}, lr {checked.lr:g})")
     options = [[key, _readable(value)] for key, value in sorted(config.items())]
     sections = ["<h2>Configuration</h2>" + _table(["option", "value"], options, "config")]
     splits = (run.read_evaluation() or {}).get("splits", {})
@@ -119,7 +121,7 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
         sections.append(_table(["run", ""], facts, "summary"))
     figures = []
     curve = run_dir / "curve.png"
-    row = {"task": config["task"], "status": "done", "run_dir": str(run_dir), "variant": run_dir.name}
+    row = {"task": checked.task, "status": "done", "run_dir": str(run_dir), "variant": run_dir.name}
     if learning_curves([row], curve):
         figures.append(_image(curve, "accuracy during training, on the split watched then"))
     for png in sorted(run_dir.glob("attention_layer*.png")) + sorted(run_dir.glob("confusion_*.png")):
@@ -129,12 +131,19 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
 
 
 def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
-    spec = json.loads((sweep_dir / "spec.json").read_text()) if (sweep_dir / "spec.json").exists() else {}
+    from fpt.model import read_json_object
+
+    spec = read_json_object(sweep_dir / "spec.json", "fpt sweep") if (sweep_dir / "spec.json").exists() else {}
     title = f"fpt sweep: {spec.get('name', sweep_dir.name)}"
     sections = []
     if spec:
-        rows = ([[f"grid: {key}", ", ".join(map(str, values))] for key, values in spec["grid"].items()]
-                + [[key, value] for key, value in spec["options"].items()]
+        grid, options = spec.get("grid"), spec.get("options")
+        if not (isinstance(grid, dict) and isinstance(options, dict)
+                and all(isinstance(values, list) for values in grid.values())):
+            raise FptError(f"{sweep_dir / 'spec.json'} is not a sweep's spec (grid and options); "
+                           "run `fpt sweep SPEC --out DIR` again to rewrite it")
+        rows = ([[f"grid: {key}", ", ".join(map(str, values))] for key, values in grid.items()]
+                + [[key, value] for key, value in options.items()]
                 + [["runs at once", spec.get("parallel", 1)]])
         sections.append("<h2>Configuration</h2>" + _table(["setting", "value"], rows, "config"))
     if (sweep_dir / "results.md").exists():

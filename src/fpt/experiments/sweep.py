@@ -153,8 +153,12 @@ def load_spec(path: Path) -> SweepSpec:
     grid, options = data.get("grid") or {}, data.get("options") or {}
     if not isinstance(grid, dict) or not grid:
         raise FptError(f"{path}: 'grid' must map option names to lists of values")
+    if not isinstance(options, dict):
+        raise FptError(f"{path}: 'options' must map option names to values (e.g. options: {{steps: 500}})")
+    grid_node = next((v for k, v in root.value if k.value == "grid"), None)
+    if grid_node is None:  # safe_load merged it in from a `<<:` key
+        raise FptError(f"{path}: write 'grid' as a key of the spec itself, not merged in with '<<'")
     known = option_names()
-    grid_node = next(v for k, v in root.value if k.value == "grid")
     options_node = next((v for k, v in root.value if k.value == "options"), root)
     for section, mapping, node in (("grid", grid, grid_node), ("options", options, options_node)):
         for key, value in mapping.items():
@@ -177,7 +181,10 @@ def load_spec(path: Path) -> SweepSpec:
     parallel = data.get("parallel", 1)
     if not isinstance(parallel, int) or isinstance(parallel, bool) or not 1 <= parallel <= MAX_PARALLEL:
         raise FptError(f"{path}: 'parallel' must be an integer from 1 to {MAX_PARALLEL}, got {parallel!r}")
-    spec = SweepSpec(data.get("name") or path.stem, grid, options, parallel)
+    name = data.get("name") or path.stem
+    if not isinstance(name, str):  # YAML reads `name: 2024-05-01` as a date
+        raise FptError(f"{path}: 'name' must be a string; quote it (name: \"{name}\")")
+    spec = SweepSpec(name, grid, options, parallel)
     spec.cells()  # refuses duplicate cells now, before anything runs
     return spec
 
@@ -330,8 +337,15 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
         record = _cell_record(sweep_dir, cell)
         if not record.is_file():
             continue
-        recorded = json.loads(record.read_text())
-        before = recorded.get("args")
+        redo = f"delete {record} and {sweep_dir / 'runs' / cell.name} to run the cell again"
+        try:
+            recorded = json.loads(record.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            recorded = None
+        before = recorded.get("args") if isinstance(recorded, dict) else None
+        if not (isinstance(before, list) and all(isinstance(arg, str) for arg in before)
+                and isinstance(recorded.get("recipe"), (dict, type(None)))):
+            raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
         now = _train_args(spec.options, cell.values)
         recipe_then, recipe_now = recorded.get("recipe"), _recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
@@ -345,7 +359,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
             changed = ", ".join(f"{flag} {old.get(flag, '(unset)')} -> {new.get(flag, '(unset)')}"
                                 for flag in sorted(old.keys() | new.keys()) if old.get(flag) != new.get(flag))
             raise FptError(f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
-                           f"use another --out, or delete {record} and {sweep_dir / 'runs' / cell.name} to run it again")
+                           f"use another --out, or {redo}")
 
 
 def _flags(args: list[str]) -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
-from fpt.errors import FptError
+from fpt.errors import FptError, check_type
 from fpt.tasks.base import Task
 
 _TASKS: dict[str, Callable[..., Task]] = {}
@@ -31,6 +31,20 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
     "val_size": (int, "mnist, fashion-mnist, cifar10: hold out this many training images as a 'val' split "
                       "and evaluate on it while training (choose settings there, not on test)"),
 }
+
+
+def task_option_types(key: str) -> tuple[type, ...]:
+    """The types a value of task option `key` may have (an option not listed above: text)."""
+    kind = TASK_OPTIONS[key][0] if key in TASK_OPTIONS else str
+    return (int, float) if kind is float else (kind,)
+
+
+def check_task_option_types(options: dict, where: str) -> None:
+    """Task options read from a file (a run's config.json, an export's settings), each of its type;
+    a task given a wrong one fails deep inside, not in one line."""
+    for key, value in options.items():
+        if key in TASK_OPTIONS:
+            check_type(value, task_option_types(key), f"{where}: {key}")
 
 
 def register_task(name: str):
@@ -63,7 +77,12 @@ def task_options(name: str, options: dict) -> dict:
     unknown = sorted(k for k in options if k not in accepted)
     if unknown:
         raise FptError(f"task {name!r} takes no option {', '.join(unknown)}; it takes {', '.join(accepted)}")
-    bound = inspect.signature(_TASKS[name]).bind(**options)
+    try:
+        bound = inspect.signature(_TASKS[name]).bind(**options)
+    except TypeError:  # a required option left out; only npz has one, its path
+        hint = " (--task npz:PATH)" if name == "npz" else ""
+        missing = [k for k, p in accepted.items() if p.default is inspect.Parameter.empty and k not in options]
+        raise FptError(f"task {name!r} needs {', '.join(missing)}{hint}") from None
     bound.apply_defaults()
     return dict(bound.arguments)
 
