@@ -150,8 +150,9 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
     """The checkpoint's parts, each checked for its type and shape (a damaged file raises here)."""
     names = json.loads(metadata["param_names"])
     groups = json.loads(metadata["optimizer_param_groups"])
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names) and isinstance(groups, list)):
-        raise ValueError("parameter names or optimizer groups are not lists")
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)
+            and isinstance(groups, list) and all(isinstance(g, dict) for g in groups)):
+        raise ValueError("parameter names or optimizer groups are not lists (of names, of mappings)")
     step = _saved_step(metadata)
     params = {k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")}
     index_of = {n: i for i, n in enumerate(names)}

@@ -194,10 +194,11 @@ class RunDir:
         if not self.is_finished:
             return None
         summary = self._read_json(self.SUMMARY)
+        fix = f"delete it and run `fpt train --resume {self.path}`, which writes it again"
         for key, kinds in _SUMMARY_FIELDS.items():
-            self._check(summary.get(key), kinds, f"{self.summary_path}: {key}")
+            self._check(summary.get(key), kinds, f"{self.summary_path}: {key}", fix)
         if summary.get("final") is not None:
-            self._check_result(summary["final"], f"{self.summary_path}: final")
+            self._check_result(summary["final"], f"{self.summary_path}: final", fix)
         return summary
 
     def write_summary(self, summary: dict) -> None:
@@ -215,25 +216,26 @@ class RunDir:
         if not (self.path / self.EVALUATION).is_file():
             return None
         evaluation = self._read_json(self.EVALUATION)
-        where = self.path / self.EVALUATION
-        self._check(evaluation.get("splits"), (dict,), f"{where}: splits")
-        for name, result in evaluation["splits"].items():
-            self._check_result(result, f"{where}: splits: {name}")
+        where, fix = self.path / self.EVALUATION, f"run `fpt evaluate {self.path}` again"
+        # a file from before fpt evaluate kept one result per split has none: it is read as no results
+        self._check(evaluation.get("splits"), (dict, type(None)), f"{where}: splits", fix)
+        for name, result in (evaluation.get("splits") or {}).items():
+            self._check_result(result, f"{where}: splits: {name}", fix)
         return evaluation
 
     @staticmethod
-    def _check(value, kinds: tuple[type, ...], what: str) -> None:
+    def _check(value, kinds: tuple[type, ...], what: str, fix: str) -> None:
         try:
             check_type(value, kinds, what)
         except FptError as exc:
-            raise FptError(f"{exc}; the run directory is damaged") from None
+            raise FptError(f"{exc}; {fix}") from None
 
     @classmethod
-    def _check_result(cls, result, where: str) -> None:
+    def _check_result(cls, result, where: str, fix: str) -> None:
         """One split's scores as `evaluate` returns them."""
-        cls._check(result, (dict,), where)
+        cls._check(result, (dict,), where, fix)
         for key, kinds in _RESULT_FIELDS.items():
-            cls._check(result.get(key), kinds, f"{where}: {key}")
+            cls._check(result.get(key), kinds, f"{where}: {key}", fix)
 
     def final_accuracy(self) -> float | None:
         summary = self.read_summary() or {}

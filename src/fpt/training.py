@@ -285,7 +285,7 @@ class Trainer:
             checkpoint.rng_states[min(self.world.rank, checkpoint.world_size - 1)].restore(self.device)
             if self.scaler is not None and checkpoint.grad_scaler is not None:
                 self.scaler.load_state_dict(checkpoint.grad_scaler)
-        except (ValueError, KeyError, TypeError, RuntimeError) as exc:  # TypeError: param groups not mappings
+        except (ValueError, KeyError, RuntimeError) as exc:
             raise FptError(f"checkpoint {path} does not fit this run's optimizer ({str(exc)[:80]}); "
                            "was it copied from another run?") from None
         self.step = self.last_checkpoint_step = checkpoint.step

@@ -30,8 +30,9 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         # ValueError covers object arrays, which would need unpickling.
         raise FptError(f"{path}: unreadable .npz ({e}); {_SAVE_HINT} with numeric arrays") from None
-    not_arrays = [key for key, value in arrays.items() if not isinstance(value, np.ndarray)]
-    if not_arrays:  # numpy hands a member that is no .npy file back as its raw bytes
+    # numpy hands a member that is no .npy file back as its raw bytes; only ours must be arrays
+    not_arrays = [key for key in ("x", "y", "mask") if key in arrays and not isinstance(arrays[key], np.ndarray)]
+    if not_arrays:
         raise FptError(f"{path}: {', '.join(not_arrays)} not saved as arrays; {_SAVE_HINT}")
     return arrays
 

@@ -106,7 +106,7 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
              f"(policy {checked.policy}, init {checked.init}, lr {checked.lr:g})")
     options = [[key, _readable(value)] for key, value in sorted(config.items())]
     sections = ["<h2>Configuration</h2>" + _table(["option", "value"], options, "config")]
-    splits = (run.read_evaluation() or {}).get("splits", {})
+    splits = (run.read_evaluation() or {}).get("splits") or {}
     final = summary.get("final")
     if final and final["split"] not in splits:  # `fpt evaluate --splits test` left the watched split out
         splits = {final["split"]: final, **splits}

@@ -302,7 +302,7 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
             return {}
         if evaluation.get("step") != summary.get("step"):  # made before the run was extended
             return {}
-        return {name: r["accuracy"] for name, r in evaluation.get("splits", {}).items() if is_test_split(name)}
+        return {name: r["accuracy"] for name, r in (evaluation.get("splits") or {}).items() if is_test_split(name)}
 
     if not scored():
         env = {k: v for k, v in os.environ.items() if k != FAILURE_RECORD_ENV}  # a finished run has not failed

@@ -40,11 +40,12 @@ def task_option_types(key: str) -> tuple[type, ...]:
 
 
 def check_task_option_types(options: dict, where: str) -> None:
-    """Task options read from a file (a run's config.json, an export's settings), each of its type;
-    a task given a wrong one fails deep inside, not in one line."""
+    """Task options read from a file (a run's config.json, an export's settings), each of its type
+    or null (a run records every option, those left to the task's default as null); a task given a
+    wrong one fails deep inside, not in one line."""
     for key, value in options.items():
         if key in TASK_OPTIONS:
-            check_type(value, task_option_types(key), f"{where}: {key}")
+            check_type(value, (*task_option_types(key), type(None)), f"{where}: {key}")
 
 
 def register_task(name: str):
