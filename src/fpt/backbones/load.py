@@ -137,8 +137,9 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
 
     The model is declared with a one-row vocabulary, so the checkpoint's table does not fit and
     is skipped (ignore_mismatched_sizes) instead of being copied in: for SmolLM2 that is 113 MB
-    less at the loading peak. Every other tensor must still match. Where a family cannot be built
-    that way, the plain load is used.
+    less at the loading peak. Every other tensor must still match (`_check_loaded`). Where a
+    family cannot be built that way, the plain load is used. Only safetensors files are read: a
+    pytorch_model.bin is a pickle.
     """
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
@@ -148,17 +149,37 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the skipped table is reported as a mismatch: expected
         try:
-            model = AutoModel.from_pretrained(source, config=small, dtype=dtype, trust_remote_code=False,
-                                              ignore_mismatched_sizes=True)
+            model, info = AutoModel.from_pretrained(source, config=small, dtype=dtype, trust_remote_code=False,
+                                                    ignore_mismatched_sizes=True, use_safetensors=True,
+                                                    output_loading_info=True)
+            _check_loaded(info, source, token_rows=(small.vocab_size, config.vocab_size))
             model.config.vocab_size = config.vocab_size  # the architecture's own value, for anyone reading it
             return model
-        except (OSError, ValueError, SafetensorError):  # an unreadable file: the plain load would fail too
+        except (OSError, ValueError, SafetensorError, FptError):  # the plain load would fail too
             raise
         except Exception:  # pragma: no cover - a family whose modules depend on the vocabulary size
             pass
         finally:
             hf_logging.set_verbosity(verbosity)
-    return AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False)
+    model, info = AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False, use_safetensors=True,
+                                            output_loading_info=True)
+    _check_loaded(info, source)
+    return model
+
+
+def _check_loaded(info: dict, source: str, token_rows: tuple[int, int] | None = None) -> None:
+    """Refuse a checkpoint whose tensors do not all fit its config: transformers would initialise
+    the missing and misshapen ones at random and only log it, and the run would call a mostly
+    random body pretrained. Allowed: the token table declared small on purpose (`token_rows`:
+    the model's rows, the checkpoint's) and BERT's pooler, both dropped by fpt."""
+    missing = sorted(k for k in info["missing_keys"] if not k.startswith("pooler."))
+    misshapen = sorted(key for key, saved, built in info["mismatched_keys"]
+                       if token_rows is None or (built[0], saved[0]) != token_rows)
+    if missing or misshapen:
+        found = "; ".join(f"{len(keys)} {what}, e.g. {keys[0]}" for keys, what in
+                          ((missing, "missing"), (misshapen, "of another shape than config.json says")) if keys)
+        raise FptError(f"backbone {source}: its weights do not fit its config.json ({found}); give a folder "
+                       "written by save_pretrained (an `fpt export --format hf` folder is read by `fpt predict`)")
 
 
 def weights_hash(model: nn.Module) -> str:
@@ -237,6 +258,9 @@ def _build_body(config, source: str | None, name: str, init: str, seed: int, lay
     try:
         return _from_pretrained_without_token_table(source, config, dtype)
     except (OSError, ValueError, SafetensorError) as exc:
+        if Path(source).is_dir() and not any(Path(source).glob("*.safetensors")):
+            raise FptError(f"backbone directory {source} holds no .safetensors weights; fpt does not unpickle "
+                           "pytorch_model.bin files: save it again with save_pretrained (safetensors)") from None
         raise FptError(f"cannot load the weights of backbone {name!r} from {source} ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0][:120]}); the files may be truncated: save or download them again") from None
 
