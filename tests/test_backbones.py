@@ -103,3 +103,10 @@ def test_weights_that_do_not_fit_their_config_are_refused_not_drawn_at_random(ti
     torch.save(tensors, pickled / "pytorch_model.bin")
     with pytest.raises(FptError, match="no .safetensors weights; fpt does not unpickle"):
         load_backbone(str(pickled))
+
+    for damage in ({"n_embd": "32"}, {"n_embd": 32.0}, {"dtype": "float33"}, {"n_inner": -1}):
+        damaged = Path(shutil.copytree(tiny_backbones["gpt2"], tmp_path / f"damaged{len(list(tmp_path.iterdir()))}"))
+        config = json.loads((damaged / "config.json").read_text())
+        (damaged / "config.json").write_text(json.dumps({**config, **damage}))
+        with pytest.raises(FptError, match=f"{damaged}"):
+            load_backbone(str(damaged))

@@ -51,6 +51,8 @@ def test_read_idx_rejects_trailing_bytes_bad_magic_and_dtype(tmp_path):
     raises_naming(lambda: idx.read_idx(path), path, "0x07")
     path.write_bytes(bytes([0, 0, 0x08, 3]) + b"\0\0")
     raises_naming(lambda: idx.read_idx(path), path, "header")
+    path.write_bytes(bytes([0, 0, 0x08, 3]) + struct.pack(">III", 2**31, 2**31, 4))  # sizes whose product wraps in int64
+    raises_naming(lambda: idx.read_idx(path), path, "truncated")
 
 
 def test_read_idx_rejects_truncated_or_fake_gzip(tmp_path):
@@ -237,6 +239,9 @@ def test_listops_tsv_rejects_bad_files(tmp_path):
     raises_naming(lambda: lra_tsv.read_listops_tsv(path), path, "line 3", "label 0-9")
     path.write_text("Source\tTarget\n( [MAX 2 ] )\n")
     raises_naming(lambda: lra_tsv.read_listops_tsv(path), path, "line 2")
+    for empty in ("", "( )", " ( ( ) ) "):
+        path.write_text(f"Source\tTarget\n( [MAX 2 ] )\t2\n{empty}\t3\n")
+        raises_naming(lambda: lra_tsv.read_listops_tsv(path), path, "line 3", "empty expression")
     raises_naming(lambda: lra_tsv.load_listops_dir(tmp_path / "x", "train"), "basic_train.tsv", tmp_path / "x")
     raises_naming(lambda: lra_tsv.load_listops_dir(tmp_path, "dev"), "dev")
 

@@ -184,6 +184,24 @@ def test_sweeps_and_nested_launches_are_refused_under_torchrun(tmp_path, capsys,
     assert not (tmp_path / "sweep").exists()
 
 
+def test_launch_variables_that_are_not_counts_are_one_line(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    env = {**os.environ, "WORLD_SIZE": ""}
+    done = subprocess.run([sys.executable, "-m", "fpt", "backbones"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "WORLD_SIZE=''" in done.stderr, done.stderr
+    train = ["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--out", str(tmp_path / "run")]
+    for variables, words in (({"WORLD_SIZE": "2"}, "no RANK"),
+                             ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "x"}, "LOCAL_RANK='x'"),
+                             ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "abc"}, "FPT_DDP_TIMEOUT_S")):
+        for name in ("RANK", "LOCAL_RANK", "FPT_DDP_TIMEOUT_S"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        assert main(train) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and words in error, error
+        assert not (tmp_path / "run").exists()
+
+
 def test_the_fp16_loss_scale_is_checkpointed_and_resumed(tiny_gpt2, tmp_path):
     # fp16 runs on CUDA only; the scaler's bookkeeping is the same on the CPU, tested here
     config = TrainConfig(task="bit-xor", task_options={"n_bits": 8, "eval_size": 20}, backbone=tiny_gpt2,

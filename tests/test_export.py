@@ -157,6 +157,14 @@ def test_what_is_not_an_export_is_refused_in_one_line(gpt2_run, tmp_path):
     raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(gpt2_run), "fpt export")
     raises_naming(lambda: compose_peft(torch.nn.Identity(), gpt2_run), "fpt_task.json", "--format peft")
     assert export_run(gpt2_run, "hf", tmp_path / "hf") == tmp_path / "hf"
+    config_path = tmp_path / "hf" / "config.json"
+    good = json.loads(config_path.read_text())
+    for damage, words in (({"n_embd": "32"}, "cannot rebuild backbone"), ({"n_inner": -1}, "cannot rebuild backbone"),
+                          ({"fpt": {**good["fpt"], "policy": 5}}, "fpt settings damaged"),
+                          ({"fpt": {**good["fpt"], "backbone_dropout": 5}}, "dropout must be in [0, 1)")):
+        config_path.write_text(json.dumps({**good, **damage}))
+        raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), words)
+    config_path.write_text(json.dumps(good))
     weights = tmp_path / "hf" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), "truncated")

@@ -134,6 +134,11 @@ def test_mistakes_end_in_one_line(tmp_path, univariate, monkeypatch):
     raises_naming(lambda: create_task("ucr", dataset="Nope", data_dir=str(tmp_path)),
                   "Nope_TRAIN.ts", "Nope_TEST.ts", ts.ARCHIVE_URL)
     raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=0), "--patch-size")
+    raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=10**12),
+                  "--patch-size must be 1 to 6")
+    for split in ("TRAIN", "TEST"):
+        write_ts(tmp_path / "One" / f"One_{split}.ts", [([[1, 2]], "a"), ([[2, 1]], "a")], name="One")
+    raises_naming(lambda: create_task("ucr", dataset="One", data_dir=str(tmp_path)), "every label is a")
     write_ts(tmp_path / "Reg" / "Reg_TRAIN.ts", [([[1, 2]], "0.5")], name="Reg", label_line="@targetLabel true")
     write_ts(tmp_path / "Reg" / "Reg_TEST.ts", [([[1, 2]], "0.5")], name="Reg", label_line="@targetLabel true")
     raises_naming(lambda: create_task("ucr", dataset="Reg", data_dir=str(tmp_path)), "Reg_TRAIN.ts", "regression")

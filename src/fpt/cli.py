@@ -625,7 +625,12 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The `fpt` command and `python -m fpt`: main's status becomes the exit status. A rank of a
     torchrun job leaves through `distributed.exit_rank` (see there why), whatever ended main."""
-    if not distributed.launched():
+    try:
+        several = distributed.launched()
+    except FptError as exc:  # WORLD_SIZE set to something not a count
+        print(f"fpt: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if not several:
         sys.exit(main())
     try:
         status = main()

@@ -32,14 +32,27 @@ TIMEOUT_ENV = "FPT_DDP_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800
 
 
+def _launch_number(name: str, default: str, kind: type = int):
+    """A number torchrun put in the environment; anything else is one line naming the variable."""
+    text = os.environ.get(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not value >= 0 or value == float("inf"):
+        raise FptError(f"environment variable {name}={text!r} is not a count; unset it, "
+                       "or let torchrun set it (torchrun --nproc-per-node N -m fpt ...)")
+    return value
+
+
 def launched() -> bool:
     """Whether this process is one of several ranks started by torchrun (or an equivalent launcher)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return _launch_number("WORLD_SIZE", "1") > 1
 
 
 def is_main_process() -> bool:
     """Rank 0, or the only process: the one that prints results."""
-    return int(os.environ.get("RANK", "0")) == 0
+    return not launched() or _launch_number("RANK", "0") == 0
 
 
 def check_backend(name: str | None) -> None:
@@ -124,13 +137,16 @@ def start(backend: str | None = None) -> World:
     check_backend(backend)
     if not launched():
         return SINGLE
-    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if "RANK" not in os.environ:
+        raise FptError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but no RANK: start the ranks with torchrun "
+                       "(torchrun --nproc-per-node N -m fpt ...), or unset WORLD_SIZE for one process")
+    rank, size = _launch_number("RANK", "0"), _launch_number("WORLD_SIZE", "1")
+    local_rank = _launch_number("LOCAL_RANK", "0")
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     owns_group = not dist.is_initialized()
     if owns_group:
-        timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+        timeout = datetime.timedelta(seconds=_launch_number(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S), float))
         # No backend given: torch creates gloo for CPU tensors and, where CUDA is, nccl for GPU ones.
         dist.init_process_group(backend=backend, timeout=timeout)
     return World(rank=rank, size=size, local_rank=local_rank, owns_group=owns_group)

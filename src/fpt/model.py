@@ -197,7 +197,7 @@ class FrozenPretrainedTransformer(nn.Module):
                 backbone.extended_positions = None if grown is None else (int(grown[0]), int(grown[1]))
                 model = cls(backbone, spec, **head_settings(settings), policy=settings["policy"],
                             precision=settings["precision"])
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise FptError(f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); "
                            "export the run again") from None
         load_weights(model, directory / WEIGHTS_NAME)

@@ -100,7 +100,7 @@ def _load_config(source: str, name: str):
 
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # transformers raises many types for a bad field (strict dataclass checks, dtype names)
         if Path(source).is_dir():
             raise FptError(f"cannot read the config of backbone directory {source} ({str(exc).splitlines()[0][:120]}); "
                            "save it again with save_pretrained") from None
@@ -248,21 +248,22 @@ def _build_body(config, source: str | None, name: str, init: str, seed: int, lay
     """The transformer body with pretrained weights, or freshly initialised (seeded)."""
     from transformers import AutoModel
 
-    if init in ("random", "bit"):
-        if init == "random" and layers is not None:  # exactly the blocks asked for, more than published too
-            for key in ("num_hidden_layers", "n_layer"):
-                if hasattr(config, key):
-                    setattr(config, key, layers)
-        torch.manual_seed(seed)
-        return AutoModel.from_config(config, dtype=dtype)
     try:
+        if init in ("random", "bit"):
+            if init == "random" and layers is not None:  # exactly the blocks asked for, more than published too
+                for key in ("num_hidden_layers", "n_layer"):
+                    if hasattr(config, key):
+                        setattr(config, key, layers)
+            torch.manual_seed(seed)
+            return AutoModel.from_config(config, dtype=dtype)
         return _from_pretrained_without_token_table(source, config, dtype)
-    except (OSError, ValueError, SafetensorError) as exc:
-        if Path(source).is_dir() and not any(Path(source).glob("*.safetensors")):
+    except (OSError, ValueError, SafetensorError, RuntimeError) as exc:  # RuntimeError: sizes such as -1
+        if source is not None and Path(source).is_dir() and not any(Path(source).glob("*.safetensors")):
             raise FptError(f"backbone directory {source} holds no .safetensors weights; fpt does not unpickle "
                            "pytorch_model.bin files: save it again with save_pretrained (safetensors)") from None
-        raise FptError(f"cannot load the weights of backbone {name!r} from {source} ({type(exc).__name__}: "
-                       f"{str(exc).splitlines()[0][:120]}); the files may be truncated: save or download them again") from None
+        raise FptError(f"cannot build backbone {name!r} from {source or 'its config'} ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0][:120]}); its config.json or weights may be damaged or "
+                       "truncated: save or download them again") from None
 
 
 def _drop_unused_parts(model: nn.Module) -> nn.Module:
@@ -361,14 +362,15 @@ def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: st
     ViT's table grows here, as at load time."""
     from transformers import AutoConfig, AutoModel
 
+    surgery.check_dropout_rates(dropout, attention_dropout)
     fields = dict(config)
     try:
         architecture = AutoConfig.for_model(fields.pop("model_type", None), **fields)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise FptError(f"cannot rebuild backbone {name!r} from its saved config ({str(exc).splitlines()[0][:120]}); "
-                       "export the run again") from None
-    small = _with_small_vocabulary(architecture)
-    model = AutoModel.from_config(small or architecture)
+        small = _with_small_vocabulary(architecture)
+        model = AutoModel.from_config(small or architecture)
+    except Exception as exc:  # transformers raises many types for a bad field (strict dataclass checks, sizes)
+        raise FptError(f"cannot rebuild backbone {name!r} from its saved config ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0][:120]}); export the run again") from None
     if small is not None:
         model.config.vocab_size = architecture.vocab_size
     model = _drop_unused_parts(model)

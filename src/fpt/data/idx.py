@@ -7,6 +7,7 @@ per dimension, then the values in C order. http://yann.lecun.com/exdb/mnist/
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def read_idx(path: str | Path) -> np.ndarray:
         raise FptError(f"{path}: IDX header truncated or empty ({ndim} dims, {len(data)} bytes)")
     shape = tuple(int(d) for d in np.frombuffer(data, ">u4", count=ndim, offset=4))
     dtype = IDX_DTYPES[code]
-    expected = header + int(np.prod(shape)) * dtype.itemsize
+    expected = header + math.prod(shape) * dtype.itemsize  # Python ints: np.prod would wrap around
     if len(data) != expected:
         what = "truncated" if len(data) < expected else "has trailing bytes"
         raise FptError(f"{path}: IDX file {what}: shape {shape} needs {expected} bytes, "

@@ -48,6 +48,8 @@ def read_listops_tsv(path: str | Path) -> tuple[list[str], np.ndarray]:
                 if len(row) != 2 or row[1] not in _LABELS:
                     raise FptError(f"{path}, line {line}: expected '<expression><TAB><label 0-9>', "
                                    f"found {len(row)} field(s) ending {row[-1][-12:]!r}")
+                if not row[0].replace("(", "").replace(")", "").strip():  # nothing to read: a row of padding
+                    raise FptError(f"{path}, line {line}: an empty expression; every row needs one")
                 sources.append(row[0])
                 labels.append(int(row[1]))
     except FileNotFoundError:

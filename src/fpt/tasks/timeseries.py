@@ -80,9 +80,12 @@ def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int 
     steps = max(lengths)
     if patch_size is None:
         patch_size = max(1, math.ceil(steps / MAX_DEFAULT_TOKENS))
-    if patch_size < 1:
-        raise FptError(f"--patch-size must be at least 1 time step, got {patch_size}")
+    if not 1 <= patch_size <= steps:  # a longer patch is all padding, and a huge one a huge array
+        raise FptError(f"--patch-size must be 1 to {steps} time steps (the longest series), got {patch_size}")
     classes = class_order(np.concatenate([labels for _, labels in raw.values()]))
+    if len(classes) < 2:
+        raise FptError(f"{train_path.parent}: every label is {classes[0]}; a classifier needs examples of "
+                       "at least two classes")
     index = {label: i for i, label in enumerate(classes)}
     missing = sum(int(np.isnan(case).sum()) for series, _ in raw.values() for case in series)
     equal = min(lengths) == steps
