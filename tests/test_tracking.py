@@ -10,6 +10,7 @@ import pytest
 
 from fpt.cli import main
 from fpt.config import TrainConfig
+from fpt.errors import FptError
 from fpt.tracking import TRACKING_FILE, TensorBoardSink, Tracker, build_tracker
 from fpt.training import Trainer, resume, train
 from helpers import raises_naming
@@ -254,3 +255,15 @@ def test_a_sweep_is_a_parent_run_with_a_nested_run_per_cell(tiny_gpt2, tmp_path,
         assert _float32_equal(_tensorboard_history(sweep_dir / "tb" / cell.name, "accuracy"), _expected(cell, "accuracy"))
         runs = [r.run for r in _wandb_records(wandb_offline, state["wandb"]["run_id"]) if r.WhichOneof("record_type") == "run"]
         assert runs[0].run_group == parent["wandb"]["group"] == state["wandb"]["group"]
+
+
+def test_a_damaged_tracking_json_is_one_line_naming_the_fix(tmp_path):
+    from fpt.tracking import _read_state
+
+    path = tmp_path / TRACKING_FILE
+    path.write_text(json.dumps({"tensorboard": {"log_dir": "tb", "logged_step": 3, "logged_subset_step": 2}}))
+    assert _read_state(path)["tensorboard"]["logged_step"] == 3
+    for damaged in ('{"mlflow": {"logged_subset_step": "x"}}', "[1]", '{"mlflow": 5}', '{"wandb": {"logged_step": 1.5}}'):
+        path.write_text(damaged)
+        with pytest.raises(FptError, match="delete it to start new tracked runs"):
+            _read_state(path)

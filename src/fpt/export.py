@@ -138,7 +138,7 @@ class PeftTransformer(nn.Module):
         self.spec = task_spec(settings, where)
         try:
             kwargs, self.compute_dtype = head_settings(settings), compute_dtype(settings["precision"])
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise FptError(f"{where}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again") from None
         hidden = body.config.hidden_size
         self.embedder = InputEmbedder(self.spec, hidden, kwargs["dropout"], kwargs["extra_positions"])

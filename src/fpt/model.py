@@ -260,8 +260,12 @@ def task_spec(settings: dict, where) -> TaskSpec:
 
 
 def head_settings(settings: dict) -> dict:
-    """The input layer's and head's keyword arguments, from `settings()` form."""
-    return {"pooling": settings["pooling"], "dropout": settings["dropout"],
+    """The input layer's and head's keyword arguments, from `settings()` form (read from a file:
+    checked, a damaged value raises ValueError)."""
+    dropout = settings["dropout"]
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ValueError(f"dropout {dropout!r} is not a rate in [0, 1)")
+    return {"pooling": check_pooling(settings["pooling"]), "dropout": dropout,
             "extra_positions": bool(settings["extra_positions"])}
 
 

@@ -396,7 +396,13 @@ def _read_state(path: Path) -> dict:
         return {}
     except (ValueError, UnicodeDecodeError):
         raise FptError(f"{path} is not valid JSON; delete it to start new tracked runs") from None
-    return state if isinstance(state, dict) else {}
+    records = state.values() if isinstance(state, dict) else [None]
+    if not all(isinstance(record, dict) and all(type(record.get(key, 0)) is int
+                                                for key in ("logged_step", "logged_subset_step"))
+               for record in records):
+        raise FptError(f"{path} is not fpt's tracking state (a record per tracker, its logged steps); "
+                       "delete it to start new tracked runs")
+    return state
 
 
 def _first_line(exc: BaseException) -> str:
