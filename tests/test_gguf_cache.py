@@ -149,6 +149,16 @@ def test_missing_converter_modules_names_pip_command(tiny_gguf, tmp_path, monkey
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_damaged_gguf_file_is_one_line_and_leaves_no_cache(tiny_gguf, tmp_path):
+    gguf_file, _ = tiny_gguf
+    damaged = tmp_path / "files" / "damaged.gguf"
+    damaged.parent.mkdir()
+    damaged.write_bytes(gguf_file.read_bytes()[:200])  # cut inside its key/value header
+    with pytest.raises(FptError, match="damaged.gguf.*may be damaged"):
+        gguf_cache.cached_fp32_dir(damaged, tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
 def test_missing_gguf_file_is_an_fpt_error(tmp_path):
     with pytest.raises(FptError, match="not found"):
         gguf_cache.cached_fp32_dir(tmp_path / "absent.gguf", tmp_path)

@@ -95,7 +95,13 @@ def cached_fp32_dir(gguf_file: Path, cache_root: Path) -> Path:
     _remove_stale_temps(cache_root, target.name)
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=cache_root))
     try:
-        _convert(gguf_file, temp)
+        try:
+            _convert(gguf_file, temp)
+        except (FptError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # the gguf reader raises many types on a damaged file
+            raise FptError(f"cannot convert {gguf_file} ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}); "
+                           "the file may be damaged: reinstall the package that carries it") from None
         try:
             os.replace(temp, target)
         except OSError:
