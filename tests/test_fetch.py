@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from helpers import homology_records, raises_naming, write_binary_batches, write_mnist
 
+from fpt.backbones import load_backbone
 from fpt.data import fetch
 from fpt.data.idx import load_mnist_dir
 
@@ -221,3 +222,11 @@ def test_bad_names_and_destinations(tmp_path):
     write_mnist(partial, "train", 3)  # no test split
     raises_naming(lambda: fetch.get_dataset("mnist", partial), partial, "incomplete", "t10k", "remove that folder")
     assert sorted(p.name for p in partial.iterdir()) == ["train-images-idx3-ubyte", "train-labels-idx1-ubyte"]
+    raises_naming(lambda: fetch.get_dataset("mnist", "~fpt-no-such-user/data"), "~fpt-no-such-user", "no such user")
+
+
+def test_a_home_of_no_such_user_is_a_missing_folder_not_a_traceback(tmp_path):
+    from fpt.tasks import create_task
+
+    raises_naming(lambda: create_task("mnist", data_dir="~fpt-no-such-user/mnist"), "~fpt-no-such-user")
+    raises_naming(lambda: load_backbone("~fpt-no-such-user/model"), "~fpt-no-such-user")

@@ -26,6 +26,15 @@ def data_dir(name: str) -> Path:
     return cache_dir() / "data" / name
 
 
+def user_path(path: str | Path) -> Path:
+    """`path` with a leading ~ or ~user expanded; left as written where that user does not exist
+    (pathlib raises RuntimeError), so the caller's own "no such file" message names it."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
+
+
 def temporary_name(path: Path) -> Path:
     """A hidden sibling of `path` no other process will pick: .NAME.PID.RANDOM.tmp"""
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -26,6 +26,7 @@ from fpt.backbones.registry import BackboneEntry, get_backbone_entry
 from fpt.backbones.vit import ViTBody, is_vit
 from fpt.devices import attention_kernel
 from fpt.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
+from fpt.paths import user_path
 
 INITS = ("pretrained", "random", "stats", "bit")
 
@@ -85,7 +86,7 @@ def _source_of(name: str) -> tuple[str | None, BackboneEntry | None]:
     entry = get_backbone_entry(name)
     if entry is not None:
         return None, entry
-    path = Path(name).expanduser()
+    path = user_path(name)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise FptError(f"backbone directory {path} has no config.json; save it with save_pretrained")
@@ -236,7 +237,7 @@ def backbone_depth(name: str) -> int | None:
             return _depth(entry.offline_config())
         if entry is not None and not entry.is_available():
             return None
-        if entry is None and not Path(name).expanduser().is_dir():
+        if entry is None and not user_path(name).is_dir():
             return None  # a hub id: only its download would say
         return _depth(_architecture(name, source, entry, "pretrained")[0])
     except FptError:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fpt.paths import data_dir as default_data_dir
+from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import FptError
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -234,7 +234,9 @@ def get_dataset(name: str, dest: str | Path | None = None) -> Path:
     if name not in DATASETS:
         raise FptError(f"unknown dataset {name!r} for `fpt data get`; choose one of {', '.join(list_datasets())}")
     entry = DATASETS[name]
-    dest = Path(dest).expanduser() if dest is not None else default_destination(name)
+    dest = user_path(dest) if dest is not None else default_destination(name)
+    if str(dest).startswith("~"):  # ~user of no such user: it would become a folder named so
+        raise FptError(f"--dest {dest}: no such user's home; give the folder's full path")
     if name == "listops":
         return _generate_listops(dest)
     if _is_complete(name, dest, entry.verify):

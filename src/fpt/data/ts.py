@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from fpt.errors import FptError
+from fpt.paths import user_path
 
 ARCHIVE_URL = "https://www.timeseriesclassification.com/"
 INSTALL = "pip install sktime"
@@ -57,7 +58,7 @@ def ucr_datasets() -> list[str]:
 
 def ucr_split_files(dataset: str, data_dir: str | None) -> tuple[Path, Path]:
     if data_dir is not None:
-        folder = Path(data_dir).expanduser()
+        folder = user_path(data_dir)
         for where in (folder / dataset, folder):  # DIR/NAME/NAME_TRAIN.ts, or DIR is NAME's own folder
             train, test = where / f"{dataset}_TRAIN.ts", where / f"{dataset}_TEST.ts"
             if train.is_file() and test.is_file():

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
-from fpt.paths import data_dir as default_data_dir
+from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import MISSING_DATA, FptError
 from fpt.tasks.registry import register_task
 from fpt.tasks.arrays import ArrayTask, Split
@@ -29,7 +29,7 @@ PROTOCOLS = ("paper", "lra")
 
 def data_dir(name: str, given: str | None) -> Path:
     """The task's data folder: --data-dir, else the fpt cache (where `fpt data get` puts it)."""
-    path = Path(given).expanduser() if given else default_data_dir(name)
+    path = user_path(given) if given else default_data_dir(name)
     if not path.is_dir():
         raise FptError(f"no {name} data at {path}: run `fpt data get {name}` or pass --data-dir DIR holding its files",
                        kind=MISSING_DATA)

@@ -7,11 +7,9 @@ and counted in `notes` (which lands in the run's summary).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from fpt.paths import data_dir as default_data_dir
+from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import MISSING_DATA, FptError
 from fpt.tasks.registry import register_task
 from fpt.tasks.arrays import ArrayTask, Split, check_labels
@@ -65,7 +63,7 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
     if protocol not in PROTOCOL_MAX_LEN:
         raise FptError(f"unknown --protocol {protocol!r} for listops; choose lra or paper")
     if data_dir is not None:
-        folder = Path(data_dir).expanduser()
+        folder = user_path(data_dir)
         if not folder.is_dir():
             raise FptError(f"no ListOps data at {folder}: pass the folder holding LRA's basic_*.tsv, "
                            "or leave --data-dir out to generate the set")
@@ -88,7 +86,7 @@ def remote_homology(data_dir: str | None = None, max_len: int = 1024) -> Sequenc
     """TAPE remote homology: protein sequences -> one of 1195 folds; three test holdouts."""
     from fpt.data.tape import IUPAC_VOCAB, SPLITS, encode_proteins, load_remote_homology
 
-    folder = Path(data_dir).expanduser() if data_dir else default_data_dir("remote-homology")
+    folder = user_path(data_dir) if data_dir else default_data_dir("remote-homology")
     if not folder.is_dir():
         raise FptError(f"no remote homology data at {folder}: pass --data-dir holding TAPE's remote_homology/ "
                        "folder (from http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_homology.tar.gz)",
