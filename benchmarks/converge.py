@@ -381,7 +381,7 @@ def _where(record: dict) -> str:
 def table() -> str:
     lines = ["| cell | recipe | paper | ours: last | best | steps | training time | target: first reached | sittings |",
              "|---|---|---|---|---|---|---|---|---|"]
-    rows = []
+    rows, notes = [], []
     for name, cell in CELLS.items():
         run = ROOT / name
         if not (run / RunDir.CONFIG).is_file():
@@ -394,6 +394,9 @@ def table() -> str:
         best = max(records, key=lambda r: r["accuracy"])
         reached = first_reaching(everything, cell.target)
         sittings = (run / "sittings.jsonl").read_text().splitlines() if (run / "sittings.jsonl").is_file() else []
+        for number, sitting in enumerate(map(json.loads, sittings), 1):
+            if sitting.get("note"):  # what was logged by hand, and why
+                notes.append(f"- {name}, sitting {number} (from step {sitting['from_step']:,}): {sitting['note']}")
         target = ("" if cell.target is None else f"{cell.target:g}%: " +
                   (f"step {reached[0]:,}, {reached[1] / 60:.0f} min" if reached else
                    "not reached" if records[-1]["step"] >= _configured_steps(run) else "not yet"))
@@ -408,6 +411,8 @@ def table() -> str:
                      "figure": figure})
     for figure in dict.fromkeys(r["figure"] for r in rows):
         learning_curves([r for r in rows if r["figure"] == figure], ROOT / f"curves_{figure}.png")
+    if notes:
+        lines += ["", "Notes kept with the sittings:", "", *notes]
     return "\n".join(lines) + "\n"
 
 
