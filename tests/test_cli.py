@@ -67,7 +67,7 @@ def _one_error_line(capsys, *needles):
     (["train", "--attention-dropout", "1.5"], ["--attention-dropout must be in [0, 1)"]),
     (["train", "--steps", "many"], ["invalid int value"]),
     (["evaluate", "/nonexistent/run"], ["does not exist"]),
-    (["evaluate", "/nonexistent/run", "--threads", "0"], ["--threads must be at least 1"]),
+    (["evaluate", "/nonexistent/run", "--threads", "0"], ["--threads must be 1 to 1024"]),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, needles, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -80,8 +80,11 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
 @pytest.mark.parametrize("flags, names", [
     (["--ray-address", "auto"], ["--ray-address", "--executor ray"]),
     (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
-    (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "at least 1"]),
-    (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "0 or more"]),
+    (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "1 to 1024"]),
+    (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "must be 0, a share"]),
+    (["--executor", "ray", "--gpus-per-run", "nan"], ["--gpus-per-run", "got nan"]),
+    (["--executor", "ray", "--gpus-per-run", "0.00001"], ["--gpus-per-run", "0.0001 to 1"]),
+    (["--executor", "ray", "--gpus-per-run", "1.5"], ["--gpus-per-run", "whole number"]),
     # nothing listens on port 1 here (a privileged port no test machine serves)
     (["--executor", "ray", "--ray-address", "127.0.0.1:1"], ["--ray-address 127.0.0.1:1", "no Ray cluster"]),
     (["--executor", "ray", "--ray-address", "headnode"], ["--ray-address 'headnode'", "HOST:PORT"]),

@@ -4,6 +4,7 @@ nothing half-made and nothing lost."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -279,6 +280,27 @@ def test_a_baseline_run_has_no_attention_to_plot(tmp_path, capsys):
     assert "no attention" in _one_line_error(capsys) and not list(out.glob("attention*"))
 
 
+def test_thread_counts_torch_cannot_take_and_a_resume_shorter_than_the_run_are_refused(finished_run, capsys):
+    for argv in (["evaluate", str(finished_run), "--threads", "2147483648"],
+                 ["train", "--resume", str(finished_run), "--threads", "0"]):
+        assert main(argv) == 2
+        assert "--threads must be 1 to 1024" in _one_line_error(capsys)
+    assert main(["train", "--resume", str(finished_run), "--steps", "1"]) == 2  # it is at step 2
+    assert "at step 2" in _one_line_error(capsys)
+
+
+def test_a_batch_too_big_to_draw_is_one_line_and_leaves_no_directory(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_args(tiny_gpt2, out, "--steps", "1", "--batch-size", str(10**12))) == 2
+    assert "--batch-size" in _one_line_error(capsys) and not out.exists()
+
+
+def test_a_trainer_built_from_python_checks_its_config(tiny_gpt2):
+    config = TrainConfig(task="bit-xor", backbone=tiny_gpt2, eval_every=0)
+    with pytest.raises(FptError, match="--eval-every must be at least 1"):
+        training.Trainer(*training.build(dataclasses.replace(config, eval_every=1))[::-1], config)
+
+
 def test_config_types_are_checked_when_read():
     with pytest.raises(FptError, match="steps must be int"):
         TrainConfig.from_dict({"steps": 2.5})
@@ -318,6 +340,9 @@ ALIAS_BOMB = """grid:
     ("grid:\n  task: [bit-xor]\noptions: [steps, 5]\n", "'options' must map"),
     ("name: 2024-05-01\ngrid:\n  task: [bit-xor]\n", "'name' must be a string"),
     ("<<: {grid: {task: [bit-xor]}}\n", "not merged in"),
+    ("grid:\n  task: [bit-xor]\n  lr: [0.001, -1]\n", "cell task=bit-xor,lr=-1: --lr must be a positive number"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  eval_every: 0\n", "--eval-every must be at least 1"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  threads: 4294967297\n", "--threads must be 1 to 1024"),
 ])
 def test_hostile_specs_are_refused_in_one_line_before_anything_runs(tmp_path, capsys, text, words):
     path = tmp_path / "spec.yaml"
@@ -338,7 +363,10 @@ def test_a_directory_a_binary_file_or_a_huge_file_as_spec_is_refused(tmp_path, c
 
 def test_reproduce_bounds_its_numbers(tmp_path, capsys):
     for argv, words in ((["--seeds", "1000000000"], "at most"), (["--parallel", "0"], "--parallel from 1"),
-                        (["--set", "steps=many"], "steps must be int"), (["--set", "nope"], "KEY=VALUE")):
+                        (["--set", "steps=many"], "steps must be int"), (["--set", "nope"], "KEY=VALUE"),
+                        (["--set", "lr=-1"], "--lr must be a positive number"),
+                        (["--set", "dropout=2"], "--dropout must be in [0, 1)"),
+                        (["--budget", "50", "--set", "recipe=fast"], "--warmup-steps must be at least 0 and below")):
         assert main(["reproduce", "table1", "--out", str(tmp_path / "r"), *argv]) == 2
         assert words in _one_line_error(capsys)
     assert not (tmp_path / "r").exists()
@@ -367,7 +395,7 @@ def test_corrupt_backbone_files_are_named_in_one_line(tmp_path, capsys):
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     assert main(["info", "--backbone", str(folder)]) == 2
-    assert "may be truncated" in _one_line_error(capsys)
+    assert "may be damaged or truncated" in _one_line_error(capsys)
     (folder / "config.json").write_text("{not json")
     assert main(["info", "--backbone", str(folder)]) == 2
     assert "cannot read the config" in _one_line_error(capsys)

@@ -277,18 +277,13 @@ def _report(summary: dict, run_dir: Path) -> None:
     print(f"run directory: {run_dir}")
 
 
-def _check_threads(threads: int | None) -> None:
-    if threads is not None and threads < 1:
-        raise FptError(f"--threads must be at least 1, got {threads}")
-
-
 def cmd_train(args: argparse.Namespace) -> int | None:
+    from fpt.config import check_threads
     from fpt.distributed import check_backend, is_main_process, launch
-    from fpt.runtime import set_threads
     from fpt.tracking import TRACKING_PARENT_ENV
     from fpt.training import resume, train
 
-    _check_threads(args.threads)
+    check_threads(args.threads)
     check_backend(args.ddp_backend)
     tracker = _tracker(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.resume is not None:
@@ -299,11 +294,9 @@ def cmd_train(args: argparse.Namespace) -> int | None:
     if args.nproc is not None:
         _check_before_launch(args)
         return launch(args.nproc, _without_nproc(args.argv))
-    if args.threads is not None:  # also for --resume, where the saved config keeps its own value
-        set_threads(args.threads)
     if args.resume is not None:
         summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device,
-                                  ddp_backend=args.ddp_backend, tracker=tracker)
+                                  ddp_backend=args.ddp_backend, tracker=tracker, threads=args.threads)
     else:
         summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress,
                                  ddp_backend=args.ddp_backend, tracker=tracker)
@@ -346,14 +339,13 @@ def _without_nproc(argv: list[str]) -> list[str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from fpt.config import check_threads
     from fpt.experiments.plots import plot_confusion
     from fpt.runs import RunDir
-    from fpt.runtime import set_threads
     from fpt.training import evaluate, load_run
 
-    _check_threads(args.threads)
-    set_threads(args.threads)
-    config, task, model, trainer = load_run(args.run_dir, device=args.device)
+    check_threads(args.threads)
+    config, task, model, trainer = load_run(args.run_dir, device=args.device, threads=args.threads)
     single_label = task.spec.num_outputs == 1
     results = {}
     for split in _chosen_splits(task, args.splits):

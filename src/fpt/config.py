@@ -112,8 +112,7 @@ class TrainConfig:
             raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
         if not 0 <= self.seed < 2**63:
             raise FptError(f"--seed must be in 0..2^63-1, got {self.seed}")
-        if self.threads is not None and self.threads < 1:
-            raise FptError(f"--threads must be at least 1, got {self.threads}")
+        check_threads(self.threads)
         check_bucket_window(self.bucket_window)
         check_device_name(self.device)
         if self.lr_schedule not in LR_SCHEDULES:
@@ -177,6 +176,14 @@ def _field_types() -> dict[str, tuple[type, ...]]:
 
 
 _FIELD_TYPES = _field_types()
+
+
+MAX_THREADS = 1024  # torch takes a C int; more threads than any machine's cores is a typo
+
+
+def check_threads(threads: int | None) -> None:
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise FptError(f"--threads must be 1 to {MAX_THREADS}, got {threads}")
 
 
 def option_types(key: str) -> tuple[type, ...]:

@@ -249,6 +249,7 @@ class Trainer:
                  run_dir: Path | RunDir | None = None, progress: bool = True,
                  on_step: Callable[[int, float], None] | None = None, world: World = SINGLE,
                  tracker: Tracker | None = None):
+        config.validate(world.size)  # from Python too: eval_every 0 or lr -1 fail here, in one line
         self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
         self.progress, self.on_step = progress and world.is_main, on_step
@@ -460,8 +461,8 @@ class Trainer:
         with self._stop_on_request():
             try:
                 while self.step < cfg.steps:
-                    batch = self.task.train_batch(self.step, cfg.batch_size, cfg.seed)
-                    try:
+                    try:  # drawing the batch too: a huge --batch-size fails there
+                        batch = self.task.train_batch(self.step, cfg.batch_size, cfg.seed)
                         loss, accuracy = self.train_step(batch)
                     except (RuntimeError, ValueError, MemoryError) as exc:
                         raise self._failed(exc, "training") from None
@@ -599,9 +600,11 @@ def _read_run(run_dir: Path, lock: bool) -> tuple[RunDir, dict, Checkpoint | Non
         raise
 
 
-def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world: World = SINGLE) -> LoadedRun:
+def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world: World = SINGLE,
+             threads: int | None = None) -> LoadedRun:
     """Rebuild a run from its directory and load its checkpoint (`lock`: to train on, see
-    RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU).
+    RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU;
+    `threads`: other torch threads than the run's own, e.g. a sweep cell's one scored on more).
     Ranks of a distributed run get what rank 0 read: only it needs to see the directory."""
     read: list[RunDir] = []
 
@@ -616,6 +619,8 @@ def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world
         config = TrainConfig.from_dict(data, where=str(Path(run_dir) / RunDir.CONFIG))
         if device is not None:
             config.device = device
+        if threads is not None:
+            config.threads = threads
         task, model = _build_for_process(config, world)
         world.check_same("backbone weights", model.weights_hash)
         trainer = Trainer(model, task, config, run, progress=False, world=world)
@@ -632,22 +637,25 @@ def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world
 
 def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
            on_step: Callable[[int, float], None] | None = None, device: str | None = None,
-           ddp_backend: str | None = None, tracker: Tracker | None = None) -> tuple[dict, Path]:
+           ddp_backend: str | None = None, tracker: Tracker | None = None,
+           threads: int | None = None) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
     torchrun with as many ranks as it was trained with)."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
     return _in_process_group(ddp_backend, lambda world: _resume(run_dir, steps, progress, on_step, device,
-                                                                tracker, world))
+                                                                tracker, world, threads))
 
 
 def _resume(run_dir: Path, steps: int | None, progress: bool, on_step: Callable[[int, float], None] | None,
-            device: str | None, tracker: Tracker | None, world: World) -> tuple[dict, Path]:
-    config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world)
+            device: str | None, tracker: Tracker | None, world: World, threads: int | None) -> tuple[dict, Path]:
+    config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world, threads=threads)
     try:
         if steps is not None and steps != config.steps and config.lr_schedule != "constant":
             raise FptError(f"this run's {config.lr_schedule} schedule decays to 0 at step {config.steps}; --steps "
                            f"{steps} would change its learning rate from here on; train a new run to that length")
+        if steps is not None and steps < trainer.step:
+            raise FptError(f"this run is at step {trainer.step:,}; --steps {steps} would end it before where it is")
         if steps is not None:
             config.steps = steps
         if trainer.run_dir is not None:

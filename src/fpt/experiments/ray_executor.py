@@ -80,10 +80,12 @@ class RayExecutor:
     gpus_per_run: float = 0
 
     def __post_init__(self) -> None:
-        if self.cpus_per_run < 1:
-            raise FptError(f"--cpus-per-run must be at least 1, got {self.cpus_per_run}")
-        if self.gpus_per_run < 0:
-            raise FptError(f"--gpus-per-run must be 0 or more (e.g. 0.5 puts two cells on a GPU), got {self.gpus_per_run}")
+        if not 1 <= self.cpus_per_run <= 1024:
+            raise FptError(f"--cpus-per-run must be 1 to 1024, got {self.cpus_per_run}")
+        gpus = self.gpus_per_run  # what Ray accepts: a whole number, or a share of one GPU to 4 decimals
+        if not (gpus == 0 or 0.0001 <= gpus <= 1 or (1 < gpus < 1e6 and gpus == int(gpus))):
+            raise FptError(f"--gpus-per-run must be 0, a share from 0.0001 to 1 (0.5 puts two cells on a GPU) "
+                           f"or a whole number, got {gpus}")
         require("ray", PIP)  # before anything runs
         if self.address is not None:
             check_reachable(self.address)

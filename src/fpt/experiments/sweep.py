@@ -186,11 +186,12 @@ def load_spec(path: Path) -> SweepSpec:
         raise FptError(f"{path}: 'name' must be a string; quote it (name: \"{name}\")")
     spec = SweepSpec(name, grid, options, parallel)
     spec.cells()  # refuses duplicate cells now, before anything runs
+    check_cell_options(spec, str(path))
     return spec
 
 
-def _train_args(options: dict, values: dict) -> list[str]:
-    """The `fpt train` arguments of one cell: the spec's options (less those only transformers take,
+def _cell_options(options: dict, values: dict) -> dict:
+    """The `fpt train` options of one cell: the spec's options (less those only transformers take,
     for a baseline cell), overridden by the variant's bundle (so `vit` wins over a spec-wide
     backbone) and what it takes on this task (`full` on CIFAR-10: 3 layers), overridden by the
     cell's own grid values."""
@@ -203,14 +204,33 @@ def _train_args(options: dict, values: dict) -> list[str]:
     merged.update(variant)
     merged.update(VARIANT_TASK_OPTIONS.get((values.get("variant"), values.get("task")), {}))
     merged.update({k: v for k, v in values.items() if k != "variant"})
+    return merged
+
+
+def _train_args(options: dict, values: dict) -> list[str]:
+    """One cell's options (`_cell_options`) as `fpt train` arguments."""
     args = []
-    for key, value in merged.items():
+    for key, value in _cell_options(options, values).items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             args.append(flag if value else "--no-" + flag[2:])
         elif value is not None:
             args += [flag, str(value)]
     return args
+
+
+def check_cell_options(spec: SweepSpec, where: str) -> None:
+    """Every cell's options checked as `fpt train` checks them (numbers in range, names known)
+    before anything runs: a value out of range would otherwise fail each cell in turn."""
+    from fpt.config import TrainConfig
+    from fpt.tasks import TASK_OPTIONS
+
+    for cell in spec.cells():
+        fields = {k: v for k, v in _cell_options(spec.options, cell.values).items() if k not in TASK_OPTIONS}
+        try:
+            TrainConfig.from_recipe(fields.pop("recipe", "paper"), **fields).validate()
+        except FptError as exc:
+            raise FptError(f"{where}: cell {cell.name}: {exc}") from None
 
 
 def _cell_status(run: RunDir) -> str:
@@ -483,6 +503,8 @@ class Reproduction:
         if grid_keys:
             raise FptError(f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec")
         self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
+        for _, spec, _ in self.sweeps():
+            check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
 
     def common_options(self) -> dict:
         options = {"steps": self.budget, "backbone": self.backbone}

@@ -62,6 +62,8 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
 
     if protocol not in PROTOCOL_MAX_LEN:
         raise FptError(f"unknown --protocol {protocol!r} for listops; choose lra or paper")
+    if max_len is not None and max_len < 1:  # before the set is generated
+        raise FptError(f"--max-len must be at least 1, got {max_len}")
     if data_dir is not None:
         folder = user_path(data_dir)
         if not folder.is_dir():
@@ -69,7 +71,7 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
                            "or leave --data-dir out to generate the set")
     else:
         folder = ensure_listops_tsv(default_data_dir("listops"))
-    length = max_len or PROTOCOL_MAX_LEN[protocol]
+    length = PROTOCOL_MAX_LEN[protocol] if max_len is None else max_len
     splits, truncated = {}, {}
     for split in ("train", "val", "test"):
         sources, labels = load_listops_dir(folder, split)
