@@ -295,6 +295,12 @@ def test_a_batch_too_big_to_draw_is_one_line_and_leaves_no_directory(tiny_gpt2, 
     assert "--batch-size" in _one_line_error(capsys) and not out.exists()
 
 
+def test_sequences_no_position_table_could_hold_are_one_line(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_args(tiny_gpt2, out, "--steps", "1", "--n-bits", str(10**10))) == 2
+    assert "20,000,000,000 tokens" in _one_line_error(capsys) and not out.exists()
+
+
 def test_a_trainer_built_from_python_checks_its_config(tiny_gpt2):
     config = TrainConfig(task="bit-xor", backbone=tiny_gpt2, eval_every=0)
     with pytest.raises(FptError, match="--eval-every must be at least 1"):

@@ -30,6 +30,9 @@ from fpt.paths import user_path
 
 INITS = ("pretrained", "random", "stats", "bit")
 
+# Longer sequences than any attention here could take in memory: their position table alone is GBs.
+MAX_SEQ_LEN = 1 << 20
+
 
 def check_init(init: str) -> str:
     """The one lookup of --init."""
@@ -337,6 +340,9 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
            attention: str | None, checkpointing: bool, compile: bool) -> None:
     """The run-specific surgery, after the weights' identity is fixed."""
     model, family = backbone.model, backbone.family
+    if seq_len is not None and seq_len > MAX_SEQ_LEN:  # a typo in --n-bits or --max-len, not a real task
+        raise FptError(f"the task's sequences are {seq_len:,} tokens; fpt takes at most {MAX_SEQ_LEN:,}: "
+                       "lower --n-bits or --max-len, or raise --patch-size")
     if seq_len is not None:
         published = surgery.extend_positions(model, family, seq_len)
         if published is not None:
