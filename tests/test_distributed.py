@@ -191,7 +191,9 @@ def test_launch_variables_that_are_not_counts_are_one_line(tiny_gpt2, tmp_path, 
     train = ["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--out", str(tmp_path / "run")]
     for variables, words in (({"WORLD_SIZE": "2"}, "no RANK"),
                              ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "x"}, "LOCAL_RANK='x'"),
-                             ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "abc"}, "FPT_DDP_TIMEOUT_S")):
+                             ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "abc"}, "FPT_DDP_TIMEOUT_S"),
+                             ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "0"}, "1 to 10^7 seconds"),
+                             ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK=2 with WORLD_SIZE=2")):
         for name in ("RANK", "LOCAL_RANK", "FPT_DDP_TIMEOUT_S"):
             monkeypatch.delenv(name, raising=False)
         for name, value in variables.items():

@@ -161,9 +161,9 @@ def test_what_is_not_an_export_is_refused_in_one_line(gpt2_run, tmp_path):
     good = json.loads(config_path.read_text())
     for damage, words in (({"n_embd": "32"}, "cannot rebuild backbone"), ({"n_inner": -1}, "cannot rebuild backbone"),
                           ({"fpt": {**good["fpt"], "policy": 5}}, "fpt settings damaged"),
-                          ({"fpt": {**good["fpt"], "backbone_dropout": 5}}, "dropout must be in [0, 1)"),
+                          ({"fpt": {**good["fpt"], "backbone_dropout": 5}}, "saved dropout rates (5, "),
                           ({"fpt": {**good["fpt"], "dropout": "0.1"}}, "fpt settings damaged"),
-                          ({"fpt": {**good["fpt"], "pooling": "max"}}, "unknown --pooling 'max'")):
+                          ({"fpt": {**good["fpt"], "pooling": "max"}}, "pooling 'max'); export the run again")):
         config_path.write_text(json.dumps({**good, **damage}))
         raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), words)
     config_path.write_text(json.dumps(good))

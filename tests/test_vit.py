@@ -58,3 +58,19 @@ def test_vit_on_a_task_longer_than_its_patch_grid_grows_its_positions(tiny_vit):
     assert model.extended_positions == (16, task.spec.seq_len)
     batch = task.train_batch(0, 2, 0)
     assert model(batch.x, batch.mask).shape[0] == 2
+
+
+def test_a_vit_folder_whose_weights_do_not_fit_is_one_line_without_a_load_report(tiny_vit, tmp_path, capfd):
+    # a ViT has no vocabulary, so it takes the plain load, where transformers raised its own error
+    import json
+    import shutil
+
+    from fpt.errors import FptError
+
+    wide = shutil.copytree(tiny_vit, tmp_path / "wide")
+    config = json.loads((wide / "config.json").read_text())
+    (wide / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
+    capfd.readouterr()
+    with pytest.raises(FptError, match="6 of another shape than config.json says"):
+        load_backbone(str(wide))
+    assert "LOAD REPORT" not in capfd.readouterr().err

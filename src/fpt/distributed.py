@@ -142,11 +142,16 @@ def start(backend: str | None = None) -> World:
                        "(torchrun --nproc-per-node N -m fpt ...), or unset WORLD_SIZE for one process")
     rank, size = _launch_number("RANK", "0"), _launch_number("WORLD_SIZE", "1")
     local_rank = _launch_number("LOCAL_RANK", "0")
+    if rank >= size:
+        raise FptError(f"RANK={rank} with WORLD_SIZE={size}: ranks count from 0 to WORLD_SIZE-1; let torchrun set them")
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     owns_group = not dist.is_initialized()
     if owns_group:
-        timeout = datetime.timedelta(seconds=_launch_number(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S), float))
+        seconds = _launch_number(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S), float)
+        if not 1 <= seconds <= 10**7:  # 0 fails every collective at once; timedelta overflows past ~1e14
+            raise FptError(f"{TIMEOUT_ENV}={seconds:g}: give 1 to 10^7 seconds (default {DEFAULT_TIMEOUT_S})")
+        timeout = datetime.timedelta(seconds=seconds)
         # No backend given: torch creates gloo for CPU tensors and, where CUDA is, nccl for GPU ones.
         dist.init_process_group(backend=backend, timeout=timeout)
     return World(rank=rank, size=size, local_rank=local_rank, owns_group=owns_group)

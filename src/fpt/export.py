@@ -137,7 +137,7 @@ class PeftTransformer(nn.Module):
         super().__init__()
         self.spec = task_spec(settings, where)
         try:
-            kwargs, self.compute_dtype = head_settings(settings), compute_dtype(settings["precision"])
+            kwargs, self.compute_dtype = head_settings(settings, where), compute_dtype(settings["precision"])
         except (KeyError, TypeError, ValueError) as exc:
             raise FptError(f"{where}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again") from None
         hidden = body.config.hidden_size

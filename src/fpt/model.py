@@ -195,8 +195,8 @@ class FrozenPretrainedTransformer(nn.Module):
                     attention=settings.get("backbone_attention"))  # absent: exported before --attention
                 grown = settings["extended_positions"]
                 backbone.extended_positions = None if grown is None else (int(grown[0]), int(grown[1]))
-                model = cls(backbone, spec, **head_settings(settings), policy=settings["policy"],
-                            precision=settings["precision"])
+                model = cls(backbone, spec, **head_settings(settings, directory / CONFIG_NAME),
+                            policy=settings["policy"], precision=settings["precision"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise FptError(f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); "
                            "export the run again") from None
@@ -259,14 +259,14 @@ def task_spec(settings: dict, where) -> TaskSpec:
         raise FptError(f"{where}: the task spec is damaged ({exc}); export the run again") from None
 
 
-def head_settings(settings: dict) -> dict:
-    """The input layer's and head's keyword arguments, from `settings()` form (read from a file:
-    checked, a damaged value raises ValueError)."""
-    dropout = settings["dropout"]
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"dropout {dropout!r} is not a rate in [0, 1)")
-    return {"pooling": check_pooling(settings["pooling"]), "dropout": dropout,
-            "extra_positions": bool(settings["extra_positions"])}
+def head_settings(settings: dict, where) -> dict:
+    """The input layer's and head's keyword arguments, from `settings()` form, as read from the
+    file `where`: a damaged value is one line naming it."""
+    dropout, pooling = settings["dropout"], settings["pooling"]
+    rate = not isinstance(dropout, bool) and isinstance(dropout, (int, float)) and 0 <= dropout < 1
+    if not rate or pooling not in POOLINGS:
+        raise FptError(f"{where}: fpt settings damaged (dropout {dropout!r}, pooling {pooling!r}); export the run again")
+    return {"pooling": pooling, "dropout": dropout, "extra_positions": bool(settings["extra_positions"])}
 
 
 @torch.no_grad()

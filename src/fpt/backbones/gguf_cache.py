@@ -97,7 +97,7 @@ def cached_fp32_dir(gguf_file: Path, cache_root: Path) -> Path:
     try:
         try:
             _convert(gguf_file, temp)
-        except (FptError, MemoryError, KeyboardInterrupt):
+        except (FptError, OSError, MemoryError, KeyboardInterrupt):  # OSError: the cache's disk, not the file
             raise
         except Exception as exc:  # the gguf reader raises many types on a damaged file
             raise FptError(f"cannot convert {gguf_file} ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}); "

@@ -149,26 +149,26 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
     from transformers.utils import logging as hf_logging
 
     small = _with_small_vocabulary(config)
-    if small is not None:
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the skipped table is reported as a mismatch: expected
-        try:
-            model, info = AutoModel.from_pretrained(source, config=small, dtype=dtype, trust_remote_code=False,
-                                                    ignore_mismatched_sizes=True, use_safetensors=True,
-                                                    output_loading_info=True)
-            _check_loaded(info, source, token_rows=(small.vocab_size, config.vocab_size))
-            model.config.vocab_size = config.vocab_size  # the architecture's own value, for anyone reading it
-            return model
-        except (OSError, ValueError, SafetensorError, FptError):  # the plain load would fail too
-            raise
-        except Exception:  # pragma: no cover - a family whose modules depend on the vocabulary size
-            pass
-        finally:
-            hf_logging.set_verbosity(verbosity)
-    model, info = AutoModel.from_pretrained(source, dtype=dtype, trust_remote_code=False, use_safetensors=True,
-                                            output_loading_info=True)
-    _check_loaded(info, source)
-    return model
+    load = dict(dtype=dtype, trust_remote_code=False, use_safetensors=True, output_loading_info=True,
+                ignore_mismatched_sizes=True)  # what does not fit is refused by _check_loaded, in one line
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # transformers' own multi-line load report says the same
+    try:
+        if small is not None:
+            try:
+                model, info = AutoModel.from_pretrained(source, config=small, **load)
+                _check_loaded(info, source, token_rows=(small.vocab_size, config.vocab_size))
+                model.config.vocab_size = config.vocab_size  # the architecture's own value, for anyone reading it
+                return model
+            except (OSError, ValueError, SafetensorError, FptError, MemoryError):  # the plain load would fail too
+                raise
+            except Exception:  # pragma: no cover - a family whose modules depend on the vocabulary size
+                pass
+        model, info = AutoModel.from_pretrained(source, **load)
+        _check_loaded(info, source)
+        return model
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 def _check_loaded(info: dict, source: str, token_rows: tuple[int, int] | None = None) -> None:
@@ -261,9 +261,13 @@ def _build_body(config, source: str | None, name: str, init: str, seed: int, lay
             torch.manual_seed(seed)
             return AutoModel.from_config(config, dtype=dtype)
         return _from_pretrained_without_token_table(source, config, dtype)
-    except (OSError, ValueError, SafetensorError, RuntimeError) as exc:  # RuntimeError: sizes such as -1
-        if source is not None and Path(source).is_dir() and not any(Path(source).glob("*.safetensors")):
-            raise FptError(f"backbone directory {source} holds no .safetensors weights; fpt does not unpickle "
+    except (MemoryError, OSError, ValueError, SafetensorError, RuntimeError) as exc:  # RuntimeError: sizes such as -1
+        if isinstance(exc, MemoryError) or "allocate" in str(exc):
+            raise FptError(f"not enough memory to build backbone {name!r}" + (f" with {layers:,} layers" if layers else "")
+                           + "; use fewer --layers or a smaller backbone") from None
+        no_weights = "safetensors" in str(exc) and isinstance(exc, OSError)  # a hub repo of .bin files only
+        if no_weights or (source is not None and Path(source).is_dir() and not any(Path(source).glob("*.safetensors"))):
+            raise FptError(f"backbone {source} has no .safetensors weights; fpt does not unpickle "
                            "pytorch_model.bin files: save it again with save_pretrained (safetensors)") from None
         raise FptError(f"cannot build backbone {name!r} from {source or 'its config'} ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0][:120]}); its config.json or weights may be damaged or "
@@ -369,12 +373,18 @@ def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: st
     ViT's table grows here, as at load time."""
     from transformers import AutoConfig, AutoModel
 
-    surgery.check_dropout_rates(dropout, attention_dropout)
+    try:
+        surgery.check_dropout_rates(dropout, attention_dropout)
+    except FptError:
+        raise FptError(f"cannot rebuild backbone {name!r}: its saved dropout rates ({dropout!r}, {attention_dropout!r}) "
+                       "are not in [0, 1); export the run again") from None
     fields = dict(config)
     try:
         architecture = AutoConfig.for_model(fields.pop("model_type", None), **fields)
         small = _with_small_vocabulary(architecture)
         model = AutoModel.from_config(small or architecture)
+    except MemoryError:
+        raise
     except Exception as exc:  # transformers raises many types for a bad field (strict dataclass checks, sizes)
         raise FptError(f"cannot rebuild backbone {name!r} from its saved config ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0][:120]}); export the run again") from None

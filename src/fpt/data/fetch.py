@@ -207,11 +207,18 @@ def _fetch_into(name: str, dest: Path, label: str, source: Source, verify: Calla
     """Run one source into a staging folder beside dest, verify it, rename it to dest. Folders made
     for dest are removed again if the source fails (nothing half-made is left)."""
     made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
+
+    def remove_made() -> None:
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
+                folder.rmdir()
+
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = dest.parent / f".{dest.name}.partial-{uuid.uuid4().hex[:12]}"
         staging.mkdir()  # beside dest, so the final rename stays on one file system
     except OSError as e:
+        remove_made()
         raise FptError(f"cannot write under {dest.parent} ({e.strerror or e}); choose a writable --dest") from None
     try:
         source(staging)
@@ -224,9 +231,7 @@ def _fetch_into(name: str, dest: Path, label: str, source: Source, verify: Calla
         staging.rename(dest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        for folder in made:
-            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
-                folder.rmdir()
+        remove_made()
         raise
     return dest
 
