@@ -289,6 +289,17 @@ def test_thread_counts_torch_cannot_take_and_a_resume_shorter_than_the_run_are_r
     assert "at step 2" in _one_line_error(capsys)
 
 
+def test_threads_given_to_evaluate_win_over_the_runs_saved_count(finished_run, monkeypatch):
+    import fpt.runtime
+
+    config = json.loads((finished_run / "config.json").read_text())
+    (finished_run / "config.json").write_text(json.dumps({**config, "threads": 2}))  # as a sweep cell saves it
+    counts = []
+    monkeypatch.setattr(fpt.runtime, "set_threads", counts.append)
+    assert main(["evaluate", str(finished_run), "--threads", "1"]) == 0
+    assert counts and set(counts) == {1}
+
+
 def test_a_batch_too_big_to_draw_is_one_line_and_leaves_no_directory(tiny_gpt2, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(_args(tiny_gpt2, out, "--steps", "1", "--batch-size", str(10**12))) == 2
