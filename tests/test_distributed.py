@@ -184,6 +184,16 @@ def test_sweeps_and_nested_launches_are_refused_under_torchrun(tmp_path, capsys,
     assert not (tmp_path / "sweep").exists()
 
 
+def test_a_rank_number_without_a_world_is_the_main_process(monkeypatch):
+    from fpt.distributed import is_main_process
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv("RANK", "1")  # left over in a shell: one process still prints its results
+    assert is_main_process()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert not is_main_process()
+
+
 def test_launch_variables_that_are_not_counts_are_one_line(tiny_gpt2, tmp_path, capsys, monkeypatch):
     env = {**os.environ, "WORLD_SIZE": ""}
     done = subprocess.run([sys.executable, "-m", "fpt", "backbones"], env=env, capture_output=True, text=True)

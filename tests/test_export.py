@@ -166,6 +166,10 @@ def test_what_is_not_an_export_is_refused_in_one_line(gpt2_run, tmp_path):
                           ({"fpt": {**good["fpt"], "pooling": "max"}}, "pooling 'max'); export the run again")):
         config_path.write_text(json.dumps({**good, **damage}))
         raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), words)
+    from fpt.prediction import load_saved_model
+
+    config_path.write_text(json.dumps({**good, "fpt": {**good["fpt"], "task_options": {"n_bits": "4"}}}))
+    raises_naming(lambda: load_saved_model(tmp_path / "hf"), "task_options: n_bits must be int")
     config_path.write_text(json.dumps(good))
     weights = tmp_path / "hf" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])

@@ -159,6 +159,18 @@ def test_a_damaged_gguf_file_is_one_line_and_leaves_no_cache(tiny_gguf, tmp_path
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+def test_a_full_disk_while_converting_is_the_disks_error_not_the_files(tiny_gguf, tmp_path, monkeypatch):
+    gguf_file, _ = tiny_gguf
+
+    def full_disk(gguf_path: Path, out_dir: Path) -> None:
+        raise OSError(28, "No space left on device", str(out_dir / "model.safetensors"))
+
+    monkeypatch.setattr(gguf_cache, "_convert", full_disk)
+    with pytest.raises(OSError, match="No space left"):  # the CLI names it and the path, in one line
+        gguf_cache.cached_fp32_dir(gguf_file, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_missing_gguf_file_is_an_fpt_error(tmp_path):
     with pytest.raises(FptError, match="not found"):
         gguf_cache.cached_fp32_dir(tmp_path / "absent.gguf", tmp_path)

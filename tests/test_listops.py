@@ -184,3 +184,13 @@ def test_ensure_listops_tsv_writes_once_and_reuses(tmp_path, monkeypatch):
     other = dict(settings, seed=6)
     with pytest.raises(AssertionError):
         ensure_listops_tsv(tmp_path, **other)  # other settings need their own files
+
+
+def test_a_max_len_below_one_is_refused_before_the_set_is_generated(tmp_path, monkeypatch):
+    from fpt.tasks import create_task
+
+    monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))
+    for bad in (0, -1):  # 0 was read as "the protocol's default"
+        with pytest.raises(FptError, match="--max-len must be at least 1"):
+            create_task("listops", max_len=bad)
+    assert not (tmp_path / "cache").exists()

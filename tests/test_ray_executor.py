@@ -81,6 +81,7 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     (["--ray-address", "auto"], ["--ray-address", "--executor ray"]),
     (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
     (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "1 to 1024"]),
+    (["--executor", "ray", "--cpus-per-run", "2000"], ["--cpus-per-run", "1 to 1024"]),
     (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "must be 0, a share"]),
     (["--executor", "ray", "--gpus-per-run", "nan"], ["--gpus-per-run", "got nan"]),
     (["--executor", "ray", "--gpus-per-run", "0.00001"], ["--gpus-per-run", "0.0001 to 1"]),

@@ -298,6 +298,20 @@ def test_threads_given_to_evaluate_win_over_the_runs_saved_count(finished_run, m
     monkeypatch.setattr(fpt.runtime, "set_threads", counts.append)
     assert main(["evaluate", str(finished_run), "--threads", "1"]) == 0
     assert counts and set(counts) == {1}
+    counts.clear()
+    assert main(["train", "--resume", str(finished_run), "--threads", "1", "--no-progress"]) == 0
+    assert counts and set(counts) == {1}
+
+
+def test_running_out_of_memory_while_building_a_backbone_says_so(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    import transformers
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_config", no_memory)
+    assert main(_args(tiny_gpt2, tmp_path / "run", "--init", "random", "--layers", "5000")) == 2
+    assert "not enough memory to build backbone" in _one_line_error(capsys) and not (tmp_path / "run").exists()
 
 
 def test_a_batch_too_big_to_draw_is_one_line_and_leaves_no_directory(tiny_gpt2, tmp_path, capsys):

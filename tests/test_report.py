@@ -49,6 +49,15 @@ def test_report_of_something_else_is_a_clear_error(tmp_path, capsys):
     assert "neither a run directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("spec", ["{", '{"grid": 5, "options": {}}'])
+def test_a_sweep_report_with_a_damaged_spec_is_one_line(tmp_path, capsys, spec):
+    (tmp_path / "results.csv").write_text("task,status\nbit-xor,done\n")
+    (tmp_path / "spec.json").write_text(spec)
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "spec.json" in err and "fpt sweep" in err and err.count("\n") == 1 and not (tmp_path / "report.html").exists()
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it where apt can)")
 def test_report_renders_in_a_real_browser(run_dir, tmp_path):
     assert main(["report", str(run_dir)]) == 0
