@@ -7,6 +7,7 @@ Every mistake a user can make ends in one line on stderr naming the fix, and exi
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import os
@@ -515,7 +516,7 @@ def _executor(args: argparse.Namespace):
                        0 if args.gpus_per_run is None else args.gpus_per_run)
 
 
-def cmd_sweep(args: argparse.Namespace) -> None:
+def cmd_sweep(args: argparse.Namespace) -> int:
     from fpt.experiments.sweep import load_spec, run_sweep, sweep_outcome, write_sweep_report
 
     _refuse_under_torchrun("sweep")
@@ -528,6 +529,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         print(write_sweep_report(rows, spec, out))
         tracker.finish(*sweep_outcome(rows, out))
     print(f"sweep directory: {out}")
+    return _failed_runs_status(rows, out / "results.md")
 
 
 def _option_value(text: str):
@@ -540,7 +542,7 @@ def _option_value(text: str):
         return text
 
 
-def cmd_reproduce(args: argparse.Namespace) -> None:
+def cmd_reproduce(args: argparse.Namespace) -> int:
     from fpt.experiments.sweep import Reproduction, run_reproduction, sweep_outcome
 
     _refuse_under_torchrun("reproduce")
@@ -563,6 +565,23 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
         tracker.finish(*sweep_outcome(rows, out))
     print(text)
     print(f"results: {out}")
+    return _failed_runs_status(rows, out / "results.md")
+
+
+def _failed_runs_status(rows: list[dict], report: Path) -> int:
+    """The exit status of a sweep: 1 when some of its runs failed, so that a script running it
+    learns its tables are incomplete (skipped cells were asked for, and are not failures)."""
+    from fpt.experiments.tables import FAILURE_TEXTS
+
+    failed = [r for r in rows if r["status"] == "failed"]
+    if not failed:
+        return 0
+    ran = [r for r in rows if r["status"] != "skipped"]
+    kinds = collections.Counter(FAILURE_TEXTS.get(r.get("failure"), "other errors") for r in failed)
+    why = "; ".join(f"{kind}: {n}" for kind, n in kinds.most_common())
+    print(f"fpt: {len(failed)} of {len(ran)} runs failed ({why}); each is listed under 'Failed runs' in "
+          f"{report}; run the same command again once fixed (finished runs are kept)", file=sys.stderr)
+    return 1
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
