@@ -301,6 +301,10 @@ def test_threads_given_to_evaluate_win_over_the_runs_saved_count(finished_run, m
     counts.clear()
     assert main(["train", "--resume", str(finished_run), "--threads", "1", "--no-progress"]) == 0
     assert counts and set(counts) == {1}
+    # a longer run saves its new length, and only that: the thread count was for this sitting
+    assert main(["train", "--resume", str(finished_run), "--threads", "1", "--steps", "3", "--no-progress"]) == 0
+    saved = json.loads((finished_run / "config.json").read_text())
+    assert saved == {**config, "threads": 2, "steps": 3}
 
 
 def test_running_out_of_memory_while_building_a_backbone_says_so(tiny_gpt2, tmp_path, capsys, monkeypatch):

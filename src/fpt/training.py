@@ -659,8 +659,8 @@ def _resume(run_dir: Path, steps: int | None, progress: bool, on_step: Callable[
         if steps is not None:
             config.steps = steps
         if trainer.run_dir is not None:
-            if steps is not None:
-                trainer.run_dir.write_config(dataclasses.asdict(config))
+            if steps is not None:  # only the length: --device and --threads hold for this sitting alone
+                trainer.run_dir.write_config({**trainer.run_dir.read_config(), "steps": steps})
             kept = trainer.run_dir.truncate_metrics(trainer.step)
             if trainer.elapsed_before is None:  # a checkpoint from before they held the time: its evaluation's
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
