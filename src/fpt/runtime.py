@@ -90,5 +90,6 @@ def warn_if_bf16_emulated(precision: str) -> None:
     """Said once per process, on stderr, when a run asks for bf16 on a CPU that emulates it."""
     if precision == "bf16" and native_bf16() is False and not getattr(warn_if_bf16_emulated, "said", False):
         warn_if_bf16_emulated.said = True
-        print("fpt: warning: --precision bf16 is emulated on this CPU (no AVX512-BF16 or AMX) and will be several "
-              "times slower than fp32; use --precision fp32 here", file=sys.stderr)
+        # measured: a Fashion-MNIST step 25 s against 1.15 s in fp32 (AMD EPYC without AVX512-BF16)
+        print("fpt: warning: --precision bf16 is emulated on this CPU (no AVX512-BF16 or AMX) and can be 20 times "
+              "slower than fp32; use --precision fp32 here", file=sys.stderr)
