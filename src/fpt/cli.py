@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--skip-variants", help="comma list of variants not to run; their cells say so")
     reproduce.add_argument("--set", action="append", metavar="KEY=VALUE",
                            help="an `fpt train` option for every run, e.g. --set precision=bf16 (repeatable); "
-                           "precision, checkpointing and compile reach transformer rows only")
+                           "attention, precision, checkpointing and compile reach transformer rows only")
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
     _add_executor_options(reproduce)

@@ -27,7 +27,7 @@ LR_SCHEDULES = ("constant", "cosine")
 
 # Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what
 # `fpt reproduce` uses. "fast": measured to reach the same accuracy in less wall
-# time on our CPUs (benchmarks/converge.py, README "Recipes"); the trained parameters
+# time on our CPUs (benchmarks/converge.py, README "How the fast recipe was chosen"); the trained parameters
 # are few, so they take a larger, decaying rate, and no dropout: a frozen body underfits, and
 # dropout 0 scored 1.6-2.0 points higher on MNIST and Fashion-MNIST validation splits. bf16
 # only where the CPU computes it natively.
