@@ -34,6 +34,16 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     assert main(["attention", str(tmp_path / "run"), "--layer", "1", "--examples", "4"]) == 0
     png = tmp_path / "run" / "attention_layer1.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    # long inputs go through in batches that fit the memory budget, averaging as one batch would
+    from fpt.experiments.plots import mean_attention
+    from fpt.training import load_run
+
+    _, task, model, _ = load_run(tmp_path / "run")
+    whole = mean_attention(model, task, 1, examples=5)
+    one_by_one = mean_attention(model, task, 1, examples=5, bytes_budget=1)
+    assert whole.shape == (task.spec.seq_len,) * 2 and torch.allclose(whole, one_by_one, atol=1e-6)
+    assert torch.allclose(mean_attention(model, task, 1, examples=100), mean_attention(model, task, 1, examples=16))
+    assert not torch.allclose(whole, mean_attention(model, task, 1, examples=1))  # 5 examples, not the first
 
     assert main(["info", "--backbone", tiny_gpt2, *TINY_TASK]) == 0
     table = capsys.readouterr().out

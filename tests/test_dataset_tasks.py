@@ -124,6 +124,20 @@ def test_listops_from_lra_tsv_keeps_brackets_masks_and_counts_truncation(tmp_pat
     assert next(paper.eval_batches(8)).mask.sum(1).tolist() == [3, 6, 9]  # brackets stripped
 
 
+def test_attention_maps_of_inputs_of_several_lengths_do_not_depend_on_the_batching(tiny_gpt2, tmp_path):
+    from fpt.backbones import load_backbone
+    from fpt.experiments.plots import mean_attention
+    from fpt.model import FrozenPretrainedTransformer
+
+    _write_listops(tmp_path)
+    task = create_task("listops", data_dir=str(tmp_path), max_len=12)
+    model = FrozenPretrainedTransformer(load_backbone(tiny_gpt2, seq_len=12), task.spec)
+    together, apart = mean_attention(model, task, 0, examples=3), mean_attention(model, task, 0, 3, bytes_budget=1)
+    assert together.shape == apart.shape == (12, 12) and torch.allclose(together, apart, atol=1e-6)
+    # each real query's weights sum to 1; past an input's end nothing is counted: 3, 2, then 1 of 3 inputs
+    assert torch.allclose(apart.sum(1), torch.tensor([1.0] * 4 + [2 / 3] * 4 + [1 / 3] * 4), atol=1e-5)
+
+
 def test_remote_homology_reports_every_holdout(tmp_path):
     folder = tmp_path / "remote_homology"
     folder.mkdir()

@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 from fpt.errors import FptError  # noqa: E402
 from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
@@ -21,24 +22,47 @@ from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
+from fpt.training import ATTENTION_BYTES_BUDGET  # noqa: E402
 
 
 @torch.inference_mode()
-def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, examples: int = 64) -> torch.Tensor:
-    """Attention of one layer averaged over heads and over the first `examples` held-out inputs."""
-    n_layers = model.backbone.config.num_hidden_layers
+def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, examples: int = 64,
+                   bytes_budget: float = ATTENTION_BYTES_BUDGET) -> torch.Tensor:
+    """Attention of one layer averaged over heads and over the first `examples` held-out inputs.
+
+    The eager path returns every layer's (batch, heads, L, L) weights at once (ListOps' 2,000
+    tokens: about 1 GB an example on MiniLM), so inputs go through in batches that fit
+    `bytes_budget`; a batch padded shorter than the longest is added where its positions are, and
+    positions past an input's end count as 0, so the result does not depend on the batching."""
+    config = model.backbone.config
+    n_layers = config.num_hidden_layers
     if not 0 <= layer < n_layers:
         raise FptError(f"--layer must be between 0 and {n_layers - 1}, got {layer}")
-    batch = next(iter(task.eval_batches(examples))).to(next(model.parameters()).device)
+    per_example = 2 * 4 * n_layers * getattr(config, "num_attention_heads", 1) * task.spec.seq_len ** 2
+    batch_size = max(1, min(examples, int(bytes_budget // per_example)))
+    device = next(model.parameters()).device
+    total, seen = torch.zeros(0, 0), 0
     # Fused attention kernels do not return weights; the eager path does, with the same result.
-    previous = model.backbone.config._attn_implementation
+    previous = config._attn_implementation
     model.backbone.set_attn_implementation("eager")
     try:
         model.eval()
-        _, attentions = model(batch.x, batch.mask, output_attentions=True)
+        for batch in task.eval_batches(batch_size):
+            x, mask = batch.x[:examples - seen], None if batch.mask is None else batch.mask[:examples - seen]
+            _, attentions = model(x.to(device), None if mask is None else mask.to(device), output_attentions=True)
+            weights = attentions[layer].float().mean(dim=1)  # (batch, query, key)
+            if mask is not None:  # a padding token's query row says nothing of the input: it counts as 0
+                weights = weights * mask.to(weights.device, weights.dtype)[:, :, None]
+            summed = weights.sum(dim=0).cpu()
+            length = max(total.shape[0], summed.shape[0])
+            total = F.pad(total, (0, length - total.shape[0], 0, length - total.shape[0]))
+            total[:summed.shape[0], :summed.shape[1]] += summed
+            seen += x.shape[0]
+            if seen >= examples:
+                break
     finally:
         model.backbone.set_attn_implementation(previous)
-    return attentions[layer].mean(dim=(0, 1)).float().cpu()  # (query, key)
+    return total / seen
 
 
 def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int) -> Path:
