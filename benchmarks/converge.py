@@ -225,7 +225,7 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
             json.loads((run / RunDir.CONFIG).read_text()).get("precision") == "bf16":
         # measured: 25 s a Fashion-MNIST step in emulated bf16 against 0.6 where native; and a run
         # continues in its own precision, or it would not end where an uninterrupted one does
-        print(f"{name}: began in bf16, which this CPU emulates (about 20 times slower): continue it on one with "
+        print(f"{name}: began in bf16, which this CPU emulates (about 20 times slower than fp32): continue it on one with "
               f"native bf16 (`fpt info` says)")
         return
     command = [sys.executable, "-m", "fpt", "train", "--threads", str(threads), "--no-progress"]

@@ -137,6 +137,14 @@ def test_attention_maps_of_inputs_of_several_lengths_do_not_depend_on_the_batchi
     # each real query's weights sum to 1; past an input's end nothing is counted: 3, 2, then 1 of 3 inputs
     assert torch.allclose(apart.sum(1), torch.tensor([1.0] * 4 + [2 / 3] * 4 + [1 / 3] * 4), atol=1e-5)
 
+    # batches of two, the second cut to one input: as wide as what is counted, not as the batch
+    _write_listops(tmp_path, lengths=(4, 8, 4, 12))
+    task = create_task("listops", data_dir=str(tmp_path), max_len=12)
+    config = model.backbone.config
+    pairs = 2 * (2 * 4 * config.num_hidden_layers * config.num_attention_heads * 12**2)
+    in_pairs, together = mean_attention(model, task, 0, 3, bytes_budget=pairs), mean_attention(model, task, 0, 3)
+    assert in_pairs.shape == together.shape == (8, 8) and torch.allclose(in_pairs, together, atol=1e-6)
+
 
 def test_remote_homology_reports_every_holdout(tmp_path):
     folder = tmp_path / "remote_homology"

@@ -79,7 +79,6 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     assert "data or weights not on this machine" in markdown_table(rows, "t", row_key="row")
 
 
-
 def test_a_sweep_with_a_failed_run_exits_1_naming_what_failed(tiny_gpt2, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))  # no Bit backbone made here
     path = tmp_path / "spec.yaml"
@@ -87,13 +86,14 @@ def test_a_sweep_with_a_failed_run_exits_1_naming_what_failed(tiny_gpt2, tmp_pat
                     f"  eval_size: 16\n  backbone: {tiny_gpt2}\n")
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep"), "--no-progress"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("fpt: 1 of 2 runs failed (no Bit backbone yet (fpt export-backbone): 1)")
+    assert err.startswith("fpt: 1 of 2 runs failed [no Bit backbone yet (fpt export-backbone): 1]")
     assert str(tmp_path / "sweep" / "results.md") in err
     assert {r["variant"]: r["status"] for r in _rows(tmp_path / "sweep")} == {"fpt": "done", "bit": "failed"}
     assert main(["reproduce", "table2", "--tasks", "bit-xor", "--budget", "2", "--seeds", "1", "--backbone", tiny_gpt2,
                  "--skip-variants", "fpt,random,vit", "--set", "eval_size=8", "--out", str(tmp_path / "r"),
                  "--no-progress"]) == 1  # skipped cells are not failures, nor counted as runs
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("fpt: 1 of 1 runs failed (no Bit backbone")
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("fpt: 1 of 1 runs failed [no Bit backbone")
+
 
 @pytest.mark.parametrize("text, message", [
     ("grid:\n  task: [bit-xor]\nbogus: 1\n", "line 3: unknown key 'bogus'"),

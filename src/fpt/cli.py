@@ -7,7 +7,6 @@ Every mistake a user can make ends in one line on stderr naming the fix, and exi
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import dataclasses
 import os
@@ -570,17 +569,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _failed_runs_status(rows: list[dict], report: Path) -> int:
     """The exit status of a sweep: 1 when some of its runs failed, so that a script running it
-    learns its tables are incomplete (skipped cells were asked for, and are not failures)."""
-    from fpt.experiments.tables import FAILURE_TEXTS
+    learns its tables are incomplete."""
+    from fpt.experiments.sweep import failure_summary
 
-    failed = [r for r in rows if r["status"] == "failed"]
-    if not failed:
+    summary = failure_summary(rows)
+    if summary is None:
         return 0
-    ran = [r for r in rows if r["status"] != "skipped"]
-    kinds = collections.Counter(FAILURE_TEXTS.get(r.get("failure"), "other errors") for r in failed)
-    why = "; ".join(f"{kind}: {n}" for kind, n in kinds.most_common())
-    print(f"fpt: {len(failed)} of {len(ran)} runs failed ({why}); each is listed under 'Failed runs' in "
-          f"{report}; run the same command again once fixed (finished runs are kept)", file=sys.stderr)
+    print(f"fpt: {summary}; each is listed under 'Failed runs' in {report}; run the same command again once "
+          f"fixed (finished runs are kept)", file=sys.stderr)
     return 1
 
 

@@ -28,16 +28,19 @@ from fpt.training import ATTENTION_BYTES_BUDGET  # noqa: E402
 @torch.inference_mode()
 def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, examples: int = 64,
                    bytes_budget: float = ATTENTION_BYTES_BUDGET) -> torch.Tensor:
-    """Attention of one layer averaged over heads and over the first `examples` held-out inputs.
+    """Attention of one layer averaged over heads and over the first `examples` held-out inputs
+    (in evaluation order).
 
     The eager path returns every layer's (batch, heads, L, L) weights at once (ListOps' 2,000
-    tokens: about 1 GB an example on MiniLM), so inputs go through in batches that fit
-    `bytes_budget`; a batch padded shorter than the longest is added where its positions are, and
-    positions past an input's end count as 0, so the result does not depend on the batching."""
+    tokens: about 1 GB an example on MiniLM, and as much again for the scores they come from), so
+    inputs go through in batches that fit `bytes_budget`; a batch padded shorter than the longest
+    is added where its positions are, and positions past an input's end count as 0, so the result
+    does not depend on the batching."""
     config = model.backbone.config
     n_layers = config.num_hidden_layers
     if not 0 <= layer < n_layers:
         raise FptError(f"--layer must be between 0 and {n_layers - 1}, got {layer}")
+    # fp32 probabilities and the scores they come from, every layer, every head
     per_example = 2 * 4 * n_layers * getattr(config, "num_attention_heads", 1) * task.spec.seq_len ** 2
     batch_size = max(1, min(examples, int(bytes_budget // per_example)))
     device = next(model.parameters()).device
@@ -49,6 +52,9 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
         model.eval()
         for batch in task.eval_batches(batch_size):
             x, mask = batch.x[:examples - seen], None if batch.mask is None else batch.mask[:examples - seen]
+            if mask is not None:  # the batch's longest input may be among the rows cut
+                width = int(mask.sum(1).max())
+                x, mask = x[:, :width], mask[:, :width]
             _, attentions = model(x.to(device), None if mask is None else mask.to(device), output_attentions=True)
             weights = attentions[layer].float().mean(dim=1)  # (batch, query, key)
             if mask is not None:  # a padding token's query row says nothing of the input: it counts as 0
@@ -62,6 +68,8 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
                 break
     finally:
         model.backbone.set_attn_implementation(previous)
+    if seen == 0:
+        raise FptError(f"task {task.name!r} has no held-out inputs to average attention over")
     return total / seen
 
 

@@ -18,6 +18,7 @@ Cells run in threads of this process (`LocalExecutor`, the default) or as Ray ta
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import hashlib
@@ -641,6 +642,19 @@ def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
     """What a sweep's tracked parent run gets at the end: its runs counted by status, and its files."""
     counts = {"runs": len(rows), **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")}}
     return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
+
+
+def failure_summary(rows: list[dict]) -> str | None:
+    """How many runs failed, by kind, in one line; None when none did (skipped cells were asked for,
+    and are neither failures nor runs)."""
+    from fpt.experiments.tables import FAILURE_TEXTS
+
+    failed = [r for r in rows if r["status"] == "failed"]
+    if not failed:
+        return None
+    ran = sum(r["status"] != "skipped" for r in rows)
+    kinds = collections.Counter(FAILURE_TEXTS.get(r.get("failure"), "other errors") for r in failed)
+    return f"{len(failed)} of {ran} runs failed [{'; '.join(f'{kind}: {n}' for kind, n in kinds.most_common())}]"
 
 
 def _failed_runs(rows: list[dict]) -> str:
