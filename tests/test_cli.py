@@ -50,6 +50,14 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     assert "attention" in table and "frozen" in table and "trained" in table
 
 
+def test_the_progress_bar_is_drawn_only_on_a_terminal_unless_asked(tiny_gpt2, tmp_path, capsys):
+    args = ["train", "--backbone", tiny_gpt2, *TINY_TASK, "--steps", "2", "--batch-size", "4"]
+    assert main([*args, "--out", str(tmp_path / "quiet")]) == 0  # stderr is captured here: no terminal
+    assert "step/s" not in capsys.readouterr().err
+    assert main([*args, "--progress", "--out", str(tmp_path / "bar")]) == 0
+    assert "step/s" in capsys.readouterr().err
+
+
 def test_resume_through_the_cli(tiny_gpt2, tmp_path, capsys):
     assert _train(tiny_gpt2, tmp_path / "run") == 0
     assert main(["train", "--resume", str(tmp_path / "run"), "--steps", "9", "--no-progress"]) == 0

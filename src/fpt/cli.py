@@ -108,6 +108,9 @@ def _tracker(args: argparse.Namespace, parent: str | None = None):
     return build_tracker(args.report_to, args.tracking_uri, args.experiment, parent)
 
 
+PROGRESS_HELP = "a progress bar on stderr (default: when stderr is a terminal)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fpt", description="Frozen Pretrained Transformers: train only the input, "
                      "output, layer norms and positions of a language-pretrained transformer.")
@@ -136,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
     train.add_argument("--threads", type=int, help="torch threads (default: all cores)")
-    train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    train.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
     train.add_argument("--nproc", type=int, metavar="N", help="train one run on N processes (data parallel): "
                        "the same as `torchrun --standalone --nproc-per-node N -m fpt train ...`")
     train.add_argument("--ddp-backend", metavar="gloo|nccl",
@@ -198,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = commands.add_parser("sweep", help="run a grid of runs from a YAML spec (resumable)")
     sweep.add_argument("spec", type=Path)
     sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
-    sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
     _add_executor_options(sweep)
     _add_tracking_options(sweep)
 
@@ -215,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="an `fpt train` option for every run, e.g. --set precision=bf16 (repeatable); "
                            "attention, precision, checkpointing and compile reach transformer rows only")
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
-    reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
     _add_executor_options(reproduce)
     _add_tracking_options(reproduce)
     return parser
@@ -606,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = argv
+        if getattr(args, "progress", False) is None:  # a bar redrawn in a log file is noise
+            args.progress = sys.stderr.isatty()
         status = COMMANDS[args.command](args)
     except FptError as exc:
         print(f"fpt: error: {exc}", file=sys.stderr)
