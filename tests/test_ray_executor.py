@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from fpt.cli import main
+from fpt.errors import FptError
 from fpt.experiments.sweep import load_spec, run_sweep
 
 
@@ -39,6 +40,26 @@ def local_ray():
     start_local_ray(num_cpus=2)
     yield ray
     ray.shutdown()
+
+
+def test_runs_no_node_can_hold_are_refused_here_and_waited_for_on_a_cluster(local_ray, capsys):
+    from fpt.experiments.ray_executor import RayExecutor
+
+    with pytest.raises(FptError, match=r"--cpus-per-run 3: this machine's Ray has 2 CPU\(s\); ask for no more"):
+        with RayExecutor(cpus_per_run=3):
+            pass
+    with pytest.raises(FptError, match=r"--gpus-per-run 1: this machine's Ray has 2 CPU\(s\) and 0 GPU\(s\)"):
+        with RayExecutor(gpus_per_run=1):
+            pass
+    with RayExecutor(cpus_per_run=2):  # fits: no word
+        pass
+    assert capsys.readouterr().err == ""
+    on_a_cluster = RayExecutor(cpus_per_run=8)
+    on_a_cluster.address = "head:6379"  # as if joined to a cluster (an autoscaler may add a node)
+    with on_a_cluster:
+        pass
+    assert "no node of the Ray cluster has that now (the largest: 2 CPU(s))" in capsys.readouterr().err
+    assert local_ray.is_initialized()  # joined, not started, by these executors: left running
 
 
 def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, tiny_gpt2, tmp_path, monkeypatch):

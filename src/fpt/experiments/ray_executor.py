@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -104,7 +105,30 @@ class RayExecutor:
                     raise FptError(f"no Ray cluster at --ray-address {self.address} ({str(exc).splitlines()[0]}); "
                                    "start one with `ray start --head`") from None
             self._started = True
+        try:
+            self._check_a_node_fits()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
+
+    def _check_a_node_fits(self) -> None:
+        """Ray queues a task no node can hold without a word, for ever: refuse that on this
+        machine's Ray (nothing will add a node), warn on a cluster (an autoscaler may add one)."""
+        import ray
+
+        nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+        wanted = {"CPU": self.cpus_per_run, "GPU": self.gpus_per_run}
+        if any(all(node.get(kind, 0) >= need for kind, need in wanted.items()) for node in nodes):
+            return
+        asked = f"--cpus-per-run {self.cpus_per_run}" + (f" --gpus-per-run {self.gpus_per_run:g}"
+                                                          if self.gpus_per_run else "")
+        largest = " and ".join(f"{max((node.get(kind, 0) for node in nodes), default=0):g} {kind}(s)"
+                               for kind, need in wanted.items() if need or kind == "CPU")
+        if self.address is None:
+            raise FptError(f"{asked}: this machine's Ray has {largest}; ask for no more")
+        print(f"fpt: warning: {asked}: no node of the Ray cluster has that now (the largest: {largest}); "
+              "the runs wait until a node that does joins", file=sys.stderr)
 
     def __exit__(self, *exc) -> None:
         import ray
