@@ -226,17 +226,16 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> None:
         return
     if cell.after is not None and not prepare(cell.after):
         return
-    if (run / RunDir.CONFIG).is_file() and native_bf16() is False and \
-            json.loads((run / RunDir.CONFIG).read_text()).get("precision") == "bf16":
+    begun = (run / RunDir.CONFIG).is_file()
+    if begun and native_bf16() is False and RunDir(run).read_config().get("precision") == "bf16":
         # measured: 25 s a Fashion-MNIST step in emulated bf16 against 0.6 where native; and a run
         # continues in its own precision, or it would not end where an uninterrupted one does
         print(f"{name}: began in bf16, which this CPU emulates (about 20 times slower than fp32): continue it on one with "
               f"native bf16 (`fpt info` says)")
         return
     command = [sys.executable, "-m", "fpt", "train", "--threads", str(threads), "--no-progress"]
-    command += ["--resume", str(run)] if (run / RunDir.CONFIG).is_file() else ["--task", cell.task, *cell.args,
-                                                                                "--out", str(run)]
-    if cell.target is not None and not (run / RunDir.CONFIG).is_file():
+    command += ["--resume", str(run)] if begun else ["--task", cell.task, *cell.args, "--out", str(run)]
+    if cell.target is not None and not begun:
         command += ["--target-accuracy", str(cell.target / 100)]
     started = time.time()
     process = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from fpt.config import MAX_THREADS
 from fpt.errors import FptError, require
 from fpt.experiments.sweep import Cell, CellTracking, SweepSpec, cell_run, failed_row, run_cell
 from fpt.runtime import usable_cores
@@ -81,8 +82,8 @@ class RayExecutor:
     gpus_per_run: float = 0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.cpus_per_run <= 1024:
-            raise FptError(f"--cpus-per-run must be 1 to 1024, got {self.cpus_per_run}")
+        if not 1 <= self.cpus_per_run <= MAX_THREADS:  # a run's torch threads
+            raise FptError(f"--cpus-per-run must be 1 to {MAX_THREADS}, got {self.cpus_per_run}")
         gpus = self.gpus_per_run  # what Ray accepts: a whole number, or a share of one GPU to 4 decimals
         if not (gpus == 0 or 0.0001 <= gpus <= 1 or (1 < gpus < 1e6 and gpus == int(gpus))):
             raise FptError(f"--gpus-per-run must be 0, a share from 0.0001 to 1 (0.5 puts two cells on a GPU) "
