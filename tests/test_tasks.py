@@ -41,6 +41,15 @@ def test_batches_depend_only_on_seed_and_step():
     assert not torch.equal(a.x, task.train_batch(5, 16, seed=1).x)
 
 
+def test_bit_tasks_have_a_test_set_apart_from_the_heldout_one():
+    task = create_task("bit-memory", n_bits=20, patch_size=5, eval_size=50)
+    assert task.eval_split == "heldout" and task.test_splits == ("test",)
+    heldout, test = (torch.cat([b.x for b in task.eval_batches(64, split)]) for split in ("heldout", "test"))
+    assert heldout.shape == test.shape and not torch.equal(heldout, test)
+    again = create_task("bit-memory", n_bits=20, patch_size=5, eval_size=50)
+    assert torch.equal(test, torch.cat([b.x for b in again.eval_batches(7, "test")]))  # fixed, whatever the batching
+
+
 def test_heldout_set_is_fixed_and_whole():
     first = list(create_task("bit-xor", eval_size=300).eval_batches(128))
     again = list(create_task("bit-xor", eval_size=300).eval_batches(100))

@@ -29,6 +29,9 @@ def test_run_directory_holds_config_metrics_summary_and_a_trainable_only_checkpo
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [5, 10] and metrics[-1]["examples"] == 20
     assert summary["step"] == 10 and summary["final"]["split"] == "heldout"
+    # the test split is scored once, at the end, and never while training
+    assert set(summary["test"]) == {"test"} and summary["test"]["test"]["examples"] == 20
+    assert all(m["split"] == "heldout" for m in metrics)
     checkpoint = load_checkpoint(run_dir / RunDir.CHECKPOINT)
     _, model = build(_config(tiny_gpt2))
     trained = {n for n, p in model.named_parameters() if p.requires_grad}

@@ -19,7 +19,7 @@ from fpt import __version__, distributed
 from fpt.backbones import INITS
 from fpt.baselines import MODELS
 from fpt.devices import DEVICE_CHOICES
-from fpt.errors import FptError, StopRequested, require
+from fpt.errors import FptError, StopRequested
 from fpt.experiments.paper import REPRODUCIBLE
 from fpt.policy import POLICIES
 from fpt.tasks import TASK_OPTIONS, list_tasks
@@ -229,13 +229,9 @@ def _config_file(path: Path | None) -> dict:
     if path is None:
         return {}
     from fpt.config import coerce_option
-    from fpt.experiments.sweep import read_spec_text
+    from fpt.experiments.sweep import read_yaml
 
-    yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
-    try:
-        data = yaml.safe_load(read_spec_text(path, "config file")) or {}
-    except yaml.YAMLError as exc:
-        raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    data = read_yaml(path, "config file")[0] or {}
     if not isinstance(data, dict):
         raise FptError(f"{path}: a config file maps option names to values, e.g. 'task: mnist'")
     known = _train_option_names()
@@ -277,6 +273,8 @@ def _report(summary: dict, run_dir: Path) -> None:
     where = f" (target reached at step {reached})" if reached else ""
     print(f"{final['split']} accuracy {final['accuracy']:.4f} on {final['examples']} examples "
           f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s")
+    for split, result in (summary.get("test") or {}).items():
+        print(f"{split} accuracy {result['accuracy']:.4f} on {result['examples']} examples (scored once, at the end)")
     print(f"run directory: {run_dir}")
 
 
@@ -534,18 +532,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return _failed_runs_status(rows, out / "results.md")
 
 
-def _option_value(text: str):
-    """A --set value as YAML would read it in a sweep spec (numbers, booleans, text); numbers
-    as text (YAML 1.1 reads 1e-3 so) become numbers where the option takes one."""
-    yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
-    try:
-        return yaml.safe_load(text) if text.strip() else text
-    except yaml.YAMLError:
-        return text
-
-
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from fpt.experiments.sweep import Reproduction, run_reproduction, sweep_outcome
+    from fpt.experiments.reproduce import Reproduction, run_reproduction
+    from fpt.experiments.sweep import sweep_outcome, yaml_value
 
     _refuse_under_torchrun("reproduce")
     tracker = _tracker(args)
@@ -554,7 +543,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise FptError(f"--set takes KEY=VALUE (e.g. --set precision=bf16), got {item!r}")
-        options[key.replace("-", "_")] = _option_value(value)
+        options[key.replace("-", "_")] = yaml_value(value)
     executor = _executor(args)
     tables = [t for t in args.table.split(",") if t]
     plan = Reproduction(tables, args.tasks.split(",") if args.tasks else None, args.budget, args.seeds,

@@ -370,13 +370,19 @@ class Trainer:
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
         return self._diverged(f"{doing} failed ({type(exc).__name__}: {first_line})")
 
-    def _evaluate(self, whole: bool = True) -> dict:
-        """The held-out split, or its first --eval-subset examples (`whole` False, in between)."""
+    def _evaluate(self, whole: bool = True, split: str | None = None) -> dict:
+        """The held-out split (or `split`), or its first --eval-subset examples (`whole` False, in between)."""
         try:
-            return evaluate(self.model, self.task, self.config.eval_batch_size, world=self.world,
+            return evaluate(self.model, self.task, self.config.eval_batch_size, split=split, world=self.world,
                             limit=None if whole else self.config.eval_subset)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
+
+    def _score_test_splits(self) -> dict[str, dict]:
+        """Each test split, scored once when the run ends, where training watched another split:
+        every choice made while training (the target, the step to stop at) saw the validation
+        split alone, so the test score is not selected on."""
+        return {split: self._evaluate(split=split) for split in self.task.test_splits if split != self.task.eval_split}
 
     def _evaluation_step(self, train_loss: float, bar) -> dict:
         """Evaluate (the --eval-subset in between, the whole split at the end and to confirm a
@@ -492,6 +498,7 @@ class Trainer:
             "target_accuracy": cfg.target_accuracy,
             "target_reached_at_step": reached_at,
             "final": last_eval,
+            "test": self._score_test_splits(),
             "wall_time_s": round(time.perf_counter() - self.started, 3),
             "world_size": self.world.size,
             "trained_params": sum(p.numel() for p in self.params),

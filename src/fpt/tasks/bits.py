@@ -1,7 +1,9 @@
 """The paper's two synthetic bit tasks, generated in torch: Bit Memory and Bit XOR.
 
-Training batches are fresh random draws for every step (seeded by (seed, step)); the held-out
-set is drawn once from a fixed seed, so every run of a task is scored on the same examples.
+Training batches are fresh random draws for every step (seeded by (seed, step)). Two fixed
+sets are drawn once, each from its own seed, so every run of a task is scored on the same
+examples: "heldout", watched while training (the validation set: targets, budgets and recipes
+are chosen on it), and "test", scored once when a run ends.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from fpt.errors import FptError
 from fpt.tasks.registry import register_task
 from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
 
-HELDOUT_SEED = 20210305  # fixed: the held-out set never depends on the run's --seed
+# Fixed: neither set depends on the run's --seed. The held-out seed is the one every earlier run
+# was watched on, so those runs' curves are validation curves; the test set was drawn after them.
+HELDOUT_SEED = 20210305
+TEST_SEED = 20210306
+_SPLIT_SEEDS = {"heldout": HELDOUT_SEED, "test": TEST_SEED}
 
 
 def _check_positive(**values: float) -> None:
@@ -30,12 +36,16 @@ def _check_patch(n_bits: int, patch_size: int) -> None:
 
 
 class _BitTask(Task):
-    """Shared machinery: a generator of (x, y) and a held-out set drawn once."""
+    """Shared machinery: a generator of (x, y), and a held-out and a test set each drawn once."""
 
     def __init__(self, eval_size: int):
         _check_positive(eval_size=eval_size)
         self.eval_size = eval_size
-        self._heldout: Batch | None = None
+        self._drawn: dict[str, Batch] = {}
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return tuple(_SPLIT_SEEDS)
 
     def _generate(self, n: int, gen: torch.Generator) -> Batch:
         raise NotImplementedError
@@ -44,12 +54,13 @@ class _BitTask(Task):
         return self._generate(batch_size, step_generator(seed, step))
 
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
-        if split not in (None, self.eval_split):
-            raise FptError(f"task {self.name!r} has only the {self.eval_split!r} split, not {split!r}")
-        if self._heldout is None:
-            self._heldout = self._generate(self.eval_size, torch.Generator().manual_seed(HELDOUT_SEED))
+        split = split or self.eval_split
+        if split not in _SPLIT_SEEDS:
+            raise FptError(f"task {self.name!r} has the splits {', '.join(_SPLIT_SEEDS)}, not {split!r}")
+        if split not in self._drawn:
+            self._drawn[split] = self._generate(self.eval_size, torch.Generator().manual_seed(_SPLIT_SEEDS[split]))
         for start in range(0, self.eval_size, batch_size):
-            yield self._heldout.slice(start, start + batch_size)
+            yield self._drawn[split].slice(start, start + batch_size)
 
 
 @register_task("bit-memory")
