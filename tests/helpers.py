@@ -14,6 +14,19 @@ from fpt.data import cifar, tape
 from fpt.errors import FptError
 
 
+def train_argv(backbone, out, *more) -> list[str]:
+    """`fpt train` arguments for a small Bit XOR run (4 bits, batches of 4) into `out`."""
+    return ["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--backbone", backbone,
+            "--batch-size", "4", "--no-progress", "--out", str(out), *more]
+
+
+def one_line_error(capsys) -> str:
+    """What a command wrote to stderr: one line starting `fpt: error: `, no traceback."""
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fpt: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
 def raises_naming(fn, *names: object) -> str:
     """Call fn, expect one FptError line that mentions every name."""
     with pytest.raises(FptError) as info:
@@ -78,3 +91,18 @@ def homology_records(n: int, seed: int = 0) -> list[dict]:
                         "class_label": 1, "fold_label": int(rng.integers(0, tape.N_FOLDS)),
                         "evolutionary": rng.random((len(primary), 30)).astype(np.float32)})
     return records
+
+
+ETT_COLUMNS = ["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT"]
+
+
+def write_ett_csv(path: Path, hours: int = 48, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A synthetic CSV in ETTh's layout (date + ETT_COLUMNS, hourly from 2016-07-01 00:00:00);
+    returns its dates (datetime64[s]) and values (float64, written with repr: read back exactly)."""
+    dates = np.datetime64("2016-07-01T00:00:00") + np.arange(hours) * np.timedelta64(1, "h")
+    values = np.random.default_rng(seed).normal(5.0, 3.0, size=(hours, len(ETT_COLUMNS)))
+    lines = [",".join(["date", *ETT_COLUMNS])]
+    lines += [",".join([str(d).replace("T", " "), *map(repr, row.tolist())]) for d, row in zip(dates, values)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return dates, values

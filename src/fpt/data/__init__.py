@@ -4,8 +4,10 @@ Each module knows one format and returns plain numpy arrays (no torch):
 ``idx`` (MNIST / Fashion-MNIST), ``cifar`` (CIFAR-10 binary and python batches),
 ``lra_tsv`` (Long Range Arena ListOps TSV files and their tokenizer), ``listops``
 (the LRA ListOps generator), ``tape`` (TAPE remote homology LMDB / JSON), ``npz``
-(a user's own task as arrays). ``safe_pickle`` is the restricted unpickler the
-CIFAR and TAPE readers share; ``pad_rows`` pads token rows for ListOps and TAPE. Every mistake a user can make raises
+(a user's own task as arrays), ``ts`` (UCR / UEA .ts files), ``series_csv`` (a time series as
+a CSV of a date column and numeric columns: ETTh1/ETTh2 and a user's own); ``fetch`` is
+`fpt data get`. ``safe_pickle`` is the restricted unpickler the CIFAR and TAPE readers share;
+``pad_rows`` pads token rows for ListOps and TAPE. Every mistake a user can make raises
 :class:`fpt.errors.FptError` with one line naming the file and the fix.
 """
 

