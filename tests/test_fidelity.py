@@ -62,8 +62,9 @@ def test_a_run_that_plateaus_converges_where_it_reaches_its_plateau():
     result = convergence(_history(curve))
     assert result.converged and result.accuracy == pytest.approx(0.758)
     # the first mean of 3 within 1 point of the best: evaluations 3-5 (0.7, 0.75, 0.758) average
-    # 0.736; 4-6 average 0.755 -> converged at the 6th evaluation, step 60
-    assert result.step == 60 and result.budget == 200
+    # 0.736; 4-6 average 0.755 -> the run entered its plateau at the 4th evaluation, step 40 (the
+    # window's first evaluation, not its last: step 60 would count two evaluations on the plateau)
+    assert result.step == 40 and result.budget == 200
 
 
 def test_a_run_still_rising_at_the_end_has_not_converged(tmp_path):
@@ -78,7 +79,9 @@ def test_noise_does_not_decide_where_a_run_converged():
     curve = [0.5, 0.7, 0.95, 0.8, 0.85] + [0.89, 0.91] * 7 + [0.9]
     result = convergence(_history(curve))
     assert result.converged and 0.895 <= result.accuracy <= 0.91
-    assert result.step == 80  # not the spike at step 30: the means of 3 around it (0.72 to 0.87) fall short
+    # not the spike at step 30: the means of 3 around it (0.72 to 0.87) fall short; evaluations 6-8
+    # (0.89, 0.91, 0.89) are the first window within 1 point of the best, entered at step 60
+    assert result.step == 60
     assert smoothed([1, 2, 3, 4], 3) == [2, 3]
     assert not convergence(_history([0.5, 0.6, 0.7])).converged  # too few evaluations to tell
 
@@ -101,11 +104,12 @@ def test_table6_states_its_definition_and_gives_a_speedup_only_where_both_conver
     fpt = [[0.5, 1.0] + [1.0] * 18, [0.5, 0.6, 1.0] + [1.0] * 17]
     random = [[0.5] * 10 + [0.758] * 10, [0.5] * 12 + [0.758] * 8]  # a lower plateau, later: 1x would be wrong
     table = _steps_table(tmp_path, {"fpt": fpt, "random": random})
-    assert "Converged: the mean accuracy of 3 consecutive evaluations" in table and "held-out split" in table
-    # fpt: the 3-means reach 1.0-1 point at evaluations 4 and 5 -> steps 40, 50, median 45
-    assert "| fpt | 45 (2/2 converged, to 100.0%) (paper 1e+04) |" in table
-    assert "| random | 140 (2/2 converged, to 75.8%) (paper 4e+04) |" in table  # steps 130 and 150
-    assert "| speedup random/fpt | 3.1x (paper 4.0x) |" in table
+    assert "Converged: at the first of the first 3 consecutive evaluations" in table and "held-out split" in table
+    # fpt: the first 3-means within 1 point of 1.0 are those of evaluations 2-4 and 3-5 -> steps 20
+    # and 30 (where each run reached 100%), median 25
+    assert "| fpt | 25 (2/2 converged, to 100.0%) (paper 1e+04) |" in table
+    assert "| random | 120 (2/2 converged, to 75.8%) (paper 4e+04) |" in table  # steps 110 and 130
+    assert "| speedup random/fpt | 4.8x (paper 4.0x) |" in table
     rising = _steps_table(tmp_path, {"fpt": fpt, "random": [[0.5 + 0.025 * i for i in range(20)]]})
     assert "| speedup random/fpt | n/a (random not converged) (paper 4.0x) |" in rising
 

@@ -9,8 +9,10 @@ else: a model whose plateau lies below it never "converges". Here, from a run's 
 - the run plateaued if the best smoothed accuracy over the last TAIL share of its steps beats the
   best one before by less than TOLERANCE (absolute); otherwise it was still improving when its
   budget ended, and it has not converged within it;
-- it converged at the first evaluation whose smoothed accuracy is within TOLERANCE of the run's
-  best smoothed accuracy, to that best;
+- it converged at the step where it entered its plateau: the first evaluation of the first window
+  whose smoothed accuracy is within TOLERANCE of the run's best smoothed accuracy, to that best
+  (not the window's last evaluation, which came WINDOW - 1 evaluation intervals later and once
+  made every converged step that much later than the curve shows);
 - a run whose best smoothed accuracy stays within two standard errors of chance has not left
   chance: it has not started to learn, so it has not converged, however flat its curve (random
   init on Bit XOR sits at 50% for thousands of steps before it learns; the paper's Table 6: 2e4).
@@ -44,8 +46,9 @@ class Convergence:
 
 def describe(window: int = WINDOW, tolerance: float = TOLERANCE, tail: float = TAIL) -> str:
     """The definition in one paragraph, for the text above a table."""
-    return (f"Converged: the mean accuracy of {window} consecutive evaluations first comes within "
-            f"{100 * tolerance:g} point(s) (absolute) of the run's best such mean; counted only if the run "
+    return (f"Converged: at the first of the first {window} consecutive evaluations whose mean accuracy comes "
+            f"within {100 * tolerance:g} point(s) (absolute) of the run's best such mean, where the run entered "
+            f"its plateau; counted only if the run "
             f"plateaued, i.e. its best mean over the last {100 * tail:g}% of its steps beats the best before "
             f"by less than {100 * tolerance:g} point(s), and its best mean is more than two standard errors "
             f"(over the examples scored) above chance, the share of the split's most frequent label; "
@@ -74,6 +77,7 @@ def convergence(history: list[tuple[int, float]], window: int = WINDOW, toleranc
     steps = [step for step, _ in history]
     budget = steps[-1]
     means = smoothed([accuracy for _, accuracy in history], window)
+    starts = steps[:len(means)]  # a window's first evaluation: where the run entered it
     ends = steps[window - 1:]  # a mean is known at the step of its last evaluation
     cut = budget * (1 - tail)
     before = [m for m, step in zip(means, ends) if step <= cut]
@@ -86,5 +90,5 @@ def convergence(history: list[tuple[int, float]], window: int = WINDOW, toleranc
         return Convergence(None, best, budget, f"never left chance ({100 * chance[0]:.1f}%)")
     if max(after) - max(before) >= tolerance:
         return Convergence(None, best, budget, "still improving at the end")
-    step = next(step for m, step in zip(means, ends) if m >= best - tolerance)
+    step = next(step for m, step in zip(means, starts) if m >= best - tolerance)
     return Convergence(step, best, budget)
