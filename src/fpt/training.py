@@ -59,7 +59,8 @@ def build_model(config: TrainConfig, task: Task) -> TrainableModel:
 
 
 def _device_of(model) -> torch.device:
-    return next(model.parameters()).device
+    parameter = next(model.parameters(), None)  # None: a model without parameters (NaiveForecast) runs on the CPU
+    return torch.device("cpu") if parameter is None else parameter.device
 
 
 # With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
