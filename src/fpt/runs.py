@@ -261,9 +261,10 @@ class RunDir:
                 if number == len(lines):
                     break
                 raise FptError(f"{path}, line {number}: not a JSON record; the run directory is damaged") from None
+            score = "mse" if isinstance(record, dict) and "accuracy" not in record else "accuracy"  # mse: a regression task's
             if not (isinstance(record, dict) and isinstance(record.get("step"), int)
-                    and isinstance(record.get("accuracy"), (int, float))):
-                raise FptError(f"{path}, line {number}: not an evaluation record (step, accuracy); "
+                    and isinstance(record.get(score), (int, float))):
+                raise FptError(f"{path}, line {number}: not an evaluation record (step, accuracy or mse); "
                                "the run directory is damaged")
             records.append(record)
         return records

@@ -1,4 +1,5 @@
-"""Fully trained baselines of the paper: LSTM, LSTM* and the tutorial CNN.
+"""Fully trained baselines of the paper: LSTM, LSTM* and the tutorial CNN; and for a forecast,
+DLinear (`linear`, fpt.baselines.forecast).
 
 `build_baseline` wraps one as a `TrainableModel`, so the trainer, checkpoints and reports treat
 it like a frozen transformer: every parameter is trained (group "trained", or "frozen" for the
@@ -16,8 +17,9 @@ from fpt.errors import FptError
 from fpt.policy import GroupRow
 
 # "fpt": no baseline, a frozen transformer. "-frozen": the LSTM layers kept at their random init and
-# only the input layer, positions and head trained (Table 3 of the paper).
-MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched")
+# only the input layer, positions and head trained (Table 3 of the paper). "linear": DLinear, for a forecast.
+MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched", "linear")
+FORECAST_MODELS = ("linear",)  # baselines of a series regression task (a forecast) alone
 
 
 def check_model(model: str) -> str:
@@ -51,12 +53,23 @@ class Baseline(nn.Module):
 
 def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | None = None) -> Baseline:
     """`lstm` (3 x 768), `lstm*` (12 residual layers + positions), either with "-frozen" (LSTM
-    layers left at random init), `cnn` (the tutorial CNN) or `cnn-matched` (the same CNN scaled to `match_params` parameters, e.g. the FPT's trained count)."""
+    layers left at random init), `cnn` (the tutorial CNN) or `cnn-matched` (the same CNN scaled to `match_params` parameters, e.g. the FPT's trained count),
+    or, for a forecast, `linear` (DLinear on the look-back)."""
     from fpt.baselines.cnn import TutorialCNN, width_for_params
+    from fpt.baselines.forecast import DLinear
     from fpt.baselines.lstm import lstm, lstm_star
 
     check_model(kind)
     spec = task.spec
+    series = spec.regression and spec.patch_stride is not None
+    if kind in FORECAST_MODELS and not series:
+        raise FptError(f"--model {kind} forecasts a series; it needs a forecasting task (ett:ETTh1, forecast:FILE.csv), "
+                       f"not {task.name!r}")
+    if kind not in FORECAST_MODELS and spec.regression:
+        raise FptError(f"--model {kind} is a classification baseline; for the forecast {task.name!r} use --model "
+                       f"{' or '.join(FORECAST_MODELS)} (DLinear) or fpt")
+    if kind == "linear":
+        return Baseline(kind, DLinear(task.train.lookback, spec.num_outputs))
     if kind in ("lstm", "lstm-frozen"):
         body = lstm(spec, dropout=dropout)
         return Baseline(kind, body, frozen=body.blocks if kind.endswith("-frozen") else None)
