@@ -11,7 +11,8 @@ SOURCE = Path(fpt.__file__).parent
 
 # Each part of the package and its level: a module imports only its own part or a lower level.
 LEVELS = {
-    "errors": 0, "paths": 0, "runtime": 0,
+    "errors": -1,  # the one error type, below everything: even paths raises it
+    "paths": 0, "runtime": 0, "scores": 0,
     "data": 1, "devices": 1, "distributed": 1,
     "families": 2,
     "tasks": 3, "backbones": 3, "policy": 3,

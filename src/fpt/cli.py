@@ -56,7 +56,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
     _add_config_option(parser, "layers", int, "keep only the first K transformer blocks (--init random: build K, "
                        "as many as asked)")
-    _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean")
+    _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean | flatten (every token; "
+                       "the default for forecasts)")
     _add_config_option(parser, "attention", str, "causal | bidirectional; unset: as pretrained (MiniLM/BERT "
                        "bidirectional, GPT-2/Llama causal); causal masks an encoder as GPT-2 is, so only the last "
                        "token sees the whole input")
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_option(train, "eval_subset", int, "evaluate the first N held-out examples in between "
                        "(recorded as split[:N]); the whole split at the end")
     _add_config_option(train, "target_accuracy", float, "stop once held-out accuracy reaches this fraction")
+    _add_config_option(train, "target_mse", float, "a forecast: stop once held-out MSE is at most this")
     train.add_argument("--config", type=Path, metavar="FILE.yaml",
                        help="any train options as YAML (names with underscores); flags given here override it")
     train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
@@ -168,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     data = commands.add_parser("data", help="get a dataset into the folder its task reads by default")
     data_commands = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
     get = data_commands.add_parser("get", help="fetch (or generate) a dataset; prints the folder to read")
-    get.add_argument("name", help="mnist | fashion-mnist | cifar10 | listops | remote-homology")
+    get.add_argument("name", help="mnist | fashion-mnist | cifar10 | listops | remote-homology | ett")
     get.add_argument("--dest", type=Path,
                      help="folder to fill (default: the fpt cache's data/NAME, where tasks look without --data-dir)")
 
@@ -268,13 +270,15 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
 
 
 def _report(summary: dict, run_dir: Path) -> None:
+    from fpt.scores import describe
+
     final = summary["final"]
     reached = summary["target_reached_at_step"]
     where = f" (target reached at step {reached})" if reached else ""
-    print(f"{final['split']} accuracy {final['accuracy']:.4f} on {final['examples']} examples "
+    print(f"{final['split']} {describe(final)} on {final['examples']} examples "
           f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s")
     for split, result in (summary.get("test") or {}).items():
-        print(f"{split} accuracy {result['accuracy']:.4f} on {result['examples']} examples (scored once, at the end)")
+        print(f"{split} {describe(result)} on {result['examples']} examples (scored once, at the end)")
     print(f"run directory: {run_dir}")
 
 

@@ -64,7 +64,7 @@ class TrainConfig:
     init: str = "pretrained"  # pretrained | random | stats
     policy: str = "fpt"  # a policy name or a comma list of groups
     layers: int | None = None  # keep only the first K transformer blocks
-    pooling: str = "last"  # last (the paper's last-k tokens) | mean
+    pooling: str | None = None  # last (the paper's last-k tokens) | mean | flatten (None: the task's, see fpt.model.default_pooling)
     attention: str | None = None  # causal | bidirectional (None: as pretrained: BERT both ways, GPT-2 and Llama causal)
     extra_positions: bool = False  # a learned position table in the embedder (for RoPE backbones)
     dropout: float = 0.1
@@ -77,6 +77,7 @@ class TrainConfig:
     eval_every: int = 100
     eval_batch_size: int = 256
     target_accuracy: float | None = None  # stop once held-out accuracy reaches this
+    target_mse: float | None = None  # a regression task (forecast): stop once held-out MSE is at most this
     seed: int = 0
     # The learning-rate schedule (a function of the step alone: a resumed run needs no extra state)
     lr_schedule: str = "constant"  # constant (the paper's) | cosine (decays to 0 at --steps)
@@ -110,6 +111,8 @@ class TrainConfig:
             raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
+        if self.target_mse is not None and not (self.target_mse > 0 and math.isfinite(self.target_mse)):
+            raise FptError(f"--target-mse must be a positive number, got {self.target_mse}")
         if not 0 <= self.seed < 2**63:
             raise FptError(f"--seed must be in 0..2^63-1, got {self.seed}")
         check_threads(self.threads)

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Callable, Protocol, runtime_checkable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from fpt.backbones import Backbone, backbone_from_config
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.errors import FptError
-from fpt.paths import atomic_write, write_json
+from fpt.paths import atomic_write, read_json_object, write_json
 from fpt.policy import GroupRow, apply_policy, classify_backbone, parse_policy
 from fpt.tasks.base import TaskSpec
 
-POOLINGS = ("last", "mean")
+POOLINGS = ("last", "mean", "flatten")
 PRETRAINED_FORMAT = "fpt-pretrained-1"
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"  # Hugging Face's names
 
@@ -32,7 +33,9 @@ class InputEmbedder(nn.Module):
     """Turns task inputs into backbone-sized vectors: a linear patch layer or a token table.
 
     The linear layer follows the paper: orthogonal init with gain 1.41, zero bias. An optional
-    learned position table serves backbones without one of their own (RoPE).
+    learned position table serves backbones without one of their own (RoPE). A series task's raw
+    windows are cut into overlapping patches here (`patches`), so that a model takes windows as
+    they are and its users never patch by hand.
     """
 
     def __init__(self, spec: TaskSpec, hidden_size: int, dropout: float = 0.1, extra_positions: bool = False):
@@ -50,16 +53,53 @@ class InputEmbedder(nn.Module):
         if self.positions is not None:
             nn.init.normal_(self.positions.weight, std=0.02)
         self.dropout = nn.Dropout(dropout)
+        self.patch_stride = spec.patch_stride
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.patch_stride is not None:
+            x = patches(x, self.linear.in_features, self.patch_stride)
         h = self.tokens(x) if hasattr(self, "tokens") else self.linear(x)
         if self.positions is not None:
             h = h + self.positions.weight[: h.shape[1]]
         return self.dropout(h)
 
 
+def patches(x: torch.Tensor, size: int, stride: int) -> torch.Tensor:
+    """Windows (B, T) -> patches (B, series_tokens(T, size, stride), size): every `size` steps
+    `stride` apart, the window first extended by `stride` copies of its last value so that its
+    end is a patch too (One Fits All's and PatchTST's ReplicationPad1d)."""
+    padded = F.pad(x.unsqueeze(1), (0, stride), mode="replicate").squeeze(1)
+    return padded.unfold(-1, size, stride)
+
+
+class WindowScale:
+    """Per-window normalisation (RevIN without its learned affine, as One Fits All uses it): each
+    input window to mean 0 and std 1, and the model's outputs mapped back to the window's scale,
+    so that a series' level and spread need not be learned by the few trained weights."""
+
+    EPS = 1e-5  # One Fits All's: a flat window divides by sqrt(1e-5), not by 0
+
+    def __init__(self, x: torch.Tensor):
+        self.mean = x.mean(dim=1, keepdim=True).detach()
+        self.std = torch.sqrt(x.var(dim=1, keepdim=True, unbiased=False) + self.EPS).detach()
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+    def restore(self, outputs: torch.Tensor) -> torch.Tensor:
+        """Outputs (B, num_outputs, 1) in the window's own units."""
+        return outputs * self.std.unsqueeze(-1) + self.mean.unsqueeze(-1)
+
+
+def default_pooling(spec: TaskSpec) -> str:
+    """The head a task gets when --pooling is not given: a forecast reads every token (flattened,
+    as One Fits All and PatchTST do), everything else the paper's last token(s)."""
+    return "flatten" if spec.regression and spec.patch_stride is not None else "last"
+
+
 class OutputHead(nn.Module):
-    """A linear layer on the last k real tokens (the paper's) or on the masked mean of all tokens."""
+    """A linear layer on the last k real tokens (the paper's), on the masked mean of all tokens, or
+    on all tokens' states side by side ("flatten": a forecast's horizon reads the whole window)."""
 
     def __init__(self, spec: TaskSpec, hidden_size: int, pooling: str = "last"):
         super().__init__()
@@ -67,11 +107,18 @@ class OutputHead(nn.Module):
         if pooling == "mean" and spec.last_k != 1:
             raise FptError("--pooling mean gives one vector; this task predicts from several tokens, use --pooling last")
         self.spec, self.pooling = spec, pooling
-        self.linear = nn.Linear(hidden_size, spec.outputs_per_token * spec.num_classes)
+        if pooling == "flatten":
+            self.linear = nn.Linear(spec.seq_len * hidden_size, spec.num_outputs * spec.num_classes)
+        else:
+            self.linear = nn.Linear(hidden_size, spec.outputs_per_token * spec.num_classes)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         batch, length, _ = hidden.shape
-        if self.pooling == "mean":
+        if self.pooling == "flatten":  # padded tokens count as zeros, and a short batch is padded out
+            if mask is not None:
+                hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)
+            picked = F.pad(hidden, (0, 0, 0, self.spec.seq_len - length)).reshape(batch, 1, -1)
+        elif self.pooling == "mean":
             weights = (torch.ones(batch, length, 1, dtype=hidden.dtype, device=hidden.device) if mask is None
                        else mask.unsqueeze(-1).to(hidden.dtype))
             picked = (hidden * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True).clamp_min(1)
@@ -85,9 +132,9 @@ class OutputHead(nn.Module):
         return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
 
 
-def check_pooling(pooling: str) -> str:
-    """The one lookup of --pooling."""
-    if pooling not in POOLINGS:
+def check_pooling(pooling: str | None) -> str | None:
+    """The one lookup of --pooling (None: the task's default, `default_pooling`)."""
+    if pooling is not None and pooling not in POOLINGS:
         raise FptError(f"unknown --pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
     return pooling
 
@@ -206,13 +253,16 @@ class FrozenPretrainedTransformer(nn.Module):
 
 def transformer_forward(embedder: InputEmbedder, body: Callable, head: OutputHead, x: torch.Tensor,
                         mask: torch.Tensor | None, compute_dtype: torch.dtype, output_attentions: bool = False):
-    """Input layer, body (under autocast where frozen weights are 16-bit), head: logits, and the
-    attention maps if asked. `body` takes inputs_embeds: fpt's own backbone or a PEFT model."""
-    embeds = embedder(x)
+    """Input layer, body (under autocast where frozen weights are 16-bit), head: logits (or values),
+    and the attention maps if asked. `body` takes inputs_embeds: fpt's own backbone or a PEFT model."""
+    scale = WindowScale(x) if head.spec.window_norm else None
+    embeds = embedder(x if scale is None else scale.normalize(x))
     attention_mask = None if mask is None else mask.long()
     with torch.autocast(embeds.device.type, dtype=compute_dtype, enabled=compute_dtype != torch.float32):
         out = body(inputs_embeds=embeds, attention_mask=attention_mask, output_attentions=output_attentions)
     logits = head(out.last_hidden_state.float(), mask)
+    if scale is not None:
+        logits = scale.restore(logits)
     return (logits, out.attentions) if output_attentions else logits
 
 
@@ -231,27 +281,19 @@ def read_pretrained_config(directory: Path) -> dict:
     return config
 
 
-def read_json_object(path: Path, made_by: str) -> dict:
-    """The JSON object in `path`; a missing or damaged file is one line naming `made_by`, the
-    command that writes it."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FptError(f"{path} is missing; write it with `{made_by}`") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FptError(f"{path} is not valid JSON ({exc}); write it again with `{made_by}`") from None
-    if not isinstance(data, dict):
-        raise FptError(f"{path} holds a {type(data).__name__}, not a JSON object; write it again with `{made_by}`")
-    return data
-
-
 def task_spec(settings: dict, where) -> TaskSpec:
     """The TaskSpec saved in `settings()` form, checked field by field."""
     fields = settings.get("task_spec")
     names = {f.name for f in dataclasses.fields(TaskSpec)}
-    if not (isinstance(fields, dict) and set(fields) <= names
-            and all(value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
-                    for value in fields.values())):
+
+    def valid(name, value) -> bool:
+        if name == "target":
+            return value in ("classes", "values")
+        if name == "window_norm":
+            return isinstance(value, bool)
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+
+    if not (isinstance(fields, dict) and set(fields) <= names and all(valid(k, v) for k, v in fields.items())):
         raise FptError(f"{where}: the task spec is missing or damaged; export the run again")
     try:
         return TaskSpec(**fields)

@@ -28,8 +28,9 @@ from fpt.config import TrainConfig
 from fpt.devices import resolve_device
 from fpt.distributed import SINGLE, World
 from fpt.errors import FptError, StopRequested
-from fpt.model import FrozenPretrainedTransformer, TrainableModel
+from fpt.model import FrozenPretrainedTransformer, TrainableModel, default_pooling
 from fpt.runs import RunDir, is_subset
+from fpt.scores import describe, reached
 from fpt import runtime
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
@@ -102,6 +103,7 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
     if config.checkpointing:
         enable_checkpointing(backbone.model)
     torch.manual_seed(config.seed)  # the new input and output layers
+    config.pooling = config.pooling or default_pooling(task.spec)  # recorded in config.json as it ran
     return FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
                                        dropout=config.dropout, extra_positions=config.extra_positions,
                                        precision=config.precision)
@@ -153,8 +155,11 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.lr
 
 
-def classification_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+def task_loss(outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over labels, or the mean squared error of a regression task's values (float y)."""
+    if torch.is_floating_point(y):
+        return F.mse_loss(outputs.reshape(y.shape), y)
+    return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), y.reshape(-1))
 
 
 def _first_examples(task: Task, batch_size: int, split: str | None, limit: int, cut: list[bool]) -> Iterator[Batch]:
@@ -191,6 +196,16 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     first N examples (a fixed subset, named "split[:N]" in the result).
     """
     batch_size = eval_batch_for(task, batch_size)
+    cut: list[bool] = []  # filled as the batches are drawn: name the split after the loop
+    batches = task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split,
+                                                                                          limit, cut)
+
+    def split_name() -> str:
+        return (split or task.eval_split) + (f"[:{limit}]" if cut else "")
+
+    if task.spec.regression:
+        errors = _evaluate_values(model, batches, world)
+        return {"split": split_name(), **errors}
     was_training = model.training
     model.eval()
     num_classes = task.spec.num_classes
@@ -198,9 +213,6 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
     label_counts = torch.zeros(num_classes, dtype=torch.long, device=device)
     loss_sum, correct, exact, labels, examples = 0.0, 0, 0, 0, 0
-    cut: list[bool] = []
-    batches = task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split,
-                                                                                          limit, cut)
     for index, batch in enumerate(batches):
         if index % world.size != world.rank:
             continue
@@ -224,10 +236,9 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
         loss_sum, (correct, exact, labels, examples) = counts[0], map(round, counts[1:])
         matrix = world.all_reduce_sum(matrix)
         label_counts = world.all_reduce_sum(label_counts)
-    name = (split or task.eval_split) + (f"[:{limit}]" if cut else "")
     # majority_share: the accuracy of always answering the split's most frequent label, the
     # chance level Table 6 tells a flat run from a converged one by (fpt.experiments.convergence)
-    result = {"split": name, "loss": loss_sum / labels, "accuracy": correct / labels,
+    result = {"split": split_name(), "loss": loss_sum / labels, "accuracy": correct / labels,
               "exact_match": exact / examples, "examples": examples,
               "majority_share": label_counts.max().item() / labels}
     if confusion:
@@ -236,6 +247,31 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
         result["per_class_accuracy"] = [(matrix[c, c] / support[c]).item() if support[c] else None
                                         for c in range(num_classes)]
     return result
+
+
+def _evaluate_values(model: TrainableModel, batches: Iterator[Batch], world: World) -> dict:
+    """A regression task's split: mean squared and absolute error over every predicted value of
+    every example (a forecast's every step of every window; no batch dropped). The loss is the MSE."""
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    squared, absolute, values, examples = 0.0, 0.0, 0, 0
+    for index, batch in enumerate(batches):
+        if index % world.size != world.rank:
+            continue
+        batch = batch.to(device)
+        error = model(batch.x, batch.mask).reshape(batch.y.shape).double() - batch.y.double()
+        squared += error.square().sum().item()
+        absolute += error.abs().sum().item()
+        values += batch.y.numel()
+        examples += len(batch)
+    model.train(was_training)
+    if world.distributed:
+        totals = world.all_reduce_sum(torch.tensor([squared, absolute, values, examples], dtype=torch.float64,
+                                                   device=device)).tolist()
+        squared, absolute, values, examples = totals[0], totals[1], round(totals[2]), round(totals[3])
+    mse = squared / values
+    return {"loss": mse, "mse": mse, "mae": absolute / values, "examples": examples}
 
 
 class Trainer:
@@ -319,7 +355,8 @@ class Trainer:
 
     def train_step(self, batch: Batch) -> tuple[float, float]:
         """One optimiser step over `batch` (this rank's slice of it), accumulated over
-        micro-batches; returns the loss and accuracy over the whole batch, the same on every rank."""
+        micro-batches; returns the loss and accuracy (None for a regression task) over the whole
+        batch, the same on every rank."""
         share = len(batch) // self.world.size
         batch = batch.slice(self.world.rank * share, (self.world.rank + 1) * share).to(self.device)
         self.optimizer.zero_grad(set_to_none=True)
@@ -333,11 +370,12 @@ class Trainer:
             syncing = contextlib.nullcontext() if last or not self.world.distributed else self.forward.no_sync()
             with syncing:
                 logits = self.forward(part.x, part.mask)
-                loss = classification_loss(logits, part.y)
+                loss = task_loss(logits, part.y)
                 scaled = loss * (len(part) / size)
                 (scaled if self.scaler is None else self.scaler.scale(scaled)).backward()
             loss_sum += loss.item() * len(part)
-            correct += (logits.argmax(-1) == part.y).sum().item()
+            if not self.task.spec.regression:
+                correct += (logits.argmax(-1) == part.y).sum().item()
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.config, self.step)
         if self.scaler is not None:
@@ -353,7 +391,7 @@ class Trainer:
         if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
             counts = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device)).tolist()
         self.stop_agreed = counts[4] > 0
-        return counts[0] / counts[2], counts[1] / counts[3]
+        return counts[0] / counts[2], None if self.task.spec.regression else counts[1] / counts[3]
 
     def _diverged(self, what: str) -> FptError:
         where = (f"the last good checkpoint (step {self.last_checkpoint_step}) is in {self.run_dir}"
@@ -391,7 +429,7 @@ class Trainer:
         before the checkpoint makes the same evaluations again when resumed. Returns the last."""
         cfg = self.config
         results = [self._evaluate(whole=self.step == cfg.steps or cfg.eval_subset is None)]
-        if cfg.target_accuracy is not None and results[0]["accuracy"] >= cfg.target_accuracy and is_subset(results[0]):
+        if reached(results[0], cfg.target_accuracy, cfg.target_mse) and is_subset(results[0]):
             results.append(self._evaluate(whole=True))  # the target counts on the whole split
         records = []
         for result in results:
@@ -400,7 +438,7 @@ class Trainer:
             records.append({"step": self.step, "train_loss": train_loss, **result,
                             "elapsed_s": round(self.elapsed(), 3)})
             if self.progress:
-                bar.write(f"step {self.step}: {result['split']} accuracy {result['accuracy']:.4f}, "
+                bar.write(f"step {self.step}: {result['split']} {describe(result)}, "
                           f"loss {result['loss']:.4f}")
         if self.run_dir is not None:
             for record in records:
@@ -455,7 +493,7 @@ class Trainer:
                              f"checkpoint saved; continue with {where}", signum)
 
     def fit(self) -> dict:
-        """Train to config.steps (or the target accuracy); returns the summary. Stopped on request
+        """Train to config.steps (or the target accuracy or MSE); returns the summary. Stopped on request
         (see _stop_on_request), it saves a checkpoint and raises StopRequested."""
         cfg = self.config
         self.model.train()
@@ -477,13 +515,13 @@ class Trainer:
                     if not math.isfinite(loss):
                         raise self._diverged(f"loss became {loss}")
                     bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", refresh=False)
+                    bar.set_postfix(loss=f"{loss:.4f}", **({} if accuracy is None else {"acc": f"{accuracy:.3f}"}),
+                                    refresh=False)
                     if self.on_step is not None:
                         self.on_step(self.step, loss)
                     if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
                         last_eval = self._evaluation_step(loss, bar)
-                        if cfg.target_accuracy is not None and last_eval["accuracy"] >= cfg.target_accuracy \
-                                and not is_subset(last_eval):
+                        if reached(last_eval, cfg.target_accuracy, cfg.target_mse) and not is_subset(last_eval):
                             reached_at = self.step
                             break
                     if self._stop_requested() and self.step < cfg.steps:
@@ -497,6 +535,7 @@ class Trainer:
             "step": self.step,
             "resumed_from_step": resumed_from,
             "target_accuracy": cfg.target_accuracy,
+            "target_mse": cfg.target_mse,
             "target_reached_at_step": reached_at,
             "final": last_eval,
             "test": self._score_test_splits(),

@@ -17,6 +17,12 @@ class TaskSpec:
     (x: long (B, L) in [0, vocab_size)). The head reads the last `last_k` tokens (or a pooled
     vector) and predicts `outputs_per_token` labels from each, every label one of `num_classes`:
     logits (B, num_outputs, num_classes) with num_outputs = last_k * outputs_per_token.
+
+    A regression task (`target` "values", e.g. a forecast) predicts num_outputs real numbers
+    instead: outputs (B, num_outputs, 1), num_classes 1, scored by squared and absolute error.
+    A series task (`patch_stride` set) takes raw windows x: float (B, lookback) and the model cuts
+    them into seq_len patches of input_dim steps, `patch_stride` apart (`series_tokens`); with `window_norm` the
+    model subtracts each window's mean and divides by its std, and undoes both on its outputs.
     """
 
     seq_len: int
@@ -25,15 +31,23 @@ class TaskSpec:
     vocab_size: int | None = None
     last_k: int = 1
     outputs_per_token: int = 1
+    target: str = "classes"  # classes | values
+    patch_stride: int | None = None
+    window_norm: bool = False
 
     @property
     def num_outputs(self) -> int:
         return self.last_k * self.outputs_per_token
 
+    @property
+    def regression(self) -> bool:
+        return self.target == "values"
+
 
 @dataclass
 class Batch:
-    """x: inputs; y: long labels (B, num_outputs); mask: bool (B, L), True on real tokens, or None."""
+    """x: inputs; y: long labels (B, num_outputs), or float values for a regression task; mask:
+    bool (B, L), True on real tokens, or None."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -52,6 +66,12 @@ class Batch:
     def slice(self, start: int, stop: int) -> "Batch":
         mask = None if self.mask is None else self.mask[start:stop]
         return Batch(self.x[start:stop], self.y[start:stop], mask)
+
+
+def series_tokens(lookback: int, patch_size: int, stride: int) -> int:
+    """Patches a window of `lookback` steps makes: every full patch `stride` apart, and one more over
+    the window's end padded with its last value (One Fits All's and PatchTST's patching)."""
+    return (lookback - patch_size) // stride + 2
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:

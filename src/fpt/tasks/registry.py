@@ -26,8 +26,13 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
                       "mnist: shifts; fashion-mnist: shifts and mirroring)"),
     "test_path": (str, "npz: a second file used as the test split"),
     "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
-    "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir"),
+    "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2"),
     "znorm": (bool, "ucr: z-normalise each series per channel"),
+    "lookback": (int, "forecasts: time steps of input (ETTh: 336, One Fits All's)"),
+    "horizon": (int, "forecasts: time steps predicted (the published tables: 96, 192, 336, 720)"),
+    "patch_stride": (int, "forecasts: time steps between the starts of two patches (default 8)"),
+    "date_column": (str, "forecast:FILE.csv: the column of dates (default: one named date, else the first)"),
+    "columns": (str, "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)"),
     "val_size": (int, "mnist, fashion-mnist, cifar10: hold out this many training images as a 'val' split "
                       "and evaluate on it while training (choose settings there, not on test)"),
 }
@@ -63,9 +68,13 @@ def list_tasks() -> list[str]:
 
 
 def _registered_name(name: str, options: dict) -> tuple[str, dict]:
-    """`npz:PATH` is the npz task with its path; every other name is looked up as it is."""
-    if name.startswith("npz:"):
-        return "npz", {**options, "path": name[len("npz:"):]}
+    """`npz:PATH` and `forecast:PATH` are those tasks with their path, `ett:NAME` the ett task with
+    its dataset; every other name is looked up as it is."""
+    prefix, _, rest = name.partition(":")
+    if rest and prefix in ("npz", "forecast"):
+        return prefix, {**options, "path": rest}
+    if rest and prefix == "ett":
+        return prefix, {**options, "dataset": rest}
     return name, options
 
 
@@ -81,7 +90,7 @@ def task_options(name: str, options: dict) -> dict:
     try:
         bound = inspect.signature(_TASKS[name]).bind(**options)
     except TypeError:  # a required option left out; only npz has one, its path
-        hint = " (--task npz:PATH)" if name == "npz" else ""
+        hint = f" (--task {name}:PATH)" if name in ("npz", "forecast") else ""
         missing = [k for k, p in accepted.items() if p.default is inspect.Parameter.empty and k not in options]
         raise FptError(f"task {name!r} needs {', '.join(missing)}{hint}") from None
     bound.apply_defaults()

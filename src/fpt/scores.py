@@ -1,0 +1,41 @@
+"""What a result is scored by: accuracy (higher is better) for a classifier, mean squared error
+(lower is better) for a regression task such as a forecast. Everything that ranks, stops on or
+prints an evaluation asks here, so the two kinds of task share one trainer, table and report."""
+
+from __future__ import annotations
+
+REGRESSION_METRICS = ("mse", "mae")
+
+
+def headline_metric(result: dict) -> str:
+    """The metric a result is ranked by: "mse" where it has one, else "accuracy"."""
+    return "mse" if "mse" in result else "accuracy"
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric in REGRESSION_METRICS or metric == "loss"
+
+
+def headline(result: dict) -> float:
+    return result[headline_metric(result)]
+
+
+def better(a: float, b: float | None, metric: str) -> bool:
+    """True where score `a` beats `b` (None: nothing yet) on `metric`."""
+    if b is None:
+        return True
+    return a < b if lower_is_better(metric) else a > b
+
+
+def describe(result: dict) -> str:
+    """"accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result."""
+    if "mse" in result:
+        return f"MSE {result['mse']:.4f}, MAE {result['mae']:.4f}"
+    return f"accuracy {result['accuracy']:.4f}"
+
+
+def reached(result: dict, target_accuracy: float | None, target_mse: float | None) -> bool:
+    """True where a result meets the run's stopping target (at least the accuracy, at most the MSE)."""
+    if "mse" in result:
+        return target_mse is not None and result["mse"] <= target_mse
+    return target_accuracy is not None and result["accuracy"] >= target_accuracy

@@ -1,0 +1,172 @@
+"""Long-term forecasting of multivariate series, on the protocol the field's tables use (Informer,
+Autoformer, DLinear, PatchTST, One Fits All): `--task ett:ETTh1` (or ETTh2) and
+`--task forecast:FILE.csv` for any CSV with a date column and numeric columns.
+
+- Splits by time. ETTh: the first 12 months train, the next 4 validate, the next 4 test (8,640 /
+  2,880 / 2,880 hours; the rest of the file is unused, as in every published table). Any other
+  CSV: the first 70% of rows train, the last 20% test, the 10% between validate.
+- A window is `lookback` steps of input and the `horizon` steps after them as the target. Its
+  look-back may reach back across its split's start (the first validation window reads the last
+  training hours), its horizon never crosses the split's end. Every window of a split is scored:
+  no last batch is dropped (a known bug of several published loaders).
+- A StandardScaler is fitted on the training rows only; inputs, targets and metrics (MSE, MAE)
+  are on the scaled values, as the published tables' are.
+- Channel independence: each channel of each window is one example through the shared model
+  (7 examples per ETTh window). Examples are ordered window by window, channels within.
+- The model patches each window (16 steps, stride 8, configurable) and normalises it per window
+  (fpt.model.WindowScale); the head reads every token (fpt.model.default_pooling).
+
+Training batches follow one seeded permutation of the (window, channel) examples per epoch, so a
+batch depends on (seed, step) alone and a resumed run sees the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fpt.data.series_csv import SeriesTable, read_series_csv
+from fpt.errors import MISSING_DATA, FptError
+from fpt.paths import data_dir as default_data_dir, user_path
+from fpt.tasks.arrays import ArrayTask
+from fpt.tasks.base import Batch, TaskSpec, series_tokens
+from fpt.tasks.registry import register_task
+
+ETT_DATASETS = ("ETTh1", "ETTh2")
+ETT_HOURS = {"train": 12 * 30 * 24, "val": 4 * 30 * 24, "test": 4 * 30 * 24}  # 30-day months
+CUSTOM_SHARES = {"train": 0.7, "test": 0.2}  # the rest, between them, validates
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Windows:
+    """Every (window, channel) example of one split: a view of the scaled series, nothing copied.
+
+    `series` (C, T) holds the rows the split's windows read (its look-back reach included);
+    example i is channel i % C of the window starting at row i // C.
+    """
+
+    series: torch.Tensor
+    lookback: int
+    horizon: int
+    lengths = None  # fixed length: no padding, no mask
+
+    @property
+    def channels(self) -> int:
+        return self.series.shape[0]
+
+    @property
+    def windows(self) -> int:
+        return self.series.shape[1] - self.lookback - self.horizon + 1
+
+    def __len__(self) -> int:
+        return self.windows * self.channels
+
+    def examples(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs (B, lookback) and targets (B, horizon) of examples `index`."""
+        start, channel = index // self.channels, index % self.channels
+        steps = start[:, None] + torch.arange(self.lookback + self.horizon)
+        rows = self.series[channel[:, None], steps]
+        return rows[:, :self.lookback], rows[:, self.lookback:]
+
+
+class ForecastTask(ArrayTask):
+    """Windows of a scaled multivariate series: predict the next `horizon` values of a channel."""
+
+    def __init__(self, name: str, splits: dict[str, Windows], patch_size: int, patch_stride: int, notes: dict):
+        self.name, self.notes = name, notes
+        super().__init__(splits["train"], {"val": splits["val"], "test": splits["test"]}, "val")
+        lookback, horizon = splits["train"].lookback, splits["train"].horizon
+        self.spec = TaskSpec(seq_len=series_tokens(lookback, patch_size, patch_stride), num_classes=1,
+                             input_dim=patch_size, outputs_per_token=horizon, target="values",
+                             patch_stride=patch_stride, window_norm=True)
+
+    def make_batch(self, split: Windows, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
+        x, y = split.examples(index)
+        return Batch(x, y)
+
+
+def check_window_options(lookback: int, horizon: int, patch_size: int, patch_stride: int) -> None:
+    for key, value in {"lookback": lookback, "horizon": horizon, "patch_size": patch_size,
+                       "patch_stride": patch_stride}.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FptError(f"--{key.replace('_', '-')} must be a whole number of at least 1, got {value!r}")
+    if patch_size > lookback:
+        raise FptError(f"--patch-size {patch_size} is longer than --lookback {lookback}; use a patch of at most "
+                       f"{lookback} steps")
+
+
+def split_rows(rows: int, lookback: int, ett: bool) -> dict[str, tuple[int, int]]:
+    """[first, end) rows each split's windows read: its own rows, the look-back before them included."""
+    if ett:
+        train, val, test = ETT_HOURS["train"], ETT_HOURS["val"], ETT_HOURS["test"]
+    else:
+        train, test = int(rows * CUSTOM_SHARES["train"]), int(rows * CUSTOM_SHARES["test"])
+        val = rows - train - test
+    ends = {"train": train, "val": train + val, "test": train + val + test}
+    return {"train": (0, train), "val": (max(0, train - lookback), ends["val"]),
+            "test": (max(0, ends["val"] - lookback), ends["test"])}
+
+
+def build_forecast(name: str, table: SeriesTable, lookback: int, horizon: int, patch_size: int, patch_stride: int,
+                   ett: bool) -> ForecastTask:
+    """Splits, scaler and windows of a series table (see the module docstring)."""
+    check_window_options(lookback, horizon, patch_size, patch_stride)
+    rows = len(table.values)
+    if ett and rows < sum(ETT_HOURS.values()):
+        raise FptError(f"{table.path} has {rows} rows; the ETTh protocol needs {sum(ETT_HOURS.values())} hours "
+                       "(20 months): fetch the file again with `fpt data get ett`")
+    bounds = split_rows(rows, lookback, ett)
+    short = [s for s, (first, end) in bounds.items() if end - first < lookback + horizon]
+    if short:
+        first, end = bounds[short[0]]
+        raise FptError(f"{table.path}: the {short[0]} split has {end - first} rows with its look-back, fewer than "
+                       f"--lookback + --horizon ({lookback} + {horizon}); use a shorter look-back or horizon, or a "
+                       "longer series")
+    train_first, train_end = bounds["train"]
+    mean = table.values[train_first:train_end].mean(axis=0)
+    std = table.values[train_first:train_end].std(axis=0)  # StandardScaler's: population std
+    std = np.where(std > 0, std, 1.0)  # a constant training column scales by 1, as scikit-learn's does
+    scaled = torch.from_numpy(((table.values - mean) / std).T.astype(np.float32)).contiguous()
+    splits = {s: Windows(scaled[:, first:end], lookback, horizon) for s, (first, end) in bounds.items()}
+    notes = {"source": str(table.path), "columns": table.columns, "channels": len(table.columns),
+             "lookback": lookback, "horizon": horizon, "patch_size": patch_size, "patch_stride": patch_stride,
+             "split_rows": {s: list(b) for s, b in bounds.items()},
+             "windows": {s: w.windows for s, w in splits.items()},
+             "examples": {s: len(w) for s, w in splits.items()},
+             "first_target_date": {s: str(table.dates[first + lookback]) for s, (first, _) in bounds.items()},
+             "scaler_mean": mean.tolist(), "scaler_std": std.tolist(),
+             "protocol": ("ETTh: 12/4/4 months" if ett else "70/10/20% of rows") + ", scaler fitted on train, "
+                         "metrics on scaled values, channel-independent, every window scored"}
+    return ForecastTask(name, splits, patch_size, patch_stride, notes)
+
+
+@register_task("ett")
+def ett(dataset: str = "ETTh1", data_dir: str | None = None, lookback: int = 336, horizon: int = 96,
+        patch_size: int = 16, patch_stride: int = 8) -> ForecastTask:
+    """ETTh1 or ETTh2 (`--task ett:ETTh1`): 7 channels of hourly transformer load and oil temperature,
+    forecast `horizon` hours (96, 192, 336, 720 in the published tables) from `lookback` hours
+    (336, One Fits All's for ETTh). The CSV comes from `fpt data get ett` or --data-dir."""
+    if dataset not in ETT_DATASETS:
+        raise FptError(f"unknown ETT dataset {dataset!r}; choose {' or '.join(ETT_DATASETS)} (--task ett:ETTh1)")
+    folder = user_path(data_dir) if data_dir else default_data_dir("ett")
+    path = folder / f"{dataset}.csv"
+    if not path.is_file():
+        raise FptError(f"no {dataset}.csv in {folder}: run `fpt data get ett` or pass --data-dir DIR holding it",
+                       kind=MISSING_DATA)
+    table = read_series_csv(path)
+    return build_forecast(f"ett:{dataset}", table, lookback, horizon, patch_size, patch_stride, ett=True)
+
+
+@register_task("forecast")
+def forecast(path: str, date_column: str | None = None, columns: str | None = None, lookback: int = 336,
+             horizon: int = 96, patch_size: int = 16, patch_stride: int = 8) -> ForecastTask:
+    """Any CSV with a date column and numeric columns (`--task forecast:FILE.csv`): every numeric
+    column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order."""
+    chosen = None if columns is None else [name.strip() for name in columns.split(",") if name.strip()]
+    table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)
+    return build_forecast(f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride,
+                          ett=False)

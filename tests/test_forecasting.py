@@ -1,0 +1,164 @@
+"""Forecasting: the field's splits and scaling, windows, every test window scored, the model's
+patching and per-window normalisation, regression training and its resume, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fpt.cli import main
+from fpt.config import TrainConfig
+from fpt.errors import FptError
+from fpt.model import WindowScale, patches
+from fpt.tasks import create_task
+from fpt.tasks.base import series_tokens
+from fpt.tasks.forecasting import ETT_HOURS
+from fpt.training import build, evaluate, resume, train
+from helpers import ETT_COLUMNS, one_line_error, write_ett_csv
+
+ETT_ROWS = sum(ETT_HOURS.values()) + 100  # 20 months and a few days the protocol leaves unused
+SMALL = dict(lookback=48, horizon=24, patch_size=8, patch_stride=4)
+
+
+@pytest.fixture(scope="module")
+def ett_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ett")
+    dates, values = write_ett_csv(folder / "ETTh1.csv", hours=ETT_ROWS, seed=3)
+    return folder, dates, values
+
+
+def _csv(path, rows: int, columns=("a", "b"), seed=0) -> np.ndarray:
+    values = np.random.default_rng(seed).normal(size=(rows, len(columns))).cumsum(0)
+    dates = np.datetime64("2020-01-01T00:00") + np.arange(rows) * np.timedelta64(1, "h")
+    lines = [",".join(["date", *columns])] + [",".join([str(d), *map(repr, row.tolist())])
+                                              for d, row in zip(dates, values)]
+    path.write_text("\n".join(lines) + "\n")
+    return values
+
+
+def test_ett_splits_by_months_with_the_lookback_reaching_back(ett_dir):
+    folder, dates, values = ett_dir
+    task = create_task("ett:ETTh1", data_dir=str(folder), **SMALL)
+    lookback, horizon = SMALL["lookback"], SMALL["horizon"]
+    train_end, val_end = ETT_HOURS["train"], ETT_HOURS["train"] + ETT_HOURS["val"]
+    assert task.notes["windows"] == {"train": train_end - lookback - horizon + 1,
+                                     "val": ETT_HOURS["val"] - horizon + 1, "test": ETT_HOURS["test"] - horizon + 1}
+    assert task.notes["first_target_date"]["val"] == str(dates[train_end])
+    assert task.notes["first_target_date"]["test"] == str(dates[val_end])
+    # the scaler saw the training months only
+    mean, std = values[:train_end].mean(0), values[:train_end].std(0)
+    np.testing.assert_allclose(task.notes["scaler_mean"], mean)
+    # example i: channel i % 7 of the window starting at i // 7; the first test window's look-back
+    # is the last hours of validation, its target the first test hours
+    batch = task.make_batch(task.evals["test"], torch.tensor([0, 7 * 5 + 3]), None)
+    scaled = (values - mean) / std
+    first = val_end - lookback
+    np.testing.assert_allclose(batch.x[0].numpy(), scaled[first:val_end, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(batch.y[0].numpy(), scaled[val_end:val_end + horizon, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(batch.x[1].numpy(), scaled[first + 5:val_end + 5, 3], rtol=1e-5, atol=1e-5)
+    assert task.spec.regression and task.spec.num_outputs == horizon and task.spec.window_norm
+    assert task.spec.seq_len == series_tokens(lookback, 8, 4) == 12
+
+
+def test_a_csv_of_ones_own_splits_70_10_20_in_time_order(tmp_path):
+    _csv(tmp_path / "mine.csv", 1000)
+    task = create_task(f"forecast:{tmp_path / 'mine.csv'}", **SMALL)
+    assert task.notes["split_rows"] == {"train": [0, 700], "val": [652, 800], "test": [752, 1000]}
+    assert task.notes["channels"] == 2 and task.eval_split == "val" and task.test_splits == ("test",)
+    assert len(task.evals["test"]) == 2 * (200 - 24 + 1)
+    picked = create_task(f"forecast:{tmp_path / 'mine.csv'}", columns="b", **SMALL)
+    assert picked.notes["columns"] == ["b"]
+
+
+def test_every_test_window_is_scored_whatever_the_batch(tmp_path, tiny_gpt2):
+    _csv(tmp_path / "mine.csv", 400)
+    config = TrainConfig(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2)
+    task, model = build(config)
+    whole = len(task.evals["test"])
+    for batch_size in (7, 64, whole + 5):
+        result = evaluate(model, task, batch_size, split="test")
+        assert result["examples"] == whole and set(result) >= {"mse", "mae", "loss"}
+    assert evaluate(model, task, 7, split="test")["mse"] == pytest.approx(evaluate(model, task, 64, split="test")["mse"])
+
+
+def test_patches_cover_the_window_and_its_padded_end():
+    x = torch.arange(20.0).reshape(1, 20)
+    cut = patches(x, 8, 4)
+    assert cut.shape == (1, series_tokens(20, 8, 4), 8) == (1, 5, 8)
+    assert cut[0, 0].tolist() == list(range(8)) and cut[0, -1].tolist() == [16, 17, 18, 19, 19, 19, 19, 19]
+
+
+def test_window_norm_makes_forecasts_follow_the_windows_level_and_scale(tmp_path, tiny_gpt2):
+    _csv(tmp_path / "mine.csv", 400)
+    config = TrainConfig(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2)
+    task, model = build(config)
+    model.eval()
+    x = task.make_batch(task.evals["val"], torch.arange(4), None).x
+    with torch.no_grad():
+        base, moved = model(x), model(x * 3.0 + 10.0)
+    torch.testing.assert_close(moved, base * 3.0 + 10.0, rtol=1e-4, atol=1e-3)
+    scale = WindowScale(x)
+    torch.testing.assert_close(scale.normalize(x).mean(1), torch.zeros(4), atol=1e-5, rtol=0)
+
+
+def test_a_forecast_trains_scores_test_once_and_resumes_exactly(tmp_path, tiny_gpt2):
+    _csv(tmp_path / "mine.csv", 400)
+    config = dict(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2, steps=10,
+                  batch_size=8, eval_every=5, seed=2)
+    straight, _ = train(TrainConfig(**config), out=tmp_path / "straight", progress=False)
+    assert straight["final"]["split"] == "val" and set(straight["test"]) == {"test"}
+    assert straight["test"]["test"]["mse"] > 0 and straight["test"]["test"]["mae"] > 0
+    saved = json.loads((tmp_path / "straight" / "config.json").read_text())
+    assert saved["pooling"] == "flatten"  # the task's default head, recorded as it ran
+
+    def crash(step, loss):
+        if step == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(TrainConfig(**config), out=tmp_path / "killed", progress=False, on_step=crash)
+    resumed, _ = resume(tmp_path / "killed", progress=False)
+    assert resumed["final"] == straight["final"] and resumed["test"] == straight["test"]
+
+
+def test_target_mse_stops_a_run(tmp_path, tiny_gpt2):
+    _csv(tmp_path / "mine.csv", 400)
+    summary, _ = train(TrainConfig(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2,
+                                   steps=20, batch_size=8, eval_every=5, target_mse=1e6), out=tmp_path / "run",
+                       progress=False)
+    assert summary["status"] == "target_reached" and summary["step"] == 5
+
+
+@pytest.mark.parametrize("make, options, names", [
+    (lambda p: p.write_text("when,a\nx,1\ny,2\n"), {}, ["--date-column"]),
+    (lambda p: p.write_text("date,a\n2020-01-01,1\n2020-01-02,high\n"), {}, ["a", "high"]),
+    (lambda p: p.write_text("date,a\n2020-01-01,1\n2020-01-02,\n2020-01-03,3\n"), {}, ["gap"]),
+    (lambda p: _csv(p, 60), {}, ["--lookback", "--horizon"]),
+    (lambda p: _csv(p, 400), {"horizon": 0}, ["--horizon"]),
+    (lambda p: _csv(p, 400), {"patch_size": 64}, ["--patch-size", "--lookback"]),
+])
+def test_bad_series_are_one_line_and_write_nothing(tmp_path, capsys, tiny_gpt2, make, options, names):
+    path = tmp_path / "bad.csv"
+    make(path)
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in {**SMALL, **options}.items()]
+    out = tmp_path / "run"
+    assert main(["train", "--task", f"forecast:{path}", *flags, "--backbone", tiny_gpt2, "--out", str(out),
+                 "--no-progress"]) == 2
+    message = one_line_error(capsys)
+    assert all(name in message for name in names), message
+    assert not out.exists()
+
+
+def test_ett_without_its_file_names_the_fetch(tmp_path):
+    with pytest.raises(FptError, match="fpt data get ett"):
+        create_task("ett:ETTh1", data_dir=str(tmp_path))
+    with pytest.raises(FptError, match="ETTh1 or ETTh2"):
+        create_task("ett:ETTm1", data_dir=str(tmp_path))
+
+
+def test_ett_columns_are_the_channels(ett_dir):
+    task = create_task("ett:ETTh1", data_dir=str(ett_dir[0]), **SMALL)
+    assert task.notes["columns"] == list(ETT_COLUMNS) and task.evals["val"].channels == 7
