@@ -139,13 +139,13 @@ def test_an_hf_export_of_a_causal_run_stays_causal_and_peft_refuses_it(tiny_back
 
 
 def test_sweeps_take_attention_in_the_grid_and_leave_it_out_of_baseline_cells(tmp_path):
-    from fpt.experiments.sweep import _train_args, load_spec
+    from fpt.experiments.sweep import load_spec, train_args
 
     path = tmp_path / "spec.yaml"
     path.write_text("grid:\n  task: [bit-xor]\n  attention: [null, causal]\n")
     assert [c.values["attention"] for c in load_spec(path).cells()] == [None, "causal"]
-    args = _train_args({"attention": "causal"}, {"variant": "fpt"})
+    args = train_args({"attention": "causal"}, {"variant": "fpt"})
     assert args[args.index("--attention") + 1] == "causal"
-    assert "--attention" not in _train_args({"attention": "causal"}, {"variant": "lstm"})
+    assert "--attention" not in train_args({"attention": "causal"}, {"variant": "lstm"})
     with pytest.raises(FptError):
         TrainConfig(attention="both").validate()

@@ -9,7 +9,8 @@ from fpt.cli import main
 from fpt.errors import TOO_SHALLOW, FptError
 from fpt.experiments.convergence import convergence, smoothed
 from fpt.experiments.paper import FINETUNE_LR, VARIANTS
-from fpt.experiments.sweep import Reproduction, _table_rows, _train_args, load_spec, run_reproduction, run_sweep
+from fpt.experiments.reproduce import Reproduction, run_reproduction, table_rows
+from fpt.experiments.sweep import load_spec, run_sweep, train_args
 from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
 from helpers import homology_records
 
@@ -25,12 +26,12 @@ def test_full_is_trained_from_scratch_and_finetune_fine_tunes_at_its_own_lr():
     assert VARIANTS["full"] == {"policy": "full", "init": "random"}
     assert VARIANTS["finetune"] == {"policy": "full", "init": "pretrained", "lr": FINETUNE_LR}
     assert FINETUNE_LR < 1e-3  # below the FPT's rate, which collapsed full fine-tunes to chance
-    full = _flags(_train_args({"steps": 5}, {"task": "mnist", "variant": "full"}))
+    full = _flags(train_args({"steps": 5}, {"task": "mnist", "variant": "full"}))
     assert full["--init"] == "random" and full["--policy"] == "full" and "--layers" not in full
     # the paper's Full on CIFAR-10 is a 3-layer GPT-2; a grid value still wins over the variant
-    assert _flags(_train_args({}, {"task": "cifar10", "variant": "full"}))["--layers"] == "3"
-    assert _flags(_train_args({}, {"task": "cifar10", "variant": "full", "layers": 6}))["--layers"] == "6"
-    finetune = _flags(_train_args({"lr": 1e-3}, {"task": "bit-xor", "variant": "finetune"}))
+    assert _flags(train_args({}, {"task": "cifar10", "variant": "full"}))["--layers"] == "3"
+    assert _flags(train_args({}, {"task": "cifar10", "variant": "full", "layers": 6}))["--layers"] == "6"
+    finetune = _flags(train_args({"lr": 1e-3}, {"task": "bit-xor", "variant": "finetune"}))
     assert finetune["--init"] == "pretrained" and float(finetune["--lr"]) == FINETUNE_LR
     assert "finetune" in Reproduction(["table1"], tasks=["bit-xor"]).sweeps()[0][1].grid["variant"]
 
@@ -133,7 +134,7 @@ def test_table12_plans_the_papers_rows_and_marks_those_the_backbone_is_too_shall
     rows += [{"task": "listops", "variant": v, "layers": k, "status": "done", "sweep": f"listops-table12-{v}",
               "split": "test", "accuracy:test": 0.2} for v, k in [("output-only", 1), ("random-output-only", 12),
                                                                 ("random-output-only", 24)]]
-    table = markdown_table(_table_rows("table12", rows), "table12", "table12", "row")
+    table = markdown_table(table_rows("table12", rows), "table12", "table12", "row")
     assert "| pretrained, 1 layer | 20.0 (n=1) (paper 12) |" in table
     assert "| pretrained, 12 layers | needs a 12-layer backbone (paper 33) |" in table
     assert "| random, 24 layers | 20.0 (n=1) (paper 17) |" in table

@@ -475,7 +475,8 @@ def test_growing_positions_draws_nothing_from_the_global_rng(tiny_gpt2):
 
 
 def test_numbers_written_as_text_become_numbers_where_the_option_takes_one(tmp_path):
-    from fpt.experiments.sweep import Reproduction, load_spec
+    from fpt.experiments.reproduce import Reproduction
+    from fpt.experiments.sweep import load_spec
 
     path = tmp_path / "spec.yaml"
     path.write_text("grid:\n  task: [bit-xor]\n  lr: [1e-3, 3e-4]\noptions:\n  grad_clip: 1e0\n")

@@ -10,7 +10,8 @@ import pytest
 from fpt.cli import main
 from fpt.config import RECIPES
 from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, FptError
-from fpt.experiments.sweep import Reproduction, load_spec, run_reproduction, run_sweep, write_sweep_report
+from fpt.experiments.reproduce import Reproduction, run_reproduction
+from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
 from fpt.experiments.tables import markdown_table
 
 
@@ -144,26 +145,26 @@ def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2,
 
 
 def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_variant():
-    from fpt.experiments.sweep import _train_args
+    from fpt.experiments.sweep import train_args
 
-    args = _train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"})
+    args = train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"})
     assert args[args.index("--backbone") + 1] == "vit-base" and args.count("--backbone") == 1
-    args = _train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"})
+    args = train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"})
     assert args[args.index("--init") + 1] == "stats"
-    args = _train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"})
+    args = train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"})
     assert args[args.index("--model") + 1] == "lstm*-frozen"
 
 
 def test_spec_wide_transformer_options_skip_baseline_cells_only():
-    from fpt.experiments.sweep import _train_args
+    from fpt.experiments.sweep import train_args
 
     options = {"precision": "bf16", "checkpointing": True, "steps": 5}
-    fpt_args = _train_args(options, {"variant": "random"})
+    fpt_args = train_args(options, {"variant": "random"})
     assert fpt_args[fpt_args.index("--precision") + 1] == "bf16" and "--checkpointing" in fpt_args
-    lstm_args = _train_args(options, {"variant": "lstm"})
+    lstm_args = train_args(options, {"variant": "lstm"})
     assert "--precision" not in lstm_args and "--checkpointing" not in lstm_args and "--steps" in lstm_args
     # asked for in the cell itself, it is kept, and `fpt train` refuses it with its own clear error
-    lstm_args = _train_args({}, {"model": "lstm", "precision": "bf16"})
+    lstm_args = train_args({}, {"model": "lstm", "precision": "bf16"})
     assert lstm_args[lstm_args.index("--precision") + 1] == "bf16"
 
 

@@ -1,2 +1,3 @@
-"""The paper's experiments on top of training: its figures and variants (paper), grids of runs and
-the ready-made tables (sweep), their text (tables), figures (plots) and HTML pages (report)."""
+"""The paper's experiments on top of training: its figures and variants (paper), grids of runs
+(sweep), the paper's tables as sweeps (reproduce), their text (tables), figures (plots) and HTML
+pages (report)."""

@@ -3,6 +3,8 @@ variants it compares (appendix D) and the tables `fpt reproduce` builds beside t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 TASK_COLUMNS = {  # task name -> the paper's column heading
     "bit-memory": "Bit Memory", "bit-xor": "XOR", "listops": "ListOps", "mnist": "MNIST",
     "fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar10-lra": "C10 LRA", "remote-homology": "Homology",
@@ -88,30 +90,40 @@ VARIANT_TASK_OPTIONS: dict[tuple[str, str], dict] = {("full", "cifar10"): {"laye
 
 ALL_TASKS = ["bit-memory", "bit-xor", "listops", "mnist", "fashion-mnist", "cifar10", "cifar10-lra", "remote-homology"]
 IMAGE_TASKS = ["mnist", "fashion-mnist", "cifar10"]
-# name -> (grid, the paper table it sits beside, the grid key that names a table row). A grid value
-# given as a dict is per variant: Table 12 runs pretrained and random init at different depths.
-REPRODUCIBLE: dict[str, tuple[dict, str | None, str]] = {
-    "table1": ({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
-    "table2": ({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
-    "table3": ({"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]}, "table3", "variant"),
-    "table6": ({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table6", "variant"),
-    "stats-init": ({"task": ALL_TASKS, "variant": ["fpt", "stats", "random"]}, "stats-init", "variant"),
-    "table18": ({"task": ALL_TASKS, "variant": ["output-only", "output+input", "output+position",
-                                                "output+layernorm"]}, "table18", "variant"),
-    "table20": ({"task": ALL_TASKS, "variant": ["random-output-only", "random-output+input",
-                                                "random-output+position", "random-output+layernorm"]},
-                "table20", "variant"),
-    "table12": ({"task": ["listops"], "variant": ["output-only", "random-output-only"],
-                 "layers": {"output-only": [1, 3, 6, 12], "random-output-only": [12, 24]}}, "table12", "layers"),
-    "finetune-more": ({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
-                      "finetune-more", "variant"),
-    "cnn": ({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
+
+
+class PaperTable(NamedTuple):
+    """A table `fpt reproduce` builds beside the paper's."""
+
+    grid: dict  # its runs; a value given as a dict is per variant (Table 12: each init its own depths)
+    paper_table: str | None  # the key of its figures in PAPER; None: the paper has no such table
+    row_key: str  # the grid key that names a row of the table
+
+
+REPRODUCIBLE: dict[str, PaperTable] = {
+    "table1": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
+    "table2": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
+    "table3": PaperTable({"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]},
+                         "table3", "variant"),
+    "table6": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table6", "variant"),
+    "stats-init": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "stats", "random"]}, "stats-init", "variant"),
+    "table18": PaperTable({"task": ALL_TASKS, "variant": ["output-only", "output+input", "output+position",
+                                                          "output+layernorm"]}, "table18", "variant"),
+    "table20": PaperTable({"task": ALL_TASKS, "variant": ["random-output-only", "random-output+input",
+                                                          "random-output+position", "random-output+layernorm"]},
+                          "table20", "variant"),
+    "table12": PaperTable({"task": ["listops"], "variant": ["output-only", "random-output-only"],
+                           "layers": {"output-only": [1, 3, 6, 12], "random-output-only": [12, 24]}},
+                          "table12", "layers"),
+    "finetune-more": PaperTable({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
+                                "finetune-more", "variant"),
+    "cnn": PaperTable({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
 }
 
 
 def row_label(table: str, values: dict) -> str:
     """The row a run sits in: its variant, or for Table 12 its init and depth ("random, 12 layers")."""
-    row_key = REPRODUCIBLE[table][2]
+    row_key = REPRODUCIBLE[table].row_key
     if row_key == "variant":
         return str(values["variant"])
     if table == "table12":

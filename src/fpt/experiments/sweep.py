@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from fpt.config import coerce_option
-from fpt.errors import TOO_SHALLOW, FptError, require
-from fpt.experiments.paper import REPRODUCIBLE, VARIANT_TASK_OPTIONS, VARIANTS, row_label
+from fpt.errors import FptError, require
+from fpt.experiments.paper import VARIANT_TASK_OPTIONS, VARIANTS, row_label
 from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
 from fpt.runtime import usable_cores
@@ -208,7 +208,7 @@ def _cell_options(options: dict, values: dict) -> dict:
     return merged
 
 
-def _train_args(options: dict, values: dict) -> list[str]:
+def train_args(options: dict, values: dict) -> list[str]:
     """One cell's options (`_cell_options`) as `fpt train` arguments."""
     args = []
     for key, value in _cell_options(options, values).items():
@@ -271,7 +271,7 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
             command = ["train", "--resume", str(run.path), "--threads", str(threads), "--no-progress"]
         else:
             shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
-            command = ["train", *_train_args(spec.options, cell.values), "--threads", str(threads), "--no-progress",
+            command = ["train", *train_args(spec.options, cell.values), "--threads", str(threads), "--no-progress",
                        "--out", str(run.path)]
         run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
         env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
@@ -367,7 +367,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
         if not (isinstance(before, list) and all(isinstance(arg, str) for arg in before)
                 and isinstance(recorded.get("recipe"), (dict, type(None)))):
             raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
-        now = _train_args(spec.options, cell.values)
+        now = train_args(spec.options, cell.values)
         recipe_then, recipe_now = recorded.get("recipe"), _recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
             changed = ", ".join(f"{k} {recipe_then.get(k, '(unset)')} -> {recipe_now.get(k, '(unset)')}"
@@ -430,7 +430,7 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor:
     write_json(sweep_dir / "spec.json", dataclasses.asdict(spec))
     cells = spec.cells()
     for cell in cells:  # the options each cell runs with, to compare when the sweep is run again
-        args = _train_args(spec.options, cell.values)
+        args = train_args(spec.options, cell.values)
         write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": args, "recipe": _recipe_of(args)})
     rows: list[dict] = [{}] * len(cells)
     with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
@@ -456,10 +456,8 @@ def write_results_csv(rows: list[dict], path: Path) -> None:
     atomic_write(path, write)
 
 
-# --- fpt reproduce: the paper's tables as sweeps ------------------------------------------------
-
-
 def machine_description(parallel: int) -> str:
+    """This machine and how its cores are split between runs, for the title of a table."""
     import platform
 
     import torch
@@ -467,158 +465,6 @@ def machine_description(parallel: int) -> str:
     cores = usable_cores()
     return (f"{platform.processor() or platform.machine()}, {cores} cores, {parallel} run(s) at once "
             f"of {max(1, cores // parallel)} thread(s), torch {torch.__version__}")
-
-
-@dataclass
-class Reproduction:
-    """Several of the paper's tables on some tasks: each run once, shared between the tables."""
-
-    tables: list[str]
-    tasks: list[str] | None = None  # None: every task of the tables
-    budget: int = 500
-    seeds: int = 3
-    backbone: str = "minilm"
-    parallel: int = 1
-    skip_variants: tuple[str, ...] = ()  # kept in the tables as "skipped", never run
-    options: dict = dataclasses.field(default_factory=dict)  # more `fpt train` options for every run
-
-    def check(self) -> None:
-        unknown = [t for t in self.tables if t not in REPRODUCIBLE]
-        if not self.tables or unknown:
-            raise FptError(f"unknown table {', '.join(unknown) or '(none)'}; choose from {', '.join(REPRODUCIBLE)}")
-        if self.budget < 1 or self.seeds < 1 or not 1 <= self.parallel <= MAX_PARALLEL:
-            raise FptError(f"--budget and --seeds must be at least 1, --parallel from 1 to {MAX_PARALLEL}")
-        if self.seeds > MAX_CELLS:
-            raise FptError(f"--seeds {self.seeds:,}: at most {MAX_CELLS:,} runs are made by one command")
-        offered = {t for table in self.tables for t in REPRODUCIBLE[table][0]["task"]}
-        missing = [t for t in self.tasks or [] if t not in offered]
-        if missing:
-            raise FptError(f"{', '.join(self.tables)} has no task {', '.join(missing)}; its tasks are {', '.join(sorted(offered))}")
-        unknown_variants = [v for v in self.skip_variants if v not in VARIANTS]
-        if unknown_variants:
-            raise FptError(f"--skip-variants: unknown variant {', '.join(unknown_variants)}; choose from {', '.join(VARIANTS)}")
-        unknown_options = sorted(set(self.options) - option_names())
-        if unknown_options:
-            raise FptError(f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores")
-        grid_keys = sorted(set(self.options) & set(GRID_ONLY_KEYS))
-        if grid_keys:
-            raise FptError(f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec")
-        self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
-        for _, spec, _ in self.sweeps():
-            check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
-
-    def common_options(self) -> dict:
-        options = {"steps": self.budget, "backbone": self.backbone}
-        if "table6" in self.tables:  # steps to a threshold are read from 20 evaluations per run
-            options["eval_every"] = max(1, self.budget // 20)
-        return {**options, **self.options}
-
-    def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
-        """(sub-folder, spec, cells not run) per task, and per variant of a table whose rows are not
-        variants (Table 12: OUT/listops-table12-<variant>/, its own depths per variant)."""
-        plans = []
-        for task in _tasks_of(self.tables):
-            if self.tasks and task not in self.tasks:
-                continue
-            by_variant = [t for t in self.tables if task in REPRODUCIBLE[t][0]["task"] and REPRODUCIBLE[t][2] == "variant"]
-            wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t][0]["variant"]))
-            if wanted:
-                plans.append((task, task, {"variant": wanted}))
-            for table in self.tables:
-                grid, _, row_key = REPRODUCIBLE[table]
-                if row_key != "variant" and task in grid["task"]:
-                    for variant in grid["variant"]:
-                        others = {k: v[variant] if isinstance(v, dict) else v for k, v in grid.items()
-                                  if k not in ("task", "variant")}
-                        plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}))
-        return [self._sweep(*plan) for plan in plans]
-
-    def _sweep(self, folder: str, task: str, grid: dict) -> tuple[str, SweepSpec, list[dict]]:
-        """One plan as a sweep, less its cells not to run: a variant skipped for time, or a depth
-        above a pretrained backbone's own (`layers`, for random init only a config, is any)."""
-        variants = [v for v in grid["variant"] if v not in self.skip_variants]
-        others = {k: v for k, v in grid.items() if k != "variant"}  # e.g. table12's layers
-        skipped = [{"task": task, "variant": v, **dict(zip(others, values)), "status": "skipped",
-                    "failure": "skipped", "error": "skipped for time (--skip-variants)"}
-                   for v in grid["variant"] if v in self.skip_variants
-                   for values in itertools.product(*others.values())]
-        if "layers" in others and all(VARIANTS[v].get("init") != "random" for v in grid["variant"]):
-            from fpt.backbones import backbone_depth
-
-            backbone = self.common_options()["backbone"]
-            depth = backbone_depth(backbone)  # None: not known here; the run itself refuses, in one line
-            deep = [k for k in others["layers"] if depth is not None and k > depth]
-            others["layers"] = [k for k in others["layers"] if k not in deep]
-            skipped += [{"task": task, "variant": v, "layers": k, "status": "skipped", "failure": TOO_SHALLOW,
-                         "error": f"needs a {k}-layer backbone; {backbone} has {depth}"}
-                        for v in variants for k in deep]
-        spec = SweepSpec(f"reproduce-{folder}", {"task": [task], "variant": variants, **others,
-                                                 "seed": list(range(self.seeds))},
-                         self.common_options(), self.parallel)
-        return folder, spec, skipped
-
-
-def _tasks_of(tables: list[str]) -> list[str]:
-    return list(dict.fromkeys(t for table in tables for t in REPRODUCIBLE[table][0]["task"]))
-
-
-def _table_rows(table: str, rows: list[dict]) -> list[dict]:
-    """A table's own runs, each labelled with its row: its tasks' shared sweeps, or the sweeps
-    made for it (Table 12's depths)."""
-    grid, _, row_key = REPRODUCIBLE[table]
-
-    def own(sweep: str) -> bool:
-        if row_key == "variant":
-            return sweep in grid["task"]
-        return any(sweep.startswith(f"{task}-{table}-") for task in grid["task"])
-
-    return [{**r, "row": row_label(table, r)} for r in rows if own(r["sweep"]) and r.get("variant") in grid["variant"]]
-
-
-def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
-                     executor: Executor | None = None, tracker: Tracker | None = None) -> tuple[list[dict], str]:
-    """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md with
-    its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
-    OUT/curves.png; return the rows and the tables' text."""
-    from fpt.experiments.plots import learning_curves, steps_chart, table_chart
-    from fpt.experiments.tables import markdown_table, split_title, steps_table
-    from fpt.config import TRANSFORMER_ONLY_OPTIONS
-    from fpt.paths import write_text
-
-    plan.check()
-    rows = []
-    for folder, spec, skipped in plan.sweeps():
-        if all(spec.grid.values()):
-            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
-        rows += [{**row, "sweep": folder} for row in skipped]
-    write_results_csv(rows, out / "results.csv")
-    learning_curves(rows, out / "curves.png")
-    options = plan.common_options()
-    setting = ", ".join(f"{k}={v}" for k, v in options.items())
-    transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
-    if transformer_only:
-        setting += f" ({', '.join(transformer_only)}: transformer rows only)"
-    texts = []
-    for table in plan.tables:
-        paper_table = REPRODUCIBLE[table][1]
-        subset = _table_rows(table, rows)
-        title = f"{table} ({setting}; {plan.seeds} seed(s); {(executor or LocalExecutor()).describe(plan.parallel)})"
-        chart = out / f"{table}.png"
-        if table == "table6":
-            text = steps_table(subset, title + ": gradient steps to convergence", "row")
-            drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
-        else:
-            text = markdown_table(subset, f"{title}: {split_title(subset)}, paper in parentheses", paper_table, "row")
-            drawn = table_chart(subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's",
-                                paper_table, "row")
-        if drawn:
-            text += f"\n![{table}: ours beside the paper's figures]({chart.name})\n"
-        text += _failed_runs(subset)
-        write_text(out / f"{table}.md", text)
-        texts.append(text)
-    text = "\n".join(texts)
-    write_text(out / "results.md", text)
-    return rows, text
 
 
 def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
@@ -632,7 +478,7 @@ def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> st
     text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); {split_title(rows)}", None, "row")
     if table_chart(rows, sweep_dir / "chart.png", f"{spec.name}: {split_title(rows)}", None, "row"):
         text += "\n![our accuracy by row and task](chart.png)\n"
-    text += _failed_runs(rows)
+    text += failed_runs_section(rows)
     write_text(sweep_dir / "results.md", text)
     learning_curves(rows, sweep_dir / "curves.png", "row")
     return text
@@ -657,6 +503,7 @@ def failure_summary(rows: list[dict]) -> str | None:
     return f"{len(failed)} of {ran} runs failed [{'; '.join(f'{kind}: {n}' for kind, n in kinds.most_common())}]"
 
 
-def _failed_runs(rows: list[dict]) -> str:
+def failed_runs_section(rows: list[dict]) -> str:
+    """The "Failed runs" list under a table, one line a run; empty when none failed."""
     failed = [r for r in rows if r["status"] == "failed"]
     return "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""

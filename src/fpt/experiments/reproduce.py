@@ -1,0 +1,175 @@
+"""`fpt reproduce`: the paper's tables (fpt.experiments.paper.REPRODUCIBLE) as sweeps.
+
+A `Reproduction` is some tables on some tasks: each run any of its tables needs is one cell of a
+sweep per task (fpt.experiments.sweep), run once and shared between the tables; Table 12, whose
+rows are depths rather than variants, gets sweeps of its own. `run_reproduction` runs them and
+writes each table beside the paper's figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from fpt.config import coerce_option
+from fpt.errors import TOO_SHALLOW, FptError
+from fpt.experiments.paper import REPRODUCIBLE, VARIANTS, row_label
+from fpt.experiments.sweep import (GRID_ONLY_KEYS, MAX_CELLS, MAX_PARALLEL, Executor, LocalExecutor, SweepSpec,
+                                   check_cell_options, failed_runs_section, option_names, run_sweep,
+                                   write_results_csv)
+from fpt.tracking import Tracker
+
+
+@dataclass
+class Reproduction:
+    """Several of the paper's tables on some tasks: each run once, shared between the tables."""
+
+    tables: list[str]
+    tasks: list[str] | None = None  # None: every task of the tables
+    budget: int = 500
+    seeds: int = 3
+    backbone: str = "minilm"
+    parallel: int = 1
+    skip_variants: tuple[str, ...] = ()  # kept in the tables as "skipped", never run
+    options: dict = dataclasses.field(default_factory=dict)  # more `fpt train` options for every run
+
+    def check(self) -> None:
+        unknown = [t for t in self.tables if t not in REPRODUCIBLE]
+        if not self.tables or unknown:
+            raise FptError(f"unknown table {', '.join(unknown) or '(none)'}; choose from {', '.join(REPRODUCIBLE)}")
+        if self.budget < 1 or self.seeds < 1 or not 1 <= self.parallel <= MAX_PARALLEL:
+            raise FptError(f"--budget and --seeds must be at least 1, --parallel from 1 to {MAX_PARALLEL}")
+        if self.seeds > MAX_CELLS:
+            raise FptError(f"--seeds {self.seeds:,}: at most {MAX_CELLS:,} runs are made by one command")
+        offered = {t for table in self.tables for t in REPRODUCIBLE[table].grid["task"]}
+        missing = [t for t in self.tasks or [] if t not in offered]
+        if missing:
+            raise FptError(f"{', '.join(self.tables)} has no task {', '.join(missing)}; its tasks are {', '.join(sorted(offered))}")
+        unknown_variants = [v for v in self.skip_variants if v not in VARIANTS]
+        if unknown_variants:
+            raise FptError(f"--skip-variants: unknown variant {', '.join(unknown_variants)}; choose from {', '.join(VARIANTS)}")
+        unknown_options = sorted(set(self.options) - option_names())
+        if unknown_options:
+            raise FptError(f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores")
+        grid_keys = sorted(set(self.options) & set(GRID_ONLY_KEYS))
+        if grid_keys:
+            raise FptError(f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec")
+        self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
+        for _, spec, _ in self.sweeps():
+            check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
+
+    def common_options(self) -> dict:
+        options = {"steps": self.budget, "backbone": self.backbone}
+        if "table6" in self.tables:  # steps to a threshold are read from 20 evaluations per run
+            options["eval_every"] = max(1, self.budget // 20)
+        return {**options, **self.options}
+
+    def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
+        """(sub-folder, spec, cells not run) per task, and per variant of a table whose rows are not
+        variants (Table 12: OUT/listops-table12-<variant>/, its own depths per variant)."""
+        plans = []
+        for task in _tasks_of(self.tables):
+            if self.tasks and task not in self.tasks:
+                continue
+            by_variant = [t for t in self.tables
+                          if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"]
+            wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t].grid["variant"]))
+            if wanted:
+                plans.append((task, task, {"variant": wanted}))
+            for table in self.tables:
+                grid = REPRODUCIBLE[table].grid
+                if REPRODUCIBLE[table].row_key != "variant" and task in grid["task"]:
+                    for variant in grid["variant"]:
+                        others = {k: v[variant] if isinstance(v, dict) else v for k, v in grid.items()
+                                  if k not in ("task", "variant")}
+                        plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}))
+        return [self._sweep(*plan) for plan in plans]
+
+    def _sweep(self, folder: str, task: str, grid: dict) -> tuple[str, SweepSpec, list[dict]]:
+        """One plan as a sweep, less its cells not to run: a variant skipped for time, or a depth
+        above a pretrained backbone's own (`layers`, for random init only a config, is any)."""
+        variants = [v for v in grid["variant"] if v not in self.skip_variants]
+        others = {k: v for k, v in grid.items() if k != "variant"}  # e.g. table12's layers
+        skipped = [{"task": task, "variant": v, **dict(zip(others, values)), "status": "skipped",
+                    "failure": "skipped", "error": "skipped for time (--skip-variants)"}
+                   for v in grid["variant"] if v in self.skip_variants
+                   for values in itertools.product(*others.values())]
+        if "layers" in others and all(VARIANTS[v].get("init") != "random" for v in grid["variant"]):
+            from fpt.backbones import backbone_depth
+
+            backbone = self.common_options()["backbone"]
+            depth = backbone_depth(backbone)  # None: not known here; the run itself refuses, in one line
+            deep = [k for k in others["layers"] if depth is not None and k > depth]
+            others["layers"] = [k for k in others["layers"] if k not in deep]
+            skipped += [{"task": task, "variant": v, "layers": k, "status": "skipped", "failure": TOO_SHALLOW,
+                         "error": f"needs a {k}-layer backbone; {backbone} has {depth}"}
+                        for v in variants for k in deep]
+        spec = SweepSpec(f"reproduce-{folder}", {"task": [task], "variant": variants, **others,
+                                                 "seed": list(range(self.seeds))},
+                         self.common_options(), self.parallel)
+        return folder, spec, skipped
+
+
+def _tasks_of(tables: list[str]) -> list[str]:
+    return list(dict.fromkeys(t for table in tables for t in REPRODUCIBLE[table].grid["task"]))
+
+
+def table_rows(table: str, rows: list[dict]) -> list[dict]:
+    """A table's own runs, each labelled with its row: its tasks' shared sweeps, or the sweeps
+    made for it (Table 12's depths)."""
+    grid, row_key = REPRODUCIBLE[table].grid, REPRODUCIBLE[table].row_key
+
+    def own(sweep: str) -> bool:
+        if row_key == "variant":
+            return sweep in grid["task"]
+        return any(sweep.startswith(f"{task}-{table}-") for task in grid["task"])
+
+    return [{**r, "row": row_label(table, r)} for r in rows if own(r["sweep"]) and r.get("variant") in grid["variant"]]
+
+
+def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
+                     executor: Executor | None = None, tracker: Tracker | None = None) -> tuple[list[dict], str]:
+    """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md with
+    its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
+    OUT/curves.png; return the rows and the tables' text."""
+    from fpt.experiments.plots import learning_curves, steps_chart, table_chart
+    from fpt.experiments.tables import markdown_table, split_title, steps_table
+    from fpt.config import TRANSFORMER_ONLY_OPTIONS
+    from fpt.paths import write_text
+
+    plan.check()
+    rows = []
+    for folder, spec, skipped in plan.sweeps():
+        if all(spec.grid.values()):
+            rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
+        rows += [{**row, "sweep": folder} for row in skipped]
+    write_results_csv(rows, out / "results.csv")
+    learning_curves(rows, out / "curves.png")
+    options = plan.common_options()
+    setting = ", ".join(f"{k}={v}" for k, v in options.items())
+    transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
+    if transformer_only:
+        setting += f" ({', '.join(transformer_only)}: transformer rows only)"
+    texts = []
+    for table in plan.tables:
+        paper_table = REPRODUCIBLE[table].paper_table
+        subset = table_rows(table, rows)
+        title = f"{table} ({setting}; {plan.seeds} seed(s); {(executor or LocalExecutor()).describe(plan.parallel)})"
+        chart = out / f"{table}.png"
+        if table == "table6":
+            text = steps_table(subset, title + ": gradient steps to convergence", "row")
+            drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
+        else:
+            text = markdown_table(subset, f"{title}: {split_title(subset)}, paper in parentheses", paper_table, "row")
+            drawn = table_chart(subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's",
+                                paper_table, "row")
+        if drawn:
+            text += f"\n![{table}: ours beside the paper's figures]({chart.name})\n"
+        text += failed_runs_section(subset)
+        write_text(out / f"{table}.md", text)
+        texts.append(text)
+    text = "\n".join(texts)
+    write_text(out / "results.md", text)
+    return rows, text
