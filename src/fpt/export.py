@@ -29,9 +29,9 @@ from torch import nn
 from fpt.backbones.surgery import attention_switch, compute_dtype, is_norm
 from fpt.backbones.vit import ViTBody
 from fpt.errors import FptError, require
-from fpt.model import (FrozenPretrainedTransformer, InputEmbedder, OutputHead, head_settings, load_weights,
-                       read_json_object, task_spec, transformer_forward)
-from fpt.paths import atomic_write, temporary_name, write_json
+from fpt.model import (FrozenPretrainedTransformer, InputEmbedder, OutputHead, head_settings, load_weights, task_spec,
+                       transformer_forward)
+from fpt.paths import atomic_write, read_json_object, temporary_name, write_json
 from fpt.runs import RunDir
 from fpt.training import load_run
 

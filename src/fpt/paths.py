@@ -5,6 +5,8 @@
 - `atomic_write(path, write)`: every file fpt writes (JSON, checkpoints, figures, reports, data)
   goes to a temporary name beside the target and is renamed over it, so a killed process never
   leaves half a file; the temporary name is per process, and removed if writing fails.
+- `read_json_object(path, ...)`: every JSON file fpt reads back (a run's config and summary, an
+  export's settings); a missing or damaged one is one line naming the fix.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import uuid
 from pathlib import Path
 from typing import Callable
+
+from fpt.errors import FptError
 
 
 def cache_dir() -> Path:
@@ -60,3 +64,21 @@ def write_text(path: str | Path, text: str) -> Path:
 
 def write_json(path: str | Path, data) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json_object(path: str | Path, made_by: str | None = None, *, missing: str | None = None,
+                     damaged: str | None = None) -> dict:
+    """The JSON object in `path`; a missing or damaged file is one line naming the fix: to write it
+    (again) with `made_by`, the command that writes it, or else the `missing` and `damaged` texts."""
+    path = Path(path)
+    missing = missing or f"write it with `{made_by}`"
+    damaged = damaged or f"write it again with `{made_by}`"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FptError(f"{path} is missing; {missing}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FptError(f"{path} is not valid JSON ({exc}); {damaged}") from None
+    if not isinstance(data, dict):
+        raise FptError(f"{path} holds a {type(data).__name__}, not a JSON object; {damaged}")
+    return data

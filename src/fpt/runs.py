@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from fpt.errors import FptError, check_type
-from fpt.paths import write_json, write_text
+from fpt.paths import read_json_object, write_json, write_text
 
 try:
     import fcntl
@@ -171,16 +171,8 @@ class RunDir:
         return self.summary_path.is_file()
 
     def _read_json(self, name: str) -> dict:
-        path = self.path / name
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise FptError(f"{path} is missing; is {self.path} an fpt run directory?") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise FptError(f"{path} is not valid JSON ({exc}); the run directory is damaged") from None
-        if not isinstance(data, dict):
-            raise FptError(f"{path} holds a {type(data).__name__}, not a JSON object; the run directory is damaged")
-        return data
+        return read_json_object(self.path / name, missing=f"is {self.path} an fpt run directory?",
+                                damaged="the run directory is damaged")
 
     def read_config(self) -> dict:
         return self._read_json(self.CONFIG)

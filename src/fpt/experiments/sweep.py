@@ -134,18 +134,37 @@ def read_spec_text(path: Path, what: str = "sweep spec") -> str:
         raise FptError(f"{what} {path} is not text (UTF-8); give a YAML file") from None
 
 
+def _yaml():
+    return require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
+
+
+def read_yaml(path: Path, what: str = "sweep spec") -> tuple[object, object]:
+    """A short YAML file's data and its node tree (where each key is, for messages); a missing
+    pyyaml or file, or text that is not YAML, is one line naming the fix."""
+    yaml = _yaml()
+    text = read_spec_text(path, what)
+    try:
+        return yaml.safe_load(text), yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def yaml_value(text: str):
+    """A value given on the command line (--set) as YAML reads it in a spec: numbers, booleans,
+    text; numbers left as text (YAML 1.1 reads 1e-3 so) become numbers where the option takes one
+    (`coerce_option`). Text that is not YAML stays text."""
+    yaml = _yaml()
+    try:
+        return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
+
+
 def load_spec(path: Path) -> SweepSpec:
     """Read and check a sweep spec: an unknown key, task or variant, a value of the wrong type, or a
     grid too large is refused, naming its line, before anything runs."""
-    yaml = require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
-
     path = Path(path)
-    text = read_spec_text(path)
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    data, root = read_yaml(path)
     if not isinstance(data, dict):
         raise FptError(f"{path}: a sweep spec is a mapping with keys {', '.join(sorted(SPEC_KEYS))}")
     for key in data:
