@@ -26,7 +26,9 @@ def tiny_config(family: str):
 
 def save_tiny(family: str, path, seed: int = 1234):
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # as fpt does: its bar on stderr is not a test's error line
     torch.manual_seed(seed)
     AutoModel.from_config(tiny_config(family)).save_pretrained(path)
     return str(path)
@@ -42,3 +44,14 @@ def tiny_backbones(tmp_path_factory):
 @pytest.fixture
 def tiny_gpt2(tiny_backbones):
     return tiny_backbones["gpt2"]
+
+
+@pytest.fixture
+def finished_run(tiny_gpt2, tmp_path):
+    """A finished 2-step `fpt train` run of the tiny GPT-2 on Bit XOR (helpers.train_argv)."""
+    from fpt.cli import main
+    from helpers import train_argv
+
+    out = tmp_path / "run"
+    assert main(train_argv(tiny_gpt2, out, "--steps", "2", "--eval-every", "1")) == 0
+    return out

@@ -1,0 +1,87 @@
+"""Hostile sweep specs and `fpt reproduce` options: YAML bombs, grids too large, values of the wrong
+type, files that are not specs, cell keys where options go. Each is refused in one line before
+anything runs."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import one_line_error
+
+from fpt.cli import main
+
+
+# 9^8 = 43 million leaves if expanded; refused at the first nested value instead
+ALIAS_BOMB = """grid:
+  task: [bit-xor]
+  seed: [&a [0, 0, 0, 0, 0, 0, 0, 0, 0], &b [*a, *a, *a, *a, *a, *a, *a, *a, *a],
+         &c [*b, *b, *b, *b, *b, *b, *b, *b, *b], &d [*c, *c, *c, *c, *c, *c, *c, *c, *c],
+         &e [*d, *d, *d, *d, *d, *d, *d, *d, *d], &f [*e, *e, *e, *e, *e, *e, *e, *e, *e],
+         &g [*f, *f, *f, *f, *f, *f, *f, *f, *f], [*g, *g, *g, *g, *g, *g, *g, *g, *g]]
+"""
+
+
+@pytest.mark.parametrize("text, words", [
+    (ALIAS_BOMB, "seed must be int"),
+    ("grid:\n  task: [bit-xor]\n  seed: *s\n", "not valid YAML"),
+    ("grid:\n  task: [bit-xor]\n  seed: " + str(list(range(200))) + "\n  lr: " + str([0.001 * i for i in range(1, 101)]) + "\n",
+     "20,000 cells"),
+    ("grid:\n  task: [bit-xor]\nparallel: 0\n", "'parallel' must be an integer from 1"),
+    ("grid:\n  task: [bit-xor]\nparallel: 100000\n", "'parallel' must be an integer from 1"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps must be int"),
+    ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed must be int"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment must be bool"),
+    ("grid:\n  task: [bit-xor]\noptions: [steps, 5]\n", "'options' must map"),
+    ("name: 2024-05-01\ngrid:\n  task: [bit-xor]\n", "'name' must be a string"),
+    ("<<: {grid: {task: [bit-xor]}}\n", "not merged in"),
+    ("grid:\n  task: [bit-xor]\n  lr: [0.001, -1]\n", "cell task=bit-xor,lr=-1: --lr must be a positive number"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  eval_every: 0\n", "--eval-every must be at least 1"),
+    ("grid:\n  task: [bit-xor]\noptions:\n  threads: 4294967297\n", "--threads must be 1 to 1024"),
+])
+def test_hostile_specs_are_refused_in_one_line_before_anything_runs(tmp_path, capsys, text, words):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
+    assert words in one_line_error(capsys) and not (tmp_path / "sweep").exists()
+
+
+def test_a_directory_a_binary_file_or_a_huge_file_as_spec_is_refused(tmp_path, capsys):
+    binary = tmp_path / "spec.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("# " + "x" * (2 << 20))
+    for spec, words in ((tmp_path, "not a file"), (binary, "not text"), (huge, "a short YAML file")):
+        assert main(["sweep", str(spec), "--out", str(tmp_path / "sweep")]) == 2
+        assert words in one_line_error(capsys)
+
+
+def test_reproduce_bounds_its_numbers(tmp_path, capsys):
+    for argv, words in ((["--seeds", "1000000000"], "at most"), (["--parallel", "0"], "--parallel from 1"),
+                        (["--set", "steps=many"], "steps must be int"), (["--set", "nope"], "KEY=VALUE"),
+                        (["--set", "lr=-1"], "--lr must be a positive number"),
+                        (["--set", "dropout=2"], "--dropout must be in [0, 1)"),
+                        (["--budget", "50", "--set", "recipe=fast"], "--warmup-steps must be at least 0 and below")):
+        assert main(["reproduce", "table1", "--out", str(tmp_path / "r"), *argv]) == 2
+        assert words in one_line_error(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+def test_numbers_written_as_text_become_numbers_where_the_option_takes_one(tmp_path):
+    from fpt.experiments.reproduce import Reproduction
+    from fpt.experiments.sweep import load_spec
+
+    path = tmp_path / "spec.yaml"
+    path.write_text("grid:\n  task: [bit-xor]\n  lr: [1e-3, 3e-4]\noptions:\n  grad_clip: 1e0\n")
+    spec = load_spec(path)  # YAML 1.1 reads 1e-3 as the text "1e-3"
+    assert spec.grid["lr"] == [1e-3, 3e-4] and spec.options["grad_clip"] == 1.0
+    plan = Reproduction(["table1"], options={"lr": "1e-3"})
+    plan.check()
+    assert plan.options["lr"] == 1e-3
+
+
+def test_cell_keys_under_options_or_set_are_refused(tmp_path, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text("grid:\n  seed: [0, 1]\noptions:\n  task: bit-xor\n")  # used to end in a KeyError
+    assert main(["sweep", str(path), "--out", str(tmp_path / "s")]) == 2
+    assert "list it under grid" in one_line_error(capsys)
+    assert main(["reproduce", "table1", "--set", "variant=fpt", "--out", str(tmp_path / "r")]) == 2
+    assert "the tables choose it" in one_line_error(capsys)
