@@ -191,6 +191,27 @@ def test_bundled_gunpoint_offline():
 
 
 @needs_sktime
+def test_val_size_watches_a_validation_split_carved_from_train():
+    whole = create_task("ucr")
+    task = create_task("ucr", val_size=10)
+    assert task.eval_split == "val" and task.test_splits == ("test",)
+    assert (len(task.train), len(task.evals["val"]), len(task.evals["test"])) == (40, 10, 150)
+    rows = {tuple(r.tolist()) for r in torch.cat([task.train.x, task.evals["val"].x]).reshape(50, -1)}
+    assert rows == {tuple(r.tolist()) for r in whole.train.x.reshape(50, -1)}  # a partition of TRAIN
+    with pytest.raises(Exception, match="--val-size"):
+        create_task("ucr", val_size=50)
+
+
+@needs_sktime
+def test_bundled_multivariate_uea_sets_load():
+    vowels = create_task("ucr", dataset="JapaneseVowels")
+    assert vowels.notes["channels"] == 12 and vowels.spec.num_classes == 9 and vowels.variable_length
+    assert (len(vowels.train), len(vowels.evals["test"])) == (270, 370)
+    motions = create_task("ucr", dataset="BasicMotions")
+    assert motions.notes["channels"] == 6 and motions.spec.input_dim == 6 * motions.notes["patch_size"]
+
+
+@needs_sktime
 def test_values_beyond_float32_are_refused_not_turned_into_inf(tmp_path):
     cases = [([[1.0, 2.0, 1e300]], "a"), ([[3.0, 1.0, 2.0]], "b")]
     write_ts(tmp_path / "Big" / "Big_TRAIN.ts", cases, name="Big")

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from fpt import __version__, distributed
 from fpt.backbones import INITS
+from fpt.backbones.controls import BODIES
 from fpt.baselines import MODELS
 from fpt.devices import DEVICE_CHOICES
 from fpt.errors import FptError, StopRequested
@@ -52,6 +53,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "init", str, " | ".join(INITS) + " (bit: trained on Bit Memory, "
                        "see `fpt export-backbone`)")
     _add_config_option(parser, "policy", str, " | ".join(POLICIES))
+    _add_config_option(parser, "body", str, "; ".join(f"{name}: {what}" for name, what in BODIES.items()) +
+                       ". The controls keep the backbone's position table and train every parameter they have")
     parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
                         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
     _add_config_option(parser, "layers", int, "keep only the first K transformer blocks (--init random: build K, "
@@ -75,6 +78,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     _add_config_option(parser, "compile", None, "torch.compile the backbone (eager where unavailable)",
                        action=argparse.BooleanOptionalAction)
     _add_config_option(parser, "bucket_window", int, "batch sequences of similar length, per window of N batches")
+    _add_config_option(parser, "train_fraction", float, "dataset tasks: train on the first fraction F of the training "
+                       "split, in its stored order (a forecast: the earliest windows), floor(F x N) examples; "
+                       "validation and test unchanged (few-shot: the published setting is 0.1)")
     _add_config_option(parser, "seed", int)
     _add_config_option(parser, "device", str, DEVICE_CHOICES + " (auto: CUDA if there is one, else MPS, else the CPU)")
     for name, (kind, help_text) in TASK_OPTIONS.items():
@@ -154,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--splits", default="all", help="all | test (the task's test split and test holdouts) "
                           "| a comma list of split names (default: all)")
     evaluate.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    evaluate.add_argument("--shuffle", metavar="tokens", help="also score each split with every input's order "
+                          "shuffled (a seeded permutation of its real tokens, padding in place; a forecast's window "
+                          "time steps, before patching), beside the ordered score")
+    evaluate.add_argument("--shuffle-seed", type=int, help="the shuffle's seed (default: 0)")
 
     info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
     _add_model_options(info)
@@ -190,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", help="a trained run's predictions on new inputs, in input order")
     predict.add_argument("run_dir", type=Path, help="a run directory, or a directory `fpt export --format hf` wrote")
     predict.add_argument("--input", type=Path, required=True, help="an .npz with x (and optional mask, y), "
-                         "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them")
+                         "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them; for a "
+                         "forecast, an .npz of windows (x, optional y) or a .csv series to continue")
     predict.add_argument("--out", type=Path, help="predictions.csv, .jsonl or .npy "
                          "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)")
     predict.add_argument("--batch-size", type=int, default=256)
@@ -347,12 +358,20 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from fpt.config import check_threads
     from fpt.experiments.plots import plot_confusion
     from fpt.runs import RunDir
+    from fpt.scores import describe
     from fpt.training import evaluate, load_run
 
     check_threads(args.threads)
+    shuffle_seed = _shuffle_option(args)
     config, task, model, trainer = load_run(args.run_dir, device=args.device, threads=args.threads)
-    single_label = task.spec.num_outputs == 1
-    results = {}
+    shuffled = None
+    if shuffle_seed is not None:
+        from fpt.tasks.shuffle import ShuffledTask, what_is_shuffled
+
+        shuffled = ShuffledTask(task, shuffle_seed)
+        print(f"shuffled: {what_is_shuffled(task.spec)}, seed {shuffle_seed}")
+    single_label = task.spec.num_outputs == 1 and not task.spec.regression
+    results, mixed = {}, {}
     for split in _chosen_splits(task, args.splits):
         result = evaluate(model, task, config.eval_batch_size, split, confusion=single_label)
         if single_label:
@@ -361,8 +380,40 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                            f"(accuracy {result['accuracy']:.4f})")
             result["confusion_png"] = str(png)
         results[split] = result
-        print(f"{split}: accuracy {result['accuracy']:.4f} on {result['examples']} examples, loss {result['loss']:.4f}")
-    print(f"written: {RunDir(args.run_dir).write_evaluation({'step': trainer.step, 'splits': results})}")
+        print(f"{split}: {describe(result)} on {result['examples']} examples, loss {result['loss']:.4f}")
+        if shuffled is not None:
+            mixed[split] = evaluate(model, shuffled, config.eval_batch_size, split)
+            print(f"{split}, shuffled {args.shuffle}: {describe(mixed[split])}, loss {mixed[split]['loss']:.4f}; "
+                  f"{_change(result, mixed[split])} from the ordered inputs")
+    evaluation = {"step": trainer.step, "splits": results}
+    if shuffled is not None:
+        evaluation["shuffled"] = {"order": args.shuffle, "seed": shuffled.seed,
+                                  "what": what_is_shuffled(task.spec), "splits": mixed}
+    print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
+
+
+def _shuffle_option(args: argparse.Namespace) -> int | None:
+    """`fpt evaluate --shuffle tokens [--shuffle-seed N]`: the seed, or None without --shuffle."""
+    from fpt.tasks.shuffle import check_shuffle
+
+    if args.shuffle is None:
+        if args.shuffle_seed is not None:
+            raise FptError("--shuffle-seed goes with --shuffle tokens")
+        return None
+    check_shuffle(args.shuffle)
+    seed = 0 if args.shuffle_seed is None else args.shuffle_seed
+    if not 0 <= seed < 2**63:
+        raise FptError(f"--shuffle-seed must be in 0..2^63-1, got {seed}")
+    return seed
+
+
+def _change(ordered: dict, shuffled: dict) -> str:
+    """The shuffled score minus the ordered one, on the headline metric: "accuracy -0.4120"."""
+    from fpt.scores import headline_metric
+
+    metric = headline_metric(ordered)
+    name = metric.upper() if metric == "mse" else metric
+    return f"{name} {shuffled[metric] - ordered[metric]:+.4f}"
 
 
 def _chosen_splits(task, which: str) -> tuple[str, ...]:
@@ -393,6 +444,10 @@ def cmd_info(args: argparse.Namespace) -> None:
     else:
         print(f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
               f"task {config.task}, policy {config.policy}")
+        if config.body != "backbone":
+            from fpt.backbones.controls import describe_body
+
+            print(describe_body(config.body, model.backbone, model.backbone_info.positions))
     print(format_group_table(model.group_rows))
     print(bf16_note())
 
@@ -417,10 +472,13 @@ def cmd_attention(args: argparse.Namespace) -> None:
     config, task, model, trainer = load_run(args.run_dir, device=args.device)
     if config.model != "fpt":
         raise FptError(f"{args.run_dir} trained a {config.model}, which has no attention to plot")
+    if config.body == "none":
+        raise FptError(f"{args.run_dir} trained a --body none control, which has no attention layer to plot")
     attention = mean_attention(model, task, args.layer, args.examples)
     out = args.out or args.run_dir / f"attention_layer{args.layer}.png"
     title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.step})"
-    print(plot_attention(attention, out, title, task.spec.last_k))
+    read = task.spec.seq_len if model.head.pooling == "flatten" else task.spec.last_k  # flatten: every token is read
+    print(plot_attention(attention, out, title, read))
 
 
 def cmd_data(args: argparse.Namespace) -> None:
@@ -435,6 +493,7 @@ def cmd_data(args: argparse.Namespace) -> None:
 def cmd_export_backbone(args: argparse.Namespace) -> None:
     from fpt.backbones import bit_backbone_path, export_backbone
     from fpt.runs import RunDir
+    from fpt.scores import headline_metric, metric_label
     from fpt.training import load_run
 
     if args.out is not None and args.out.is_dir():
@@ -442,6 +501,8 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
     config, _, model, trainer = load_run(args.run_dir, device=args.device)
     if config.model != "fpt":
         raise FptError(f"{args.run_dir} trained a {config.model}, not a transformer backbone")
+    if config.body != "backbone":
+        raise FptError(f"{args.run_dir} trained a --body {config.body} control, not the backbone's own blocks")
     if model.extended_positions is not None:
         raise FptError(f"{args.run_dir} grew the position table to {model.extended_positions[1]} rows; "
                        "export a run whose task fits the backbone's own positions")
@@ -452,12 +513,14 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
             raise FptError("give --out: only a Bit Memory run from --init random with --policy full "
                            "has a default place (the one --init bit reads)")
         out = bit_backbone_path(config.backbone)
-    final = RunDir(args.run_dir).final_accuracy()
-    accuracy = "unknown (run not finished)" if final is None else f"{final:.4f}"
+    final = (RunDir(args.run_dir).read_summary() or {}).get("final")
+    metric = headline_metric(final) if final else "accuracy"  # a forecast's: mse
+    accuracy = "unknown (run not finished)" if final is None else f"{final[metric]:.4f}"
     export_backbone(model.backbone, out, {"backbone": config.backbone, "task": config.task, "init": config.init,
                                           "policy": config.policy, "step": str(trainer.step),
-                                          "accuracy": accuracy, "run": str(args.run_dir)})
-    print(f"backbone {config.backbone} after {trainer.step} steps of {config.task} (held-out accuracy {accuracy}): {out}")
+                                          metric: accuracy, "run": str(args.run_dir)})
+    print(f"backbone {config.backbone} after {trainer.step} steps of {config.task} "
+          f"(held-out {metric_label(metric)} {accuracy}): {out}")
     if out == bit_backbone_path(config.backbone):
         print(f"use it with --init bit --backbone {config.backbone}")
 
@@ -481,6 +544,12 @@ def cmd_predict(args: argparse.Namespace) -> None:
         task, model = load_saved_model(args.run_dir, args.device)
     else:
         _, task, model, _ = load_run(args.run_dir, device=args.device)
+    if task.spec.regression:  # a forecast: windows from an .npz, or the steps after a CSV series
+        from fpt.prediction import predict_forecast
+
+        out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
+        print("\n".join(predict_forecast(model, task, args.input, out, eval_batch_for(task, args.batch_size))))
+        return
     batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
     probabilities = predict_probabilities(model, batches)
     suffix = ".csv" if task.spec.num_outputs == 1 else ".jsonl"

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fpt.errors import FptError
-from fpt.tasks.base import Batch, Task, step_generator
+from fpt.tasks.base import Batch, Task, step_generator, training_share
 
 
 @dataclass
@@ -54,6 +54,16 @@ class ArrayTask(Task):
     @property
     def eval_splits(self) -> tuple[str, ...]:
         return tuple(self.evals)
+
+    def keep_training_share(self, fraction: float) -> None:
+        """The first `training_share` of the training examples, in their stored order."""
+        total = len(self.train)
+        kept = training_share(fraction, total, "examples")
+        lengths = self.train.lengths
+        self.train = Split(self.train.x[:kept], self.train.y[:kept], None if lengths is None else lengths[:kept])
+        self._epoch = None
+        self.notes = {**getattr(self, "notes", {}), "train_fraction": {"fraction": fraction, "kept": kept,
+                                                                       "of": total, "unit": "examples"}}
 
     def prepare(self, x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
         """Stored rows -> model inputs; `gen` is given for training batches (augmentation)."""
@@ -105,3 +115,23 @@ class ArrayTask(Task):
         for start in range(0, len(data), batch_size):
             yield self.make_batch(data, torch.arange(start, min(start + batch_size, len(data))), None)
 
+
+# The validation examples are the same for every run and seed: drawn once with this seed.
+VALIDATION_SEED = 20_210_309
+
+
+def carve_validation(train: Split, test: Split, val_size: int) -> tuple[Split, dict[str, Split], str]:
+    """(training, evaluation splits, the split evaluated while training): with `val_size`, that
+    many training examples, a fixed random choice, become a 'val' split evaluated while training
+    and the rest are trained on; the test split is still there for `fpt evaluate` at the end."""
+    if val_size == 0:
+        return train, {"test": test}, "test"
+    if not 0 < val_size < len(train):
+        raise FptError(f"--val-size must be between 1 and {len(train) - 1} (the training examples), got {val_size}")
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(VALIDATION_SEED))
+    keep, held = order[val_size:].sort().values, order[:val_size].sort().values
+
+    def rows(index: torch.Tensor) -> Split:
+        return Split(train.x[index], train.y[index], None if train.lengths is None else train.lengths[index])
+
+    return rows(keep), {"val": rows(held), "test": test}, "val"

@@ -18,7 +18,7 @@ from einops import rearrange
 from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import MISSING_DATA, FptError
 from fpt.tasks.registry import register_task
-from fpt.tasks.arrays import ArrayTask, Split
+from fpt.tasks.arrays import ArrayTask, Split, carve_validation
 from fpt.tasks.base import TaskSpec
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)  # the paper's normalisation
@@ -115,27 +115,6 @@ class ImageTask(ArrayTask):
 def to_gray_uint8(x: torch.Tensor) -> torch.Tensor:
     """(N, H, W, 3) uint8 -> (N, H, W) uint8 luminance, rounded."""
     return (x.float() @ torch.tensor(GRAY_WEIGHTS)).round().clamp(0, 255).to(torch.uint8)
-
-
-# The validation images are the same for every run and seed: drawn once with this seed.
-VALIDATION_SEED = 20_210_309
-
-
-def carve_validation(train: Split, test: Split, val_size: int) -> tuple[Split, dict[str, Split], str]:
-    """(training, evaluation splits, the split evaluated while training): with `val_size`, that
-    many training images, a fixed random choice, become a 'val' split evaluated while training
-    and the rest are trained on; the test split is still there for `fpt evaluate` at the end."""
-    if val_size == 0:
-        return train, {"test": test}, "test"
-    if not 0 < val_size < len(train):
-        raise FptError(f"--val-size must be between 1 and {len(train) - 1} (the training images), got {val_size}")
-    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(VALIDATION_SEED))
-    keep, held = order[val_size:].sort().values, order[:val_size].sort().values
-
-    def rows(index: torch.Tensor) -> Split:
-        return Split(train.x[index], train.y[index], None if train.lengths is None else train.lengths[index])
-
-    return rows(keep), {"val": rows(held), "test": test}, "val"
 
 
 def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int,

@@ -33,7 +33,7 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
     "patch_stride": (int, "forecasts: time steps between the starts of two patches (default 8)"),
     "date_column": (str, "forecast:FILE.csv: the column of dates (default: one named date, else the first)"),
     "columns": (str, "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)"),
-    "val_size": (int, "mnist, fashion-mnist, cifar10: hold out this many training images as a 'val' split "
+    "val_size": (int, "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
                       "and evaluate on it while training (choose settings there, not on test)"),
 }
 

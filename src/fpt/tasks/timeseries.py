@@ -9,7 +9,9 @@ is about shape, not offset or scale); missing values ("?") become 0 after that. 
 time steps are cut into tokens of `patch_size` steps x channels values; series of unequal
 length are right-padded with zeros and masked. Labels map to 0..K-1 in sorted order (numeric
 order where every label is a number), kept in `task.notes["classes"]`. Training uses the
-official TRAIN split, evaluation the official TEST split ("test").
+official TRAIN split, evaluation the official TEST split ("test"); with --val-size N, N training
+series (a fixed random choice) become a "val" split watched while training instead, and the
+test split is scored once, when the run ends.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from fpt.data.ts import read_ts, ucr_split_files
 from fpt.errors import FptError
 from fpt.tasks.registry import register_task
-from fpt.tasks.arrays import Split
+from fpt.tasks.arrays import Split, carve_validation
 from fpt.tasks.sequences import SequenceTask
 
 # Default patch: the fewest steps per token that keep a series within 64 tokens. 64 is the
@@ -64,11 +66,12 @@ def to_tokens(series: list[np.ndarray], patch_size: int, steps: int) -> tuple[np
 
 @register_task("ucr")
 def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int | None = None,
-        znorm: bool = True) -> SequenceTask:
+        znorm: bool = True, val_size: int = 0) -> SequenceTask:
     """A UCR/UEA time-series classification set: sktime's bundled copy, or NAME/NAME_{TRAIN,TEST}.ts in --data-dir.
 
     patch_size: time steps per token (default: the fewest that keep the longest series within
-    64 tokens). znorm: z-normalise each series per channel (UCR practice).
+    64 tokens). znorm: z-normalise each series per channel (UCR practice). val_size: training
+    series held out as the split watched while training (0: the test split is watched).
     """
     train_path, test_path = ucr_split_files(dataset, data_dir)
     raw = {"train": read_ts(train_path), "test": read_ts(test_path)}
@@ -96,9 +99,11 @@ def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int 
         y = np.array([index[label] for label in labels], dtype=np.int64)
         splits[split] = Split.from_numpy(x, y, None if equal else mask)
     (d,) = channels
+    train, evals, watched = carve_validation(splits["train"], splits["test"], val_size)
     notes = {"dataset": train_path.stem.removesuffix("_TRAIN"), "source": str(train_path.parent),
              "classes": classes, "channels": d, "series_length": steps, "min_length": min(lengths),
              "patch_size": patch_size, "tokens": math.ceil(steps / patch_size), "znorm": znorm,
-             "missing_values": missing, "train_size": len(splits["train"]), "test_size": len(splits["test"])}
-    return SequenceTask("ucr", splits["train"], {"test": splits["test"]}, "test", num_classes=len(classes),
+             "missing_values": missing, "train_size": len(train), "test_size": len(splits["test"]),
+             "val_size": val_size}
+    return SequenceTask("ucr", train, evals, watched, num_classes=len(classes),
                         seq_len=notes["tokens"], input_dim=patch_size * d, notes=notes)
