@@ -258,12 +258,19 @@ def test_a_sweep_is_a_parent_run_with_a_nested_run_per_cell(tiny_gpt2, tmp_path,
 
 
 def test_a_damaged_tracking_json_is_one_line_naming_the_fix(tmp_path):
-    from fpt.tracking import _read_state
+    from fpt.tracking import Sink
+
+    class Resumed(Sink):  # keeps the record Tracker.open reads back for it
+        name = "tensorboard"
+
+        def open(self, directory, role, state, parent):
+            self.state = state
+            return state["logged_step"]
 
     path = tmp_path / TRACKING_FILE
     path.write_text(json.dumps({"tensorboard": {"log_dir": "tb", "logged_step": 3, "logged_subset_step": 2}}))
-    assert _read_state(path)["tensorboard"]["logged_step"] == 3
+    assert Tracker([Resumed()]).open(tmp_path, {}).state["tensorboard"]["logged_step"] == 3
     for damaged in ('{"mlflow": {"logged_subset_step": "x"}}', "[1]", '{"mlflow": 5}', '{"wandb": {"logged_step": 1.5}}'):
         path.write_text(damaged)
         with pytest.raises(FptError, match="delete it to start new tracked runs"):
-            _read_state(path)
+            Tracker([Resumed()]).open(tmp_path, {})
