@@ -5,17 +5,30 @@
 #   taskset -c 0 benchmarks/headline.sh bit-memory 0 1 2     # one core, one thread
 #   taskset -c 1 benchmarks/headline.sh etth1-96 0
 #
-# Bit Memory: fast recipe (fp32 where bf16 is emulated), 1,000 steps with the cosine over all of
-# them. The budget was chosen on the held-out (validation) curves of the earlier fast-recipe runs,
-# which passed 99% at steps 600-800 on it; the test set (a separate seed) was drawn afterwards.
+# Bit Memory: fast recipe (fp32 where bf16 is emulated) at a constant rate after its warm-up,
+# 1,000 steps. Chosen on the held-out (validation) set alone: the earlier fast-recipe runs, whose
+# cosine over 20,000 steps kept the rate within 1% of constant to step 1,000, passed 99% there at
+# steps 600-800 on three seeds; a first try with the cosine over the 1,000 steps instead
+# (bit-memory-fpt-fast1k-seed0) ended at 98.57% on validation, its rate decayed before it had
+# learned. The test set (a second seed) was drawn after all of them and is scored once per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=benchmarks/results/headline
 task=$1; shift
 for seed in "$@"; do
   case $task in
-    bit-memory) name=bit-memory-fpt-fast1k-seed$seed
+    bit-memory-cosine) name=bit-memory-fpt-fast1k-seed$seed
                 args=(--task bit-memory --recipe fast --precision fp32 --steps 1000 --eval-every 100) ;;
+    bit-memory) name=bit-memory-fpt-fast1k-constant-seed$seed
+                args=(--task bit-memory --recipe fast --lr-schedule constant --precision fp32 --steps 1000
+                      --eval-every 100) ;;
+    # MNIST: 5,000 training images held out as validation (the same for every seed), fast recipe
+    # (fp32 where bf16 is emulated), 16,000 steps with the cosine over all of them. The budget is
+    # the earlier headline's, first picked after an 8,000-step run missed 98 on test, so it is not
+    # clean of that look; it is fixed here before any of these runs, none of which sees test
+    # before its end, and their validation curves say whether it was still rising when it ended.
+    mnist) name=mnist-fpt-fast16k-val5k-seed$seed
+           args=(--task mnist --val-size 5000 --recipe fast --precision fp32 --steps 16000 --eval-every 1000) ;;
     # ETTh1, horizon 96, look-back 336 (fpt data get ett first): the fast recipe as chosen on
     # MNIST and Fashion-MNIST validation, not tuned for forecasts; 1,500 steps (0.84 epochs at
     # batch 32), a budget fixed for our CPUs before any run; the whole validation split at the end.
