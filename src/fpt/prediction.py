@@ -7,12 +7,18 @@ from the matching `-labels-idx1-ubyte` file beside it when there is one); a List
 format); a TAPE JSON file of proteins. Labels are optional; where they are given, accuracy is
 reported too. Anything that does not fit the run's task is refused in one line.
 
+A forecast run (a regression task, fpt.tasks.forecasting) reads an .npz of windows, x (N, lookback)
+with optional targets y (N, horizon) (then MSE and MAE are reported, in y's units), or a CSV in the
+run's own format (`forecast_csv`): its date column and the run's columns, forecast `horizon` steps
+past the file's last row.
+
 The model comes from a run directory (`fpt.training.load_run`) or from a directory written by
 `fpt export --format hf` (`load_saved_model`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +99,9 @@ def _rows_from_file(path: Path, task: Task) -> tuple[np.ndarray, np.ndarray | No
         sequences, labels = records_to_sequences(read_tape_json(path), path)
         ids, mask, _ = encode_proteins(sequences, max_len=notes.get("max_len", 1024))
         return ids, mask, labels
+    if task.spec.regression:
+        raise FptError(f"--input {path}: a forecast run reads an .npz of windows (x (N, lookback), optional y "
+                       "(N, horizon)) or a .csv of its own columns with their dates")
     raise FptError(f"--input {path}: not a format the {task.name} task reads (an .npz with x, IDX images, "
                    "a ListOps .tsv or a TAPE .json)")
 
@@ -104,6 +113,8 @@ def _unwrapped(task: Task) -> Task:
 def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, task: Task, path) -> None:
     """Refuse, in one line, rows that do not fit the run's task (what training would refuse too)."""
     task = _unwrapped(task)
+    if task.spec.regression:
+        return _check_windows(x, mask, y, task, path)
     spec = task.spec
     stored = task.train.x if isinstance(task, ArrayTask) else None
     if x.ndim == 0 or len(x) == 0:
@@ -164,7 +175,7 @@ def to_batches(task: Task, x: np.ndarray, mask: np.ndarray | None = None, batch_
     """Rows in the task's stored form -> model batches, in order (prepared as the task's evaluation
     batches are: images to patches, variable-length rows cut to each batch's longest)."""
     task = _unwrapped(task)
-    if isinstance(task, ArrayTask):
+    if isinstance(task, ArrayTask) and not task.spec.regression:  # a forecast's windows are model inputs as they are
         stored = task.train.x
         if stored.ndim == 4 and x.ndim == 3:  # images without their channel axis
             x = x[..., None]
@@ -181,15 +192,26 @@ def to_batches(task: Task, x: np.ndarray, mask: np.ndarray | None = None, batch_
 
 
 @torch.inference_mode()
-def predict_probabilities(model, batches: list[Batch]) -> torch.Tensor:
-    """Class probabilities (N, outputs, classes) for every example, in order."""
+def _outputs(model, batches: list[Batch], transform) -> torch.Tensor:
+    """transform(the model's float outputs) for every example, in order, on the CPU."""
     was_training = model.training
     model.eval()
     try:
         device = next(model.parameters()).device
-        return torch.cat([torch.softmax(model(b.x, b.mask).float(), dim=-1).cpu() for b in (b.to(device) for b in batches)])
+        return torch.cat([transform(model(b.x, b.mask).float()).cpu() for b in (b.to(device) for b in batches)])
     finally:
         model.train(was_training)
+
+
+def predict_probabilities(model, batches: list[Batch]) -> torch.Tensor:
+    """Class probabilities (N, outputs, classes) for every example, in order."""
+    return _outputs(model, batches, lambda logits: torch.softmax(logits, dim=-1))
+
+
+def predict_values(model, batches: list[Batch]) -> torch.Tensor:
+    """A regression model's values (N, outputs) for every example, in order: a forecast's (N, horizon),
+    in its windows' units (the model normalises each window and undoes it on its outputs)."""
+    return _outputs(model, batches, lambda values: values.flatten(1))
 
 
 def check_output(path: str | Path) -> Path:
@@ -208,11 +230,7 @@ def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
     suffix = path.suffix.lower()
     predicted = probabilities.argmax(-1)
     if suffix == ".npy":
-        def save(tmp: Path) -> None:
-            with open(tmp, "wb") as handle:
-                np.save(handle, probabilities.numpy())
-
-        return atomic_write(path, save)
+        return atomic_write(path, lambda tmp: _save_npy(tmp, probabilities.numpy()))
     if suffix == ".csv":
         if probabilities.shape[1] != 1:
             raise FptError(f"--out {path}: this task predicts {probabilities.shape[1]} labels per example; use .jsonl or .npy")
@@ -231,3 +249,156 @@ def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
 def accuracy(probabilities: torch.Tensor, y: np.ndarray) -> float:
     labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).reshape(len(probabilities), -1)
     return (probabilities.argmax(-1) == labels).float().mean().item()
+
+
+# --- forecasts: a regression run's windows, or the steps after a CSV series ------------------------
+
+
+def _check_windows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, task: Task, path) -> None:
+    """A forecast run's rows: x (N, lookback) and y (N, horizon), finite numbers; no mask."""
+    lookback, horizon = task.notes["lookback"], task.notes["horizon"]
+    if mask is not None:
+        raise FptError(f"{path}: a forecast reads whole windows, with no mask; leave mask out")
+    for name, array, width, option in (("x", x, lookback, "--lookback"), ("y", y, horizon, "--horizon")):
+        if array is None:
+            continue
+        if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+            raise FptError(f"{path}: {name} must hold numbers, found {array.dtype}")
+        if array.ndim != 2 or array.shape[1] != width or len(array) == 0:
+            raise FptError(f"{path}: {name} of shape {array.shape}; this run's {task.name} task takes (N, {width}), "
+                           f"one window of {width} steps ({option}) a row")
+        if not np.isfinite(array).all():
+            raise FptError(f"{path}: {name} holds NaN or infinite values")
+    if y is not None and len(y) != len(x):
+        raise FptError(f"{path}: {len(x)} windows in x but {len(y)} targets in y; give one target row a window")
+
+
+def value_errors(values: torch.Tensor, y: np.ndarray) -> dict[str, float]:
+    """MSE and MAE of predicted values (N, outputs) against targets y (N, outputs), over every value."""
+    error = values.double() - torch.from_numpy(np.asarray(y, dtype=np.float64)).reshape(values.shape)
+    return {"mse": error.square().mean().item(), "mae": error.abs().mean().item()}
+
+
+def write_values(path: str | Path, values: torch.Tensor) -> Path:
+    """A forecast of each window: .csv (index, then t+1 .. t+horizon), .jsonl ({"index", "forecast"}
+    per window) or .npy ((N, horizon))."""
+    path = check_output(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return atomic_write(path, lambda tmp: _save_npy(tmp, values.numpy()))
+    if suffix == ".csv":
+        lines = ["index," + ",".join(f"t+{h}" for h in range(1, values.shape[1] + 1))]
+        lines += [f"{i}," + ",".join(f"{v:.7g}" for v in row) for i, row in enumerate(values.tolist())]
+        return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+    import json
+
+    records = [json.dumps({"index": i, "forecast": [float(f"{v:.7g}") for v in row]}) for i, row in enumerate(values.tolist())]
+    return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
+
+
+def _save_npy(tmp: Path, array: np.ndarray) -> None:
+    with open(tmp, "wb") as handle:
+        np.save(handle, array)
+
+
+@dataclass
+class SeriesForecast:
+    """The `horizon` steps after a series' last row, in the file's own units."""
+
+    dates: np.ndarray  # datetime64[s] (horizon,)
+    values: np.ndarray  # (horizon, C): a column per channel
+    columns: list[str]
+    whole_days: bool  # a daily (or coarser) series: dates written without a time
+
+    def date_texts(self) -> list[str]:
+        """ISO dates as ETT writes them ("2016-07-01 00:00:00"), or days alone for a daily series."""
+        if self.whole_days:
+            return list(np.datetime_as_string(self.dates, unit="D"))
+        return [text.replace("T", " ") for text in np.datetime_as_string(self.dates, unit="s")]
+
+
+def series_step(dates: np.ndarray) -> np.timedelta64:
+    """A series' time step: the most common gap between consecutive dates (so one missing row or a
+    clock change does not move it; ties: the shortest)."""
+    gaps, counts = np.unique(np.diff(dates), return_counts=True)
+    return gaps[counts.argmax()]
+
+
+def _csv_header(path: Path) -> list[str] | None:
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            return [name.strip() for name in next(csv.reader(handle, skipinitialspace=True), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None  # read_series_csv says what is wrong with the file
+
+
+def forecast_csv(model, task: Task, path: str | Path) -> SeriesForecast:
+    """Forecast the `horizon` steps after a CSV series of the run's own format (its date column and
+    the run's columns): each column's last `lookback` values, scaled with the run's training scaler,
+    through the model as one window, and its forecast scaled back to the file's units. Dates continue
+    the file's step (`series_step`)."""
+    from fpt.data.series_csv import read_series_csv
+
+    task, path = _unwrapped(task), Path(path)
+    notes = task.notes
+    columns, lookback, horizon = list(notes["columns"]), notes["lookback"], notes["horizon"]
+    header = _csv_header(path) if path.is_file() else None
+    missing = [name for name in columns if header is not None and name not in header]
+    if missing:
+        raise FptError(f"{path} has no column {missing[0]!r}; this run forecasts {', '.join(columns)}: give a CSV "
+                       "with its date column and those columns")
+    table = read_series_csv(path, date_column=getattr(task, "date_column", None), columns=columns)
+    if len(table.values) < lookback:
+        raise FptError(f"{path} has {len(table.values)} rows; this run forecasts from the last {lookback} "
+                       f"(--lookback): give at least {lookback} rows")
+    mean, std = np.asarray(notes["scaler_mean"], dtype=np.float64), np.asarray(notes["scaler_std"], dtype=np.float64)
+    windows = ((table.values[-lookback:] - mean) / std).T.astype(np.float32)  # (C, lookback): a channel an example
+    scaled = predict_values(model, to_batches(task, windows)).numpy().astype(np.float64)  # (C, horizon)
+    step = series_step(table.dates)
+    dates = table.dates[-1] + step * np.arange(1, horizon + 1)
+    whole_days = bool((table.dates == table.dates.astype("datetime64[D]")).all()
+                      and step % np.timedelta64(1, "D") == np.timedelta64(0, "s"))
+    return SeriesForecast(dates, scaled.T * std + mean, columns, whole_days)
+
+
+def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
+    """.csv (date, then one column per channel, the input's layout), .jsonl ({"date", column: value}
+    per step) or .npy ((horizon, C))."""
+    import csv
+    import io
+    import json
+
+    path = check_output(path)
+    suffix, dates = path.suffix.lower(), forecast.date_texts()
+    if suffix == ".npy":
+        return atomic_write(path, lambda tmp: _save_npy(tmp, forecast.values))
+    if suffix == ".csv":
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["date", *forecast.columns])
+        writer.writerows([date, *(f"{v:.7g}" for v in row)] for date, row in zip(dates, forecast.values.tolist()))
+        return atomic_write(path, lambda tmp: tmp.write_text(text.getvalue()))
+    records = [json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(forecast.columns, row)}})
+               for date, row in zip(dates, forecast.values.tolist())]
+    return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
+
+
+def predict_forecast(model, task: Task, source: Path, out: Path, batch_size: int) -> list[str]:
+    """`fpt predict` of a forecast run: the lines it prints. A .csv input is a series to continue;
+    anything else is read as windows (an .npz with x and optional y)."""
+    from fpt.scores import describe
+
+    horizon = _unwrapped(task).notes["horizon"]
+    if source.suffix.lower() == ".csv":
+        forecast = forecast_csv(model, task, source)
+        written = write_forecast(out, forecast)
+        first, last = forecast.date_texts()[0], forecast.date_texts()[-1]
+        return [f"forecast of {horizon} steps ({first} to {last}) for {', '.join(forecast.columns)}: {written}"]
+    batches, targets = read_inputs(source, task, batch_size)
+    values = predict_values(model, batches)
+    lines = [f"{len(values)} forecasts of {horizon} steps: {write_values(out, values)}"]
+    if targets is not None:
+        lines.append(f"{describe(value_errors(values, targets))} on the targets in {source.name}")
+    return lines

@@ -624,14 +624,16 @@ class LoadedRun(NamedTuple):
 
     def predict(self, x, mask=None, batch_size: int = 256) -> torch.Tensor:
         """Class probabilities (N, outputs, classes) for rows `x` in the task's stored form (images
-        uint8 (N, H, W[, C]), token ids (N, L) with an optional mask, or the bit tasks' inputs)."""
+        uint8 (N, H, W[, C]), token ids (N, L) with an optional mask, or the bit tasks' inputs); a
+        forecast run's values (N, horizon) for windows x (N, lookback)."""
         import numpy as np
 
-        from fpt.prediction import check_rows, predict_probabilities, to_batches
+        from fpt.prediction import check_rows, predict_probabilities, predict_values, to_batches
 
         x, mask = np.asarray(x), None if mask is None else np.asarray(mask)
         check_rows(x, mask, None, self.task, "predict")
-        return predict_probabilities(self.model, to_batches(self.task, x, mask, eval_batch_for(self.task, batch_size)))
+        outputs = predict_values if self.task.spec.regression else predict_probabilities
+        return outputs(self.model, to_batches(self.task, x, mask, eval_batch_for(self.task, batch_size)))
 
 
 def _read_run(run_dir: Path, lock: bool) -> tuple[RunDir, dict, Checkpoint | None]:

@@ -76,6 +76,8 @@ class Windows:
 class ForecastTask(ArrayTask):
     """Windows of a scaled multivariate series: predict the next `horizon` values of a channel."""
 
+    date_column: str | None = None  # --date-column, for `fpt predict` to read a CSV of the run's own format
+
     def __init__(self, name: str, splits: dict[str, Windows], patch_size: int, patch_stride: int, notes: dict):
         self.name, self.notes = name, notes
         super().__init__(splits["train"], {"val": splits["val"], "test": splits["test"]}, "val")
@@ -168,5 +170,7 @@ def forecast(path: str, date_column: str | None = None, columns: str | None = No
     column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order."""
     chosen = None if columns is None else [name.strip() for name in columns.split(",") if name.strip()]
     table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)
-    return build_forecast(f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride,
+    task = build_forecast(f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride,
                           ett=False)
+    task.date_column = date_column
+    return task
