@@ -33,6 +33,7 @@ from fpt.model import (FrozenPretrainedTransformer, InputEmbedder, OutputHead, h
                        transformer_forward)
 from fpt.paths import atomic_write, read_json_object, temporary_name, write_json
 from fpt.runs import RunDir
+from fpt.scores import reported
 from fpt.training import load_run
 
 FORMATS = ("peft", "hf")
@@ -55,9 +56,10 @@ def export_run(run_dir: str | Path, format: str, out: str | Path) -> Path:
         raise FptError(f"{run_dir} trained a {config.model} baseline, which has no pretrained backbone to export")
     if format == "peft":
         _check_expressible_in_peft(model, config.init, config.layers)
-    final = RunDir(run_dir).final_accuracy()
+    final = (RunDir(run_dir).read_summary() or {}).get("final")
+    scores = reported(final) if final else {"accuracy": None}  # a forecast's: mse and mae
     extra = {"task": config.task, "task_options": config.task_options,
-             "run": {"dir": str(run_dir), "step": trainer.step, "accuracy": final}}
+             "run": {"dir": str(run_dir), "step": trainer.step, **scores}}
 
     def write(directory: Path) -> None:
         if format == "peft":

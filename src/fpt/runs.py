@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fpt.errors import FptError, check_type
 from fpt.paths import read_json_object, write_json, write_text
+from fpt.scores import REGRESSION_METRICS, is_regression
 
 try:
     import fcntl
@@ -226,12 +227,12 @@ class RunDir:
     def _check_result(cls, result, where: str, fix: str) -> None:
         """One split's scores as `evaluate` returns them."""
         cls._check(result, (dict,), where, fix)
-        for key, kinds in _RESULT_FIELDS.items():
+        fields = _RESULT_FIELDS
+        if is_regression(result):  # a regression task's: mse and mae in place of accuracy
+            fields = {**{k: v for k, v in fields.items() if k != "accuracy"},
+                      **{metric: (int, float) for metric in REGRESSION_METRICS}}
+        for key, kinds in fields.items():
             cls._check(result.get(key), kinds, f"{where}: {key}", fix)
-
-    def final_accuracy(self) -> float | None:
-        summary = self.read_summary() or {}
-        return (summary.get("final") or {}).get("accuracy")
 
     # --- metrics ----------------------------------------------------------------------------
 

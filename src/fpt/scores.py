@@ -9,11 +9,26 @@ REGRESSION_METRICS = ("mse", "mae")
 
 def headline_metric(result: dict) -> str:
     """The metric a result is ranked by: "mse" where it has one, else "accuracy"."""
-    return "mse" if "mse" in result else "accuracy"
+    return "mse" if is_regression(result) else "accuracy"
 
 
 def lower_is_better(metric: str) -> bool:
     return metric in REGRESSION_METRICS or metric == "loss"
+
+
+def is_regression(result: dict) -> bool:
+    """A regression result (MSE and MAE) rather than a classifier's (accuracy)."""
+    return "mse" in result
+
+
+def reported(result: dict) -> dict[str, float]:
+    """The scores tables, rows and exports carry: {"mse", "mae"} or {"accuracy"}."""
+    return {k: result[k] for k in (REGRESSION_METRICS if is_regression(result) else ("accuracy",))}
+
+
+def metric_label(metric: str) -> str:
+    """How a heading names a metric: "accuracy", "MSE", "MAE"."""
+    return metric.upper() if metric in REGRESSION_METRICS else metric
 
 
 def headline(result: dict) -> float:

@@ -20,6 +20,11 @@ else: a model whose plateau lies below it never "converges". Here, from a run's 
   uniform guess scores less). The standard error counts examples, not labels: on tasks with
   several labels an example (Bit XOR, Bit Memory: one per bit) the labels of one example are not
   independent, so the examples are the safe, conservative count.
+
+A regression run (a forecast) is read the same way on its MSE, lower being better: its plateau is
+its lowest smoothed MSE, and the tolerance is relative, TOLERANCE of that best MSE (1%), as an
+MSE's scale is its data's where accuracy's is always 0..1. It has no chance level to leave (no
+labels to count); a forecaster's floor, the last-value forecast, is a table row of its own.
 """
 
 from __future__ import annotations
@@ -28,24 +33,35 @@ import math
 from dataclasses import dataclass
 
 WINDOW = 3  # evaluations averaged
-TOLERANCE = 0.01  # absolute accuracy: 1 point
+TOLERANCE = 0.01  # absolute accuracy: 1 point; for MSE, relative: 1% of the best
 TAIL = 0.25  # share of the budget (the last steps) that must not improve by TOLERANCE
 
 
 @dataclass(frozen=True)
 class Convergence:
     step: int | None  # the step it converged at; None: not converged within `budget`
-    accuracy: float | None  # the best smoothed accuracy, the plateau it converged to
+    score: float | None  # the best smoothed score (accuracy, or a regression run's MSE), the plateau it converged to
     budget: int  # the last step evaluated
     why_not: str = ""  # why it has not converged (empty when it has)
+    metric: str = "accuracy"  # or "mse"
 
     @property
     def converged(self) -> bool:
         return self.step is not None
 
+    @property
+    def accuracy(self) -> float | None:
+        return self.score
 
-def describe(window: int = WINDOW, tolerance: float = TOLERANCE, tail: float = TAIL) -> str:
+
+def describe(window: int = WINDOW, tolerance: float = TOLERANCE, tail: float = TAIL, metric: str = "accuracy") -> str:
     """The definition in one paragraph, for the text above a table."""
+    if metric == "mse":
+        return (f"Converged (MSE, lower is better): at the first of the first {window} consecutive evaluations "
+                f"whose mean MSE comes within {100 * tolerance:g}% of the run's lowest such mean, where the run "
+                f"entered its plateau; counted only if the run plateaued, i.e. its lowest mean over the last "
+                f"{100 * tail:g}% of its steps is lower than the lowest before by less than {100 * tolerance:g}% "
+                f"of it; otherwise it did not converge within its steps.")
     return (f"Converged: at the first of the first {window} consecutive evaluations whose mean accuracy comes "
             f"within {100 * tolerance:g} point(s) (absolute) of the run's best such mean, where the run entered "
             f"its plateau; counted only if the run "
@@ -68,10 +84,13 @@ def near_chance(accuracy: float, chance: float, examples: int) -> bool:
 
 
 def convergence(history: list[tuple[int, float]], window: int = WINDOW, tolerance: float = TOLERANCE,
-                tail: float = TAIL, chance: tuple[float, int] | None = None) -> Convergence:
-    """Where a run converged, from its (step, accuracy) evaluations in step order; `chance`:
-    (the share of the split's most frequent label, the examples scored each time), to tell a flat
-    run at chance from a converged one (None: no such check)."""
+                tail: float = TAIL, chance: tuple[float, int] | None = None, metric: str = "accuracy") -> Convergence:
+    """Where a run converged, from its (step, score) evaluations in step order, the score its
+    accuracy or, with metric "mse", its MSE (lower is better, `tolerance` relative to the best);
+    `chance`: (the share of the split's most frequent label, the examples scored each time), to
+    tell a flat run at chance from a converged one (None: no such check)."""
+    if metric == "mse":
+        return _lowest_mse(history, window, tolerance, tail)
     if not history:
         return Convergence(None, None, 0, "no evaluations")
     steps = [step for step, _ in history]
@@ -92,3 +111,10 @@ def convergence(history: list[tuple[int, float]], window: int = WINDOW, toleranc
         return Convergence(None, best, budget, "still improving at the end")
     step = next(step for m, step in zip(means, starts) if m >= best - tolerance)
     return Convergence(step, best, budget)
+
+
+def _lowest_mse(history: list[tuple[int, float]], window: int, tolerance: float, tail: float) -> Convergence:
+    """`convergence` on MSE: accuracy's rules on the negated MSE, the tolerance a share of the lowest mean."""
+    means = smoothed([mse for _, mse in history], window)
+    found = convergence([(step, -mse) for step, mse in history], window, tolerance * min(means, default=0.0), tail)
+    return Convergence(found.step, None if found.score is None else -found.score, found.budget, found.why_not, "mse")

@@ -21,6 +21,7 @@ from fpt.experiments.tables import column_heading, failure_text, steps_data, tab
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
+from fpt.scores import is_regression  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
 from fpt.training import ATTENTION_BYTES_BUDGET  # noqa: E402
 
@@ -135,8 +136,9 @@ def curve_points(records: list[dict]) -> list[dict]:
 
 
 def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> Path | None:
-    """One panel per task: held-out accuracy against step, one line per variant and seed. Scores
-    of a fixed subset (in between) are hollow markers on the same line as the whole split's."""
+    """One panel per task: held-out accuracy (a regression task's MSE) against step, one line per
+    variant and seed. Scores of a fixed subset (in between) are hollow markers on the same line as
+    the whole split's."""
     done = [(r, curve_points(RunDir(r["run_dir"]).read_metrics())) for r in rows
             if r["status"] == "done" and r.get("run_dir")]
     done = [(r, points) for r, points in done if points]
@@ -146,12 +148,14 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.4), dpi=110, squeeze=False)
     colours = {}
     for ax, task in zip(axes[0], tasks):
-        splits, subsets = set(), set()
+        splits, subsets, regression = set(), set(), False
         for r, points in ((r, points) for r, points in done if r["task"] == task):
             variant = str(r.get(row_key, "fpt"))
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
             dashed = list(colours).index(variant) // 10 % 2  # the 11th variant on reuses colours, dashed
-            steps, accuracies = [p["step"] for p in points], [100 * p["accuracy"] for p in points]
+            regression = is_regression(points[0])  # a forecast's panel: MSE, lower is better
+            steps = [p["step"] for p in points]
+            accuracies = [p["mse"] if regression else 100 * p["accuracy"] for p in points]
             ax.plot(steps, accuracies, color=colour, alpha=0.8, linestyle="--" if dashed else "-",
                     label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
             # markers: a run evaluated once is a point, which a bare line would not draw at all
@@ -165,7 +169,7 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
         ax.set_title(TASK_COLUMNS.get(task, task))
         ax.set_xlabel("step" + (f" (hollow: first {', '.join(f'{n:,}' for n in sorted(subsets))} examples)"
                                 if subsets else ""), fontsize=8 if subsets else None)
-        ax.set_ylabel(f"{'/'.join(sorted(splits))} accuracy (%), during training")
+        ax.set_ylabel(f"{'/'.join(sorted(splits))} " + ("MSE" if regression else "accuracy (%)") + ", during training")
         ax.grid(alpha=0.3)
     fig.tight_layout()
     for ax in axes[0]:  # below each panel (after the layout, which would shrink the panel to fit it):
@@ -216,8 +220,9 @@ def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict
 
 def table_chart(rows: list[dict], path: Path, title: str, paper_table: str | None = None,
                 row_key: str = "variant") -> Path | None:
-    """A table of accuracies as grouped bars: per column (task and split) our mean over seeds, the
-    standard deviation as error bar, beside the paper's figure. None where no run finished."""
+    """A table of accuracies (a forecast's: MSEs) as grouped bars: per column (task and split) our
+    mean over seeds, the standard deviation as error bar, beside the paper's figure. None where no
+    run finished."""
     import statistics
 
     data = table_data(rows, paper_table, row_key)
@@ -229,8 +234,10 @@ def table_chart(rows: list[dict], path: Path, title: str, paper_table: str | Non
     paper = {(label, groups[c]): v for (label, c), v in data.paper.items()}
     empty = {(label, groups[c]): failure_text(kinds, data.layers.get(label))
              for (label, task), kinds in data.failures.items() for c in data.columns if c[0] == task}
-    return _grouped_bars(list(groups.values()), data.rows, ours, spread, paper, path, title, "accuracy (%)",
-                         empty=empty)
+    regression = {data.metric(c) == "mse" for c in data.columns}  # a forecast's columns: MSE, lower is better
+    ylabel = {frozenset({False}): "accuracy (%)", frozenset({True}): "MSE (lower is better)"}.get(
+        frozenset(regression), "accuracy (%), or MSE for a forecast (lower is better)")
+    return _grouped_bars(list(groups.values()), data.rows, ours, spread, paper, path, title, ylabel, empty=empty)
 
 
 def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "variant") -> Path | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from fpt.errors import FptError
 from fpt.paths import write_text
 from fpt.runs import RunDir
+from fpt.scores import is_regression
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 70em; color: #222; }
@@ -110,12 +111,18 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     final = summary.get("final")
     if final and final["split"] not in splits:  # `fpt evaluate --splits test` left the watched split out
         splits = {final["split"]: final, **splits}
-    rows = [[name, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
-    sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
+    regression = any(is_regression(r) for r in splits.values())
+    if regression:  # a forecast's, lower is better; with its test split, scored once when the run ended
+        splits = {**splits, **{n: r for n, r in (summary.get("test") or {}).items() if n not in splits}}
+        rows = [[name, f"{r['mse']:.4f}", f"{r['mae']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
+        sections.append("<h2>Results</h2>" + _table(["split", "MSE", "MAE", "examples"], rows, "results"))
+    else:
+        rows = [[name, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
+        sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
     if summary:
         facts = [["steps", summary["step"]], ["trained parameters", f"{summary['trained_params']:,}"],
                  ["all parameters", f"{summary['total_params']:,}"], ["wall time (s)", summary["wall_time_s"]]]
-        if config.get("target_accuracy") is not None:
+        if config.get("target_accuracy") is not None or config.get("target_mse") is not None:
             reached = summary.get("target_reached_at_step")
             facts.append(["target reached", "not reached" if reached is None else f"at step {reached:,}"])
         sections.append(_table(["run", ""], facts, "summary"))
@@ -123,7 +130,8 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     curve = run_dir / "curve.png"
     row = {"task": checked.task, "status": "done", "run_dir": str(run_dir), "variant": run_dir.name}
     if learning_curves([row], curve):
-        figures.append(_image(curve, "accuracy during training, on the split watched then"))
+        metric = "MSE" if regression else "accuracy"
+        figures.append(_image(curve, f"{metric} during training, on the split watched then"))
     for png in sorted(run_dir.glob("attention_layer*.png")) + sorted(run_dir.glob("confusion_*.png")):
         figures.append(_image(png, png.stem.replace("_", " ")))
     sections.append("<h2>Figures</h2><div class='figures'>" + "".join(figures) + "</div>")
@@ -148,11 +156,12 @@ def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
         sections.append("<h2>Configuration</h2>" + _table(["setting", "value"], rows, "config"))
     if (sweep_dir / "results.md").exists():
         sections.append("<h2>Results</h2>" + _markdown((sweep_dir / "results.md").read_text(), sweep_dir))
-    if (sweep_dir / "curves.png").exists():
-        sections.append("<h2>Learning curves</h2>" + _image(sweep_dir / "curves.png",
-                                                           "accuracy on the split watched during training, against step"))
     with open(sweep_dir / "results.csv") as handle:
         rows = list(csv.DictReader(handle))
+    if (sweep_dir / "curves.png").exists():
+        metric = "accuracy (MSE for a forecast)" if any(r.get("mse") for r in rows) else "accuracy"
+        sections.append("<h2>Learning curves</h2>" + _image(sweep_dir / "curves.png",
+                                                           f"{metric} on the split watched during training, against step"))
     if rows:
         columns = [c for c in rows[0] if c not in ("run_dir", "row")]
         sections.append("<h2>Runs</h2>" + _table(columns, [[r[c] for c in columns] for r in rows], "runs"))

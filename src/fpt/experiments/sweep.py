@@ -42,6 +42,7 @@ from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
 from fpt.runtime import usable_cores
 from fpt.runs import RunDir
+from fpt.scores import REGRESSION_METRICS, is_regression
 from fpt.tracking import Tracker
 
 SPEC_KEYS = {"name", "grid", "options", "parallel"}
@@ -115,7 +116,7 @@ def _check_value(key: str, value, where: str) -> None:
 
     if key == "variant" and value not in VARIANTS:
         raise FptError(f"{where}: unknown variant {value!r}; choose from {', '.join(VARIANTS)}")
-    if key == "task" and not (str(value).startswith("npz:") or value in list_tasks()):
+    if key == "task" and str(value).partition(":")[0] not in list_tasks():  # npz:PATH, forecast:PATH, ett:ETTh1
         raise FptError(f"{where}: unknown task {value!r}; choose from {', '.join(list_tasks())}")
 
 
@@ -314,6 +315,8 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
     if summary is None:
         return failed_row(cell, run, "crash", missing)
     final = summary.get("final") or {}
+    if is_regression(final):
+        return _regression_row(cell, run, summary)
     tests, error = _test_scores(run, summary, log)
     split = next(iter(tests))
     return {**cell.values, "status": "done", "split": split, "accuracy": tests[split],
@@ -321,6 +324,19 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
             "eval_split": final.get("split"), "eval_accuracy": final.get("accuracy"),
             "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
             "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": error}
+
+
+def _regression_row(cell: Cell, run: RunDir, summary: dict) -> dict:
+    """A regression run's row (a forecast): MSE and MAE, lower is better, on each test split the run
+    scored once as it ended (summary.json "test"), or on the split it was watched on where it has none."""
+    final, tested = summary["final"], summary.get("test") or {}
+    tests = {name: tested[name] for name in sorted(tested, key=split_order)} or {final["split"]: final}
+    split = next(iter(tests))
+    return {**cell.values, "status": "done", "split": split, "mse": tests[split]["mse"], "mae": tests[split]["mae"],
+            **{f"{metric}:{name}": result[metric] for name, result in tests.items() for metric in REGRESSION_METRICS},
+            "eval_split": final["split"], "eval_mse": final["mse"], "eval_mae": final["mae"],
+            "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
+            "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": ""}
 
 
 def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float], str]:
@@ -489,14 +505,15 @@ def machine_description(parallel: int) -> str:
 def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
     """results.md (the table of a user's own sweep), chart.png and curves.png; returns the table's text."""
     from fpt.experiments.plots import learning_curves, table_chart
-    from fpt.experiments.tables import markdown_table, split_title
+    from fpt.experiments.tables import markdown_table, row_metric, split_title
     from fpt.paths import write_text
 
     options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
     seeds = len(spec.grid.get("seed", [0]))
     text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); {split_title(rows)}", None, "row")
     if table_chart(rows, sweep_dir / "chart.png", f"{spec.name}: {split_title(rows)}", None, "row"):
-        text += "\n![our accuracy by row and task](chart.png)\n"
+        scored = "MSE" if all(row_metric(r) == "mse" for r in rows if r["status"] == "done") else "accuracy"
+        text += f"\n![our {scored} by row and task](chart.png)\n"
     text += failed_runs_section(rows)
     write_text(sweep_dir / "results.md", text)
     learning_curves(rows, sweep_dir / "curves.png", "row")

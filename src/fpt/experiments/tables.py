@@ -2,9 +2,10 @@
 
 Each cell shows our mean and spread over seeds next to the paper's number, on the split its
 column names (a task's test split, or each of its test holdouts, scored once at the end of every
-run; tasks without one, e.g. the generated bit tasks, their held-out set). A cell whose runs
-failed because the data is not on this machine says so (from the run's failure kind); nothing is
-left blank or invented. `table_data` and `steps_data` are what the text and the charts share.
+run; tasks without one, e.g. the generated bit tasks, their held-out set). A regression task's
+cell (a forecast) shows MSE / MAE, lower being better, the lowest MSE of a column in bold. A cell
+whose runs failed because the data is not on this machine says so (from the run's failure kind);
+nothing is left blank or invented. `table_data` and `steps_data` are what the text and the charts share.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKI
 from fpt.experiments.convergence import Convergence, convergence, describe
 from fpt.experiments.paper import PAPER, PAPER_SCORED_VALIDATION, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER
 from fpt.runs import RunDir, whole_split
+from fpt.scores import is_regression
 
 # A failed run's failure kind (failure.json, fpt.errors) -> what its table cell says instead of a number.
 FAILURE_TEXTS = {
@@ -31,6 +33,7 @@ SPLIT_LABELS = {"heldout": "held-out", "val": "val", "valid": "val", "test": "te
                 "test_fold_holdout": "test (fold)", "test_superfamily_holdout": "test (superfamily)",
                 "test_family_holdout": "test (family)"}
 SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold_holdout"
+# A regression run's row (a forecast) carries "mse:test" and "mae:test" (and "mse", "mae") instead.
 
 
 def failure_text(kinds: list[str], layers=None) -> str:
@@ -42,13 +45,21 @@ def failure_text(kinds: list[str], layers=None) -> str:
     return "failed"
 
 
-def scores(row: dict) -> dict[str | None, float]:
-    """A finished run's accuracy per reported split (a row made before splits were named: its one
-    accuracy, on the split it names, if any)."""
-    found = {key[len(SCORE_PREFIX):]: float(value) for key, value in row.items()
-             if key.startswith(SCORE_PREFIX) and value not in (None, "")}
-    if not found and row.get("accuracy") not in (None, ""):
-        found = {row.get("split") or None: float(row["accuracy"])}
+def row_metric(row: dict) -> str:
+    """What a row is ranked by: "mse" for a regression run's (lower is better), else "accuracy"."""
+    return "mse" if any((key == "mse" or key.startswith("mse:")) and value not in (None, "")
+                        for key, value in row.items()) else "accuracy"
+
+
+def scores(row: dict, metric: str | None = None) -> dict[str | None, float]:
+    """A finished run's score per reported split: its accuracy, or a regression run's MSE (`metric`
+    "mae": its MAE). A row made before splits were named: its one score, on the split it names."""
+    metric = metric or row_metric(row)
+    prefix = SCORE_PREFIX if metric == "accuracy" else f"{metric}:"
+    found = {key[len(prefix):]: float(value) for key, value in row.items()
+             if key.startswith(prefix) and value not in (None, "")}
+    if not found and row.get(metric) not in (None, ""):
+        found = {row.get("split") or None: float(row[metric])}
     return found
 
 
@@ -71,7 +82,8 @@ def _tasks(rows: list[dict]) -> list[str]:
 @dataclass
 class TableData:
     """A table of accuracies: columns (task, split), rows (labels), our values in percent per cell
-    (one per seed), failure kinds per (row, task), and the paper's figure per cell."""
+    (one per seed), failure kinds per (row, task), and the paper's figure per cell. A regression
+    task's cells hold MSEs (not percent) and `mae` their MAEs; `metrics` names each task's metric."""
 
     columns: list[tuple[str, str | None]]
     rows: list[str]
@@ -79,17 +91,29 @@ class TableData:
     failures: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     layers: dict[str, object] = field(default_factory=dict)  # row -> its --layers, for "needs a K-layer backbone"
     paper: dict[tuple[str, tuple], float] = field(default_factory=dict)
+    metrics: dict[str, str] = field(default_factory=dict)  # task -> "mse" for a regression task's columns
+    mae: dict[tuple[str, tuple], list[float]] = field(default_factory=dict)
+
+    def metric(self, column: tuple) -> str:
+        return self.metrics.get(column[0], "accuracy")
 
 
 def table_data(rows: list[dict], paper_table: str | None = None, row_key: str = "variant") -> TableData:
     paper = PAPER.get(paper_table or "", {})
     ours: dict = defaultdict(list)
+    maes: dict = defaultdict(list)
     failures: dict = defaultdict(list)
-    layers = {}
+    layers, metrics = {}, {}
     for r in rows:
         label = str(r.get(row_key, "fpt"))
         layers.setdefault(label, r.get("layers"))
-        if r["status"] == "done":
+        if r["status"] == "done" and row_metric(r) == "mse":  # a regression run: MSE and MAE as they are
+            metrics[str(r["task"])] = "mse"
+            for split, mse in scores(r, "mse").items():
+                ours[(label, (str(r["task"]), split))].append(mse)
+            for split, mae in scores(r, "mae").items():
+                maes[(label, (str(r["task"]), split))].append(mae)
+        elif r["status"] == "done":
             for split, accuracy in scores(r).items():
                 ours[(label, (str(r["task"]), split))].append(100 * accuracy)
         elif r["status"] in ("failed", "skipped"):
@@ -101,13 +125,19 @@ def table_data(rows: list[dict], paper_table: str | None = None, row_key: str = 
     labels = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
     figures = {(label, column): paper[label][column[0]] for label in labels for column in columns
                if column[0] in paper.get(label, {})}
-    return TableData(columns, labels, dict(ours), dict(failures), layers, figures)
+    return TableData(columns, labels, dict(ours), dict(failures), layers, figures, metrics, dict(maes))
 
 
 def _cell_text(data: TableData, label: str, column: tuple) -> str:
     paper = data.paper.get((label, column))
     paper_text = f" (paper {paper:g})" if paper is not None else ""
     values = data.ours.get((label, column))
+    if values and data.metric(column) == "mse":
+        spread = f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else ""
+        maes = data.mae.get((label, column))
+        mae = f" / {statistics.mean(maes):.3f}" if maes else ""
+        text = f"{statistics.mean(values):.3f}{spread}{mae}"
+        return f"{f'**{text}**' if label == _lowest(data, column) else text} (n={len(values)}){paper_text}"
     if values:
         spread = f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else ""
         return f"{statistics.mean(values):.1f}{spread} (n={len(values)}){paper_text}"
@@ -117,9 +147,15 @@ def _cell_text(data: TableData, label: str, column: tuple) -> str:
     return failure_text(kinds, data.layers.get(label)) + paper_text
 
 
+def _lowest(data: TableData, column: tuple) -> str | None:
+    """The row with a regression column's lowest mean MSE, where two rows or more have one."""
+    means = {label: statistics.mean(data.ours[(label, column)]) for label in data.rows if data.ours.get((label, column))}
+    return min(means, key=means.get) if len(means) > 1 else None
+
+
 def markdown_table(rows: list[dict], title: str, paper_table: str | None = None, row_key: str = "variant") -> str:
     """Our mean ± std over seeds (n runs) beside the paper's figure, in percent, one column per
-    task and reported split."""
+    task and reported split; a regression task's: MSE ± std / MAE, the lowest MSE in bold."""
     data = table_data(rows, paper_table, row_key)
     lines = [f"### {title}", "", "| | " + " | ".join(column_heading(*c) for c in data.columns) + " |",
              "|---" * (len(data.columns) + 1) + "|"]
@@ -136,9 +172,15 @@ def markdown_table(rows: list[dict], title: str, paper_table: str | None = None,
 def split_title(rows: list[dict]) -> str:
     """What a table's cells hold, for its title."""
     splits = {s for r in rows if r["status"] == "done" for s in scores(r)}
-    if splits and all(s is not None and (s == "test" or s.startswith("test_")) for s in splits):
-        return "test accuracy in %"
-    return "accuracy in % on the split named in each column (test where the task has one)"
+    tested = splits and all(s is not None and (s == "test" or s.startswith("test_")) for s in splits)
+    done = [r for r in rows if r["status"] == "done"]
+    if done and all(row_metric(r) == "mse" for r in done):
+        return "test MSE / MAE (lower is better)" if tested else \
+            "MSE / MAE (lower is better) on the split named in each column (test where the task has one)"
+    forecasts = "; MSE / MAE for a forecast (lower is better)" if any(row_metric(r) == "mse" for r in done) else ""
+    if tested:
+        return "test accuracy in %" + forecasts
+    return "accuracy in % on the split named in each column (test where the task has one)" + forecasts
 
 
 # --- Table 6: steps to convergence ------------------------------------------------------------
@@ -146,8 +188,11 @@ def split_title(rows: list[dict]) -> str:
 
 def run_convergence(run_dir) -> Convergence:
     """Where one run converged, from its whole-split evaluations during training (metrics.jsonl),
-    with the chance check where they record the split's majority share (runs made before it was recorded: none)."""
+    with the chance check where they record the split's majority share (runs made before it was recorded: none).
+    A regression run's (a forecast): on its MSE, lower is better (fpt.experiments.convergence)."""
     records = whole_split(RunDir(run_dir).read_metrics())
+    if records and is_regression(records[0]):
+        return convergence([(int(r["step"]), float(r["mse"])) for r in records], metric="mse")
     history = [(int(r["step"]), float(r["accuracy"])) for r in records]
     if records and all(r.get("majority_share") is not None and r.get("examples") for r in records):
         chance = (max(r["majority_share"] for r in records), min(int(r["examples"]) for r in records))
@@ -158,7 +203,7 @@ def run_convergence(run_dir) -> Convergence:
 @dataclass
 class StepsCell:
     steps: list[int]  # the converged runs' steps
-    accuracies: list[float]  # the plateaus they converged to, in percent
+    plateaus: list[float]  # the plateaus they converged to: accuracy in percent, or a regression run's MSE
     runs: int  # finished runs
     budget: int  # the most steps any of them ran
     text: str  # what the table cell says
@@ -180,14 +225,15 @@ def steps_data(rows: list[dict], row_key: str = "variant") -> tuple[list[str], l
             found = [run_convergence(r["run_dir"]) for r in done]
             converged = [c for c in found if c.converged]
             budget = max(c.budget for c in found)
+            plateaus = [c.score if c.metric == "mse" else 100 * c.score for c in converged]
             if converged:
                 median = statistics.median(c.step for c in converged)
-                plateau = statistics.median(100 * c.accuracy for c in converged)
-                text = f"{median:g} ({len(converged)}/{len(done)} converged, to {plateau:.1f}%)"
+                plateau = statistics.median(plateaus)
+                to = f"MSE {plateau:.3f}" if converged[0].metric == "mse" else f"{plateau:.1f}%"
+                text = f"{median:g} ({len(converged)}/{len(done)} converged, to {to})"
             else:
                 text = f"not converged within {budget} steps (0/{len(done)}: {found[0].why_not})"
-            cells[(label, task)] = StepsCell([c.step for c in converged], [100 * c.accuracy for c in converged],
-                                             len(done), budget, text)
+            cells[(label, task)] = StepsCell([c.step for c in converged], plateaus, len(done), budget, text)
     return tasks, labels, cells
 
 
@@ -198,7 +244,13 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant") -> str:
     tasks, labels, cells = steps_data(rows, row_key)
     watched = {r.get("eval_split") or r.get("split") for r in rows if r["status"] == "done"}
     split = ", ".join(sorted(SPLIT_LABELS.get(s, s) for s in watched if s))
-    lines = [f"### {title}", "", describe() + f" Accuracy during training, on the {split or 'evaluation'} split.", "",
+    regression = [r for r in rows if r["status"] == "done" and row_metric(r) == "mse"]
+    definition = describe() + f" Accuracy during training, on the {split or 'evaluation'} split."
+    if regression:  # a forecast's runs: their MSE, lower is better
+        definition = (describe(metric="mse") + f" MSE during training, on the {split or 'evaluation'} split."
+                      if len(regression) == sum(r["status"] == "done" for r in rows) else
+                      definition + " " + describe(metric="mse"))
+    lines = [f"### {title}", "", definition, "",
              "| | " + " | ".join(TASK_COLUMNS.get(t, t) for t in tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
     for label in labels:
         texts = []
