@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from fpt.backbones import check_init
+from fpt.backbones.controls import BACKBONE, check_body
 from fpt.backbones.surgery import check_attention, check_dropout_rates, compute_dtype
 from fpt.baselines import check_model
 from fpt.devices import check_device_name
@@ -20,7 +21,7 @@ from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
 # baseline cells when the sweep sets them for every cell.
-TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile")
+TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile", "body")
 
 
 LR_SCHEDULES = ("constant", "cosine")
@@ -59,10 +60,12 @@ class TrainConfig:
 
     task: str = "bit-xor"
     task_options: dict = field(default_factory=dict)  # e.g. {"n_bits": 1000, "patch_size": 50}
+    train_fraction: float | None = None  # train on the first fraction of a dataset's training split (few-shot)
     model: str = "fpt"  # fpt (a frozen backbone) | lstm | lstm* | cnn | cnn-matched (fully trained baselines)
     backbone: str = "minilm"
     init: str = "pretrained"  # pretrained | random | stats
     policy: str = "fpt"  # a policy name or a comma list of groups
+    body: str = "backbone"  # backbone | none | attention | block: the blocks, or a control in their place (fpt.backbones.controls)
     layers: int | None = None  # keep only the first K transformer blocks
     pooling: str | None = None  # last (the paper's last-k tokens) | mean | flatten (None: the task's, see fpt.model.default_pooling)
     attention: str | None = None  # causal | bidirectional (None: as pretrained: BERT both ways, GPT-2 and Llama causal)
@@ -113,6 +116,8 @@ class TrainConfig:
             raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
         if self.target_mse is not None and not (self.target_mse > 0 and math.isfinite(self.target_mse)):
             raise FptError(f"--target-mse must be a positive number, got {self.target_mse}")
+        if self.train_fraction is not None and not 0 < self.train_fraction <= 1:
+            raise FptError(f"--train-fraction is a fraction in (0, 1], got {self.train_fraction}")
         if not 0 <= self.seed < 2**63:
             raise FptError(f"--seed must be in 0..2^63-1, got {self.seed}")
         check_threads(self.threads)
@@ -129,6 +134,13 @@ class TrainConfig:
             raise FptError(f"unknown --recipe {self.recipe!r}; choose {' or '.join(RECIPES)}")
         # Names, through each one's own lookup, so a typo fails before a backbone is loaded.
         parse_policy(self.policy)
+        check_body(self.body)
+        if self.body != BACKBONE and self.policy not in ("fpt", "full"):
+            raise FptError(f"--body {self.body} trains every parameter it has (its layers are fresh); "
+                           f"--policy {self.policy} is for the backbone's own blocks: leave --policy unset")
+        if self.body != BACKBONE and self.layers is not None:
+            raise FptError(f"--layers keeps some of the backbone's blocks; --body {self.body} replaces them all: "
+                           "leave --layers unset")
         check_init(self.init)
         check_pooling(self.pooling)
         check_attention(self.attention)
@@ -144,13 +156,15 @@ class TrainConfig:
         """A config whose options not given come from the named recipe, then from the defaults
         (the way to use a recipe from Python: TrainConfig(recipe=...) only records the name).
         A baseline model takes none of the recipe's transformer-only options (e.g. bf16), and
-        neither it nor a policy that trains attention or feed-forward weights takes its dropout."""
+        neither it nor a policy or a control body that trains attention or feed-forward weights
+        takes its dropout."""
         defaults = recipe_defaults(recipe)
         baseline = options.get("model", "fpt") != "fpt"
         if baseline:
             defaults = {k: v for k, v in defaults.items() if k not in TRANSFORMER_ONLY_OPTIONS}
         policy = options.get("policy", "fpt")  # a wrong type is refused by validate, in one line
-        if baseline or (isinstance(policy, str) and parse_policy(policy) & _BODY_GROUPS):
+        trains_layers = options.get("body", BACKBONE) in ("attention", "block")
+        if baseline or trains_layers or (isinstance(policy, str) and parse_policy(policy) & _BODY_GROUPS):
             defaults = {k: v for k, v in defaults.items() if k not in _FROZEN_BODY_ONLY}
         return cls(**{**defaults, **options, "recipe": recipe})
 

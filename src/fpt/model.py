@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.backbones import Backbone, backbone_from_config
+from fpt.backbones.controls import BACKBONE, ControlBody, control_groups
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.errors import FptError
 from fpt.paths import atomic_write, read_json_object, write_json
@@ -161,7 +162,8 @@ class FrozenPretrainedTransformer(nn.Module):
     long enough for the task, dropout rates, checkpointing, compile). `dropout` here is the input
     embedder's. precision "bf16" (or "fp16", GPUs) keeps the frozen weights in 16 bits and runs
     the body under autocast (changes numerics); it is applied here because which weights are
-    frozen depends on the policy.
+    frozen depends on the policy. A control body (`load_backbone(body=...)`) trains every parameter
+    it has, whatever `policy` says: its layers are fresh.
     """
 
     def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
@@ -171,6 +173,7 @@ class FrozenPretrainedTransformer(nn.Module):
             raise FptError(f"the task is {spec.seq_len} tokens long and backbone {backbone.name!r} has "
                            f"{backbone.max_positions} positions; load it with load_backbone(..., seq_len={spec.seq_len})")
         check_dropout_rates(dropout, None)
+        policy = policy if backbone.body == BACKBONE else "full"
         self.spec, self.policy, self.precision = spec, policy, precision
         self.backbone_info = backbone
         self.weights_name, self.weights_hash = backbone.name, backbone.weights_hash
@@ -185,7 +188,9 @@ class FrozenPretrainedTransformer(nn.Module):
             store_frozen_weights(self.backbone, self.compute_dtype)
 
     def _classify(self) -> dict[str, str]:
-        groups = {f"backbone.{k}": g for k, g in classify_backbone(self.backbone, self.backbone_info.family).items()}
+        body = (control_groups(self.backbone) if isinstance(self.backbone, ControlBody)
+                else classify_backbone(self.backbone, self.backbone_info.family))
+        groups = {f"backbone.{k}": g for k, g in body.items()}
         for name, _ in self.embedder.named_parameters():
             groups[f"embedder.{name}"] = "position" if name.startswith("positions.") else "input"
         for name, _ in self.head.named_parameters():
@@ -217,6 +222,9 @@ class FrozenPretrainedTransformer(nn.Module):
         from safetensors.torch import save_file
 
         directory = Path(directory)
+        if self.backbone_info.body != BACKBONE:
+            raise FptError(f"a --body {self.backbone_info.body} control has no pretrained backbone to save around; "
+                           "its run directory holds every weight it trained")
         config = json.loads(self.backbone.config.to_json_string(use_diff=False))
         config["fpt"] = {**self.settings(), **(extra or {})}
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}

@@ -40,6 +40,8 @@ from fpt.tracking import Tracker
 
 def build_task(config: TrainConfig) -> Task:
     task = create_task(config.task, **config.task_options)
+    if config.train_fraction is not None:  # before bucketing: the share is of the split as stored
+        task.keep_training_share(config.train_fraction)
     return task if config.bucket_window is None else LengthBucketedTask(task, config.bucket_window)
 
 
@@ -85,7 +87,7 @@ def plan_memory(config: TrainConfig, spec, heads: int, layers: int = 1, can_chec
     long_with_dropout = attention > 0 and spec.seq_len >= LONG_INPUT and device_type != "cuda"
     if config.checkpointing is None:
         config.checkpointing = long_with_dropout and can_checkpoint
-        if long_with_dropout and config.micro_batch_size is None:
+        if long_with_dropout and config.micro_batch_size is None and layers:  # --body none: no attention
             stored_layers = 1 if config.checkpointing else layers
             per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT * stored_layers
             fits = max(1, int(ATTENTION_BYTES_BUDGET // per_example))
@@ -96,7 +98,7 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
     backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers,
                              seq_len=task.spec.seq_len, dropout=config.dropout,
                              attention_dropout=config.attention_dropout, attention=config.attention,
-                             compile=config.compile)
+                             compile=config.compile, body=config.body)
     body = backbone.model.config
     plan_memory(config, task.spec, getattr(body, "num_attention_heads", 1), getattr(body, "num_hidden_layers", 1),
                 getattr(backbone.model, "supports_gradient_checkpointing", False), resolve_device(config.device).type)
@@ -104,6 +106,8 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
         enable_checkpointing(backbone.model)
     torch.manual_seed(config.seed)  # the new input and output layers
     config.pooling = config.pooling or default_pooling(task.spec)  # recorded in config.json as it ran
+    if config.body != "backbone":
+        config.policy = "full"  # a control trains every parameter it has; recorded as it ran
     return FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
                                        dropout=config.dropout, extra_positions=config.extra_positions,
                                        precision=config.precision)

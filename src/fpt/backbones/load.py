@@ -20,12 +20,14 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
+import fpt.backbones.controls as controls
 import fpt.backbones.surgery as surgery
 from fpt.backbones.export import bit_backbone_path, load_exported_backbone
 from fpt.backbones.registry import BackboneEntry, get_backbone_entry
 from fpt.backbones.vit import ViTBody, is_vit
 from fpt.devices import attention_kernel
 from fpt.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
+from fpt.families import native_attention
 from fpt.paths import user_path
 
 INITS = ("pretrained", "random", "stats", "bit")
@@ -64,6 +66,8 @@ class Backbone:
     attention_dropout: float | None = None
     attention: str | None = None  # causal | bidirectional as set at load time (None: as pretrained)
     run: Callable | None = None  # the body, or its torch.compile'd call
+    body: str = controls.BACKBONE  # or a control that replaced the blocks (fpt.backbones.controls)
+    positions: str | None = None  # a control's: where its positions come from, in words
 
     def __call__(self, **kwargs):
         with self._attention_kernel(kwargs["inputs_embeds"]):
@@ -298,6 +302,7 @@ def load_backbone(
     attention: str | None = None,
     checkpointing: bool = False,
     compile: bool = False,
+    body: str = controls.BACKBONE,
 ) -> Backbone:
     """Load a backbone body by name, re-initialise it if asked, drop its unused token table.
 
@@ -312,12 +317,17 @@ def load_backbone(
     the body's rates (default: the paper's 0.1 for both; attention None: the same as dropout;
     both None: as published); `attention` "causal" masks an encoder's self-attention as GPT-2's
     ("bidirectional" is what an encoder does anyway; None: as pretrained); `checkpointing`
-    recomputes blocks in backward; `compile` runs the body through torch.compile.
+    recomputes blocks in backward; `compile` runs the body through torch.compile. `body` other
+    than "backbone" replaces the blocks with a control (fpt.backbones.controls), seeded by `seed`,
+    keeping the position table as loaded.
     """
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # fpt draws its own progress; loading is a second or two
     check_init(init)
+    controls.check_body(body)
+    if body != controls.BACKBONE and layers is not None:
+        raise FptError(f"--layers keeps some of the backbone's blocks; --body {body} replaces them all: leave --layers unset")
     surgery.check_dropout_rates(0.0 if dropout is None else dropout, attention_dropout)
     source, entry = _source_of(name)
     config, source = _architecture(name, source, entry, init)
@@ -336,8 +346,66 @@ def load_backbone(
     backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
                         max_positions=None if table is None else table.num_embeddings,
                         weights_hash=weights_hash(model))
+    if body != controls.BACKBONE:
+        _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing=False, compile=False)
+        return _control(backbone, body, seed, dtype, seq_len, dropout, attention_dropout, attention, compile)
     _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing, compile)
     return backbone
+
+
+def _control(loaded: Backbone, body: str, seed: int, dtype: torch.dtype, seq_len: int | None, dropout: float | None,
+             attention_dropout: float | None, attention: str | None, compile: bool) -> Backbone:
+    """`loaded` (adapted: positions grown, rates and attention set) with its blocks replaced by
+    control `body`, keeping its position table's rows; the new weights are drawn from `seed`."""
+    family, config = loaded.family, loaded.model.config
+    if isinstance(loaded.model, ViTBody):
+        raise FptError(f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
+                       "backbone (minilm, gpt2, ...) for the controls")
+    table = surgery.position_table(loaded.model, family)
+    if table is None and body != "block" and seq_len is None:
+        raise FptError(f"--body {body} on a backbone without a learned position table adds one, as long as the "
+                       "task: give load_backbone(..., seq_len=N)")
+    rate = 0.0 if dropout is None else dropout
+    torch.manual_seed(seed)  # as a random init is seeded (_build_body)
+    if body == "block":
+        model = _one_fresh_block(config, dtype)
+    else:
+        causal = body == "attention" and controls.causal_control(attention or native_attention(family), family)
+        rows = table if table is not None else controls.fresh_position_table(seq_len, config.hidden_size)
+        model = controls.small_body(body, config, rows, causal, rate,
+                                    rate if attention_dropout is None else attention_dropout).to(dtype)
+    backbone = Backbone(name=loaded.name, init=loaded.init, model=model, family=model.config.model_type,
+                        hidden_size=config.hidden_size, max_positions=loaded.max_positions, weights_hash="",
+                        extended_positions=loaded.extended_positions, body=body)
+    if body == "block":
+        _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing=False, compile=False)
+        fresh = surgery.position_table(model, family)
+        if table is not None:
+            with torch.no_grad():
+                fresh.weight.copy_(table.weight)
+    if table is not None:
+        backbone.positions = f"the backbone's own table ({table.num_embeddings} rows, --init {loaded.init}), trained"
+    elif body == "block":
+        backbone.positions = "rotary, as the backbone's"
+    else:
+        backbone.positions = f"a fresh learned table of {model.positions.num_embeddings} rows (the backbone has none)"
+    backbone.weights_hash = weights_hash(model)  # the body as built: seeded, so a resume rebuilds the same
+    if compile:
+        backbone.run = surgery.CompiledBackbone(model)
+    return backbone
+
+
+def _one_fresh_block(config, dtype: torch.dtype) -> nn.Module:
+    """The architecture of `config` with one block, at its default init (from the global RNG)."""
+    from transformers import AutoModel
+
+    one = copy.deepcopy(config)
+    controls.set_layer_count(one, 1)
+    small = _with_small_vocabulary(one)
+    model = AutoModel.from_config(small or one, dtype=dtype)
+    if small is not None:
+        model.config.vocab_size = one.vocab_size
+    return _drop_unused_parts(model)
 
 
 def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, attention_dropout: float | None,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterator
 
 import torch
+
+from fpt.errors import FptError
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,17 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + step) % (2**63))
 
 
+def training_share(fraction: float, total: int, what: str) -> int:
+    """How many of `total` training `what` --train-fraction keeps: floor(fraction x total), the
+    fraction read as the decimal it was written as (0.29 of 100 is 29, not the 28 that binary
+    floating point would give); a share that keeps none is refused."""
+    kept = math.floor(Fraction(repr(float(fraction))) * total)
+    if kept < 1:
+        raise FptError(f"--train-fraction {fraction} keeps none of the {total:,} training {what}; "
+                       f"use at least {1 / total:.3g}")
+    return kept
+
+
 def is_test_split(name: str) -> bool:
     """A test split: "test", or a test holdout such as homology's "test_fold_holdout"."""
     return name == "test" or name.startswith("test_")
@@ -109,6 +124,12 @@ class Task(ABC):
     def test_splits(self) -> tuple[str, ...]:
         """The splits tables report: "test" and any test holdouts (none for generated tasks)."""
         return tuple(s for s in self.eval_splits if is_test_split(s))
+
+    def keep_training_share(self, fraction: float) -> None:
+        """Train on the first `fraction` of the training split, in its stored order (few-shot);
+        the evaluation splits stay whole. A task that draws fresh examples every step has no split."""
+        raise FptError(f"--train-fraction: task {self.name!r} draws fresh training examples every step, so "
+                       "it has no training split to take a share of; leave --train-fraction unset")
 
     @abstractmethod
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:

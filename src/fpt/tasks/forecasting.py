@@ -32,7 +32,7 @@ from fpt.data.series_csv import SeriesTable, read_series_csv
 from fpt.errors import MISSING_DATA, FptError
 from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.tasks.arrays import ArrayTask
-from fpt.tasks.base import Batch, TaskSpec, series_tokens
+from fpt.tasks.base import Batch, TaskSpec, series_tokens, training_share
 from fpt.tasks.registry import register_task
 
 ETT_DATASETS = ("ETTh1", "ETTh2")
@@ -89,6 +89,17 @@ class ForecastTask(ArrayTask):
     def make_batch(self, split: Windows, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
         x, y = split.examples(index)
         return Batch(x, y)
+
+    def keep_training_share(self, fraction: float) -> None:
+        """The earliest `training_share` of the training windows, each with all its channels (One
+        Fits All's --percent); the scaler stays the one fitted on every training row, so validation
+        and test are scored exactly as without the cut."""
+        train = self.train
+        kept = training_share(fraction, train.windows, "windows")
+        self.train = Windows(train.series[:, :kept + train.lookback + train.horizon - 1], train.lookback, train.horizon)
+        self._epoch = None
+        self.notes = {**self.notes, "train_fraction": {"fraction": fraction, "kept": kept, "of": train.windows,
+                                                       "unit": "windows", "examples": len(self.train)}}
 
 
 def check_window_options(lookback: int, horizon: int, patch_size: int, patch_stride: int) -> None:
