@@ -54,6 +54,9 @@ def export_run(run_dir: str | Path, format: str, out: str | Path) -> Path:
     config, _, model, trainer = load_run(run_dir, device="cpu")
     if config.model != "fpt":
         raise FptError(f"{run_dir} trained a {config.model} baseline, which has no pretrained backbone to export")
+    if config.body != "backbone":
+        raise FptError(f"{run_dir} trained a --body {config.body} control, which has no pretrained backbone to export; "
+                       "its run directory holds every weight it trained")
     if format == "peft":
         _check_expressible_in_peft(model, config.init, config.layers)
     final = (RunDir(run_dir).read_summary() or {}).get("final")
