@@ -103,7 +103,7 @@ def test_target_accuracy_stops_early_and_reports_the_step(tiny_gpt2, tmp_path):
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
     import fpt.training as train_module
 
-    real = train_module.classification_loss
+    real = train_module.task_loss
     calls = {"n": 0}
 
     def poisoned(logits, y):
@@ -111,7 +111,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp
         loss = real(logits, y)
         return loss * float("nan") if calls["n"] > 6 else loss
 
-    monkeypatch.setattr(train_module, "classification_loss", poisoned)
+    monkeypatch.setattr(train_module, "task_loss", poisoned)
     with pytest.raises(FptError, match=r"loss became nan at step 7.*checkpoint \(step 5\)"):
         train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
     assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 5

@@ -62,7 +62,7 @@ class Reproduction:
 
     def common_options(self) -> dict:
         options = {"steps": self.budget, "backbone": self.backbone}
-        if "table6" in self.tables:  # steps to a threshold are read from 20 evaluations per run
+        if "table6" in self.tables:  # steps to convergence (each run's own plateau) are read from 20 evaluations per run
             options["eval_every"] = max(1, self.budget // 20)
         return {**options, **self.options}
 

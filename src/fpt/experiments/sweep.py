@@ -348,6 +348,8 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
 
     final = summary.get("final") or {}
     watched = {final.get("split"): final.get("accuracy")}
+    if summary.get("test"):  # scored by the run itself when it ended
+        return {name: r["accuracy"] for name, r in sorted(summary["test"].items(), key=lambda kv: split_order(kv[0]))}, ""
     if final.get("split") in ("heldout", None) or is_test_split(final["split"]):
         return watched, ""
 
