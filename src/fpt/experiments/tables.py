@@ -2,7 +2,7 @@
 
 Each cell shows our mean and spread over seeds next to the paper's number, on the split its
 column names (a task's test split, or each of its test holdouts, scored once at the end of every
-run; tasks without one, e.g. the generated bit tasks, their held-out set). A regression task's
+run; the generated bit tasks' test set is a second fixed draw; a task without one, its held-out set). A regression task's
 cell (a forecast) shows MSE / MAE, lower being better, the lowest MSE of a column in bold. A cell
 whose runs failed because the data is not on this machine says so (from the run's failure kind);
 nothing is left blank or invented. `table_data` and `steps_data` are what the text and the charts share.
