@@ -1,13 +1,14 @@
 # Two commands get a newcomer from a fresh clone to a result:
 #   make demo   set up .venv and train a frozen MiniLM on Bit XOR (offline, about a minute on 2 cores)
 #   make test   set up .venv and run the test suite
+# While editing, `make test-fast` runs the tests not marked slow (no torchrun, Ray or long runs).
 VENV ?= .venv
 PYTHON ?= python3
 # A CPU wheel of torch 2.13.0 is on disk on our machines; elsewhere pick the build you want.
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup clean
+.PHONY: demo test test-fast setup clean
 
 $(BIN)/.fpt-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,9 @@ demo: setup
 
 test: setup
 	HF_HUB_OFFLINE=1 $(BIN)/pytest
+
+test-fast: setup
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "not slow"
 
 clean:
 	rm -rf $(VENV) runs

@@ -26,6 +26,7 @@ def test_lstm_trains_every_parameter_and_lstm_frozen_only_its_input_and_head(tmp
     assert any(n.startswith("body.embedder.positions") for n in trained)  # LSTM* has positions
 
 
+@pytest.mark.slow
 def test_baseline_run_resumes_bit_identically(tmp_path):
     common = ["train", "--model", "lstm", "--task", "bit-xor", "--eval-size", "8", "--batch-size", "4",
               "--eval-every", "2", "--no-progress"]

@@ -51,6 +51,7 @@ def _one_process(backbone: str, out: Path, **overrides) -> Path:
     return train(config, out=out, progress=False)[1]
 
 
+@pytest.mark.slow
 def test_two_ranks_compute_what_one_process_computes(tiny_gpt2, tmp_path):
     single = _one_process(tiny_gpt2, tmp_path / "single", steps=6, eval_every=3, dropout=0.0)
     _fpt("train", *TASK, "--backbone", tiny_gpt2, "--steps", "6", "--eval-every", "3", "--dropout", "0",
@@ -77,6 +78,7 @@ def _trained_at_start(backbone: str) -> dict[str, torch.Tensor]:
     return model.trainable_state()
 
 
+@pytest.mark.slow
 def test_split_evaluation_scores_every_example_once(tiny_gpt2, tmp_path):
     run = _one_process(tiny_gpt2, tmp_path / "run", steps=4, eval_every=4)
     _, task, model, _ = load_run(run)
@@ -89,6 +91,7 @@ def test_split_evaluation_scores_every_example_once(tiny_gpt2, tmp_path):
     assert split["loss"] == pytest.approx(alone["loss"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_resumed_two_rank_run_ends_bit_identical(tiny_gpt2, tmp_path):
     # dropout on: each rank's own RNG state must come back from the checkpoint
     common = [*TASK, "--backbone", tiny_gpt2, "--eval-every", "2", "--nproc", "2", "--no-progress"]
@@ -105,6 +108,7 @@ def test_a_resumed_two_rank_run_ends_bit_identical(tiny_gpt2, tmp_path):
         assert torch.equal(a.rng_states[rank].cpu, b.rng_states[rank].cpu)
 
 
+@pytest.mark.slow
 def test_resuming_with_another_world_size_is_refused_in_one_line(tiny_gpt2, tmp_path, capsys):
     _fpt("train", *TASK, "--backbone", tiny_gpt2, "--steps", "2", "--eval-every", "2", "--nproc", "2",
          "--out", str(tmp_path / "run"), "--no-progress")
@@ -116,6 +120,7 @@ def test_resuming_with_another_world_size_is_refused_in_one_line(tiny_gpt2, tmp_
     assert (tmp_path / "run" / RunDir.CHECKPOINT).read_bytes() == before
 
 
+@pytest.mark.slow
 def test_two_nodes_on_one_machine_meet_through_c10d(tiny_gpt2, tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -134,6 +139,7 @@ def test_two_nodes_on_one_machine_meet_through_c10d(tiny_gpt2, tmp_path):
         assert torch.allclose(one[name], two[name], atol=1e-5), name
 
 
+@pytest.mark.slow
 def test_ranks_with_different_backbones_are_refused_before_the_run_directory(tiny_gpt2, tmp_path):
     other = save_tiny("gpt2", tmp_path / "other", seed=99)
     done = _torchrun(WORKER, "backbones", str(tmp_path / "run"), tiny_gpt2, other, *TASK, "--steps", "2")
@@ -143,11 +149,13 @@ def test_ranks_with_different_backbones_are_refused_before_the_run_directory(tin
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_crashed_rank_ends_the_whole_job_instead_of_hanging(tiny_gpt2, tmp_path):
     done = _torchrun(WORKER, "crash", str(tmp_path / "run"), tiny_gpt2)  # bounded by _run's timeout
     assert done.returncode != 0
 
 
+@pytest.mark.slow
 def test_ranks_stop_together_on_one_ranks_sigterm_and_resume_bit_identical(tiny_gpt2, tmp_path):
     # only rank 1 is signalled (after step 3): the ranks agree in step 4's all-reduce and both stop there
     assert _torchrun(WORKER, "sigterm", str(tmp_path / "straight"), tiny_gpt2, "-1").returncode == 0

@@ -146,6 +146,7 @@ def summary(sources: list[str]) -> dict[str, float]:
             **{op: ops.count(op) / len(ops) for op in OPS}}
 
 
+@pytest.mark.slow
 def test_distribution_matches_node_by_node_reference():
     """Level-by-level drawing must give LRA's distribution (tolerances ~4 standard errors)."""
     ours = summary(generate_listops(800, 0, 0, seed=11)["train"][0])

@@ -26,6 +26,7 @@ def test_minilm_groups_match_its_architecture():
     assert count["position"] == 512 * 384
 
 
+@pytest.mark.slow
 def test_train_bit_xor_on_minilm_and_resume(tmp_path, capsys):
     run = tmp_path / "run"
     argv = ["train", "--out", str(run), "--steps", "40", "--eval-every", "20", "--no-progress", "--eval-size", "200"]

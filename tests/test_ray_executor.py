@@ -42,6 +42,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_runs_no_node_can_hold_are_refused_here_and_waited_for_on_a_cluster(local_ray, capsys):
     from fpt.experiments.ray_executor import RayExecutor
 
@@ -62,6 +63,7 @@ def test_runs_no_node_can_hold_are_refused_here_and_waited_for_on_a_cluster(loca
     assert local_ray.is_initialized()  # joined, not started, by these executors: left running
 
 
+@pytest.mark.slow
 def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, tiny_gpt2, tmp_path, monkeypatch):
     from fpt.experiments import ray_executor, sweep
 

@@ -34,6 +34,7 @@ def test_run_report_holds_config_results_and_figures_inline(run_dir):
     assert "None" not in page and "{&#x27;" not in page  # config values as a reader writes them, no reprs
 
 
+@pytest.mark.slow
 def test_sweep_report(tiny_gpt2, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"grid:\n  task: [bit-xor]\n  variant: [fpt, random]\noptions:\n  steps: 2\n"
@@ -75,6 +76,7 @@ def test_report_renders_in_a_real_browser(run_dir, tmp_path):
     assert pixels.shape[0] >= 1000 and pixels.std() > 0.05  # a page with content, not a blank canvas
 
 
+@pytest.mark.slow
 def test_a_sweep_report_shows_its_configuration_as_a_table_not_json(tiny_gpt2, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"grid:\n  task: [bit-xor]\n  seed: [0, 1]\noptions:\n  steps: 2\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")

@@ -62,6 +62,7 @@ def test_bf16_trains_with_frozen_layer_norms_which_stay_fp32(tiny_backbones, fam
     assert any(p.dtype == torch.bfloat16 for p in model.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_compile_gives_the_same_outputs_as_eager(tiny_backbones, family):
     torch._dynamo.reset()

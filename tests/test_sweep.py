@@ -37,6 +37,7 @@ def _rows(sweep_dir):
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(tiny_gpt2, tmp_path, capsys):
     sweep_dir = tmp_path / "sweep"
     assert main(["sweep", str(_spec(tmp_path, tiny_gpt2)), "--out", str(sweep_dir), "--no-progress"]) == 0
@@ -54,6 +55,7 @@ def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(ti
     assert summaries == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
 
 
+@pytest.mark.slow
 def test_a_killed_cell_is_resumed_from_its_checkpoint(tiny_gpt2, tmp_path):
     spec = load_spec(_spec(tmp_path, tiny_gpt2))
     sweep_dir = tmp_path / "sweep"
@@ -65,6 +67,7 @@ def test_a_killed_cell_is_resumed_from_its_checkpoint(tiny_gpt2, tmp_path):
     assert json.loads((cell / "summary.json").read_text())["resumed_from_step"] == 4
 
 
+@pytest.mark.slow
 def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(f"grid:\n  task: [bit-xor, mnist]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n"
@@ -80,6 +83,7 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     assert "data or weights not on this machine" in markdown_table(rows, "t", row_key="row")
 
 
+@pytest.mark.slow
 def test_a_sweep_with_a_failed_run_exits_1_naming_what_failed(tiny_gpt2, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))  # no Bit backbone made here
     path = tmp_path / "spec.yaml"
@@ -133,6 +137,7 @@ def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
     assert "95.0" in text and "95.0" in (tmp_path / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2, tmp_path):
     plan = Reproduction(["table1", "table6"], tasks=["bit-xor"], budget=2, seeds=1, backbone=tiny_gpt2,
                         skip_variants=("full", "lstm", "finetune"), options={"eval_size": 8})
@@ -208,6 +213,7 @@ def test_duplicate_cells_are_refused_when_the_spec_loads(tmp_path):
         load_spec(path)
 
 
+@pytest.mark.slow
 def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_gpt2, tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
@@ -224,6 +230,7 @@ def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_g
             run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_gpt2, tmp_path, monkeypatch):
     path = tmp_path / "spec.yaml"
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  recipe: fast\n  precision: fp32\n  steps: 2\n"

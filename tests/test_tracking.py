@@ -97,6 +97,7 @@ def _wandb_history(wandb_dir: Path, run_id: str, key: str) -> list[tuple[int, fl
     return [(row["_step"], row[key]) for row in rows if key in row]
 
 
+@pytest.mark.slow
 def test_trackers_hold_exactly_metrics_jsonl_after_kills_and_resumes(tiny_gpt2, tmp_path, mlflow_uri, wandb_offline,
                                                                      monkeypatch):
     import mlflow
@@ -231,6 +232,7 @@ def test_a_tracker_that_cannot_start_stops_the_run_before_it_trains(tiny_gpt2, t
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_is_a_parent_run_with_a_nested_run_per_cell(tiny_gpt2, tmp_path, mlflow_uri, wandb_offline):
     import mlflow
 
