@@ -82,6 +82,7 @@ VARIANTS: dict[str, dict] = {
     "random-output+layernorm": {"policy": "output+layernorm", "init": "random"},
     "fpt+feedforward": {"policy": "fpt+feedforward"},
     "fpt+last-attention": {"policy": "fpt+last-attention"},
+    "linear": {"model": "linear"},  # DLinear (Zeng et al. 2023), a forecast's baseline
 }
 
 # Options a variant takes on one task only: the paper's Full on CIFAR-10 is a 3-layer GPT-2 of width
@@ -98,6 +99,31 @@ class PaperTable(NamedTuple):
     grid: dict  # its runs; a value given as a dict is per variant (Table 12: each init its own depths)
     paper_table: str | None  # the key of its figures in PAPER; None: the paper has no such table
     row_key: str  # the grid key that names a row of the table
+    # options of one task's runs (the UEA sets: the validation split carved from train); --set wins
+    task_options: dict = {}
+
+
+# --- Later papers' figures: the same recipe on time series (issue 31) -------------------------
+# Test MSE / MAE on the scaled series, lower is better; published[(task, horizon)] -> {row: (source, mse, mae)}.
+# horizon "avg" is the mean over horizons 96, 192, 336 and 720. One Fits All (Zhou et al., NeurIPS
+# 2023), Table 3; per horizon, ETTh1's DLinear from the DLinear paper (Zeng et al. 2023, look-back 336).
+FORECAST_HORIZONS = [96, 192, 336, 720]
+PUBLISHED_FORECASTS: dict[tuple[str, object], dict[str, tuple[str, float, float]]] = {
+    ("ett:ETTh1", "avg"): {"fpt": ("One Fits All GPT2(6)", 0.427, 0.426), "PatchTST": ("One Fits All", 0.413, 0.430),
+                           "linear": ("One Fits All DLinear", 0.423, 0.437)},
+    ("ett:ETTh2", "avg"): {"fpt": ("One Fits All GPT2(6)", 0.346, 0.394), "PatchTST": ("One Fits All", 0.330, 0.379),
+                           "linear": ("One Fits All DLinear", 0.431, 0.447)},
+    ("ett:ETTh1", 96): {"linear": ("DLinear paper", 0.375, 0.399)},
+    ("ett:ETTh1", 192): {"linear": ("DLinear paper", 0.405, 0.416)},
+    ("ett:ETTh1", 336): {"linear": ("DLinear paper", 0.439, 0.443)},
+    ("ett:ETTh1", 720): {"linear": ("DLinear paper", 0.472, 0.490)},
+}
+PUBLISHED_ONLY_ROWS = ["PatchTST"]  # rows we do not run, shown with their published figures only
+# Test accuracy in percent: One Fits All, Table 25 (GPT2(6)). BasicMotions: no figure quoted here.
+PUBLISHED_UEA: dict[str, dict[str, tuple[str, float]]] = {
+    "ucr:JapaneseVowels": {"fpt": ("One Fits All GPT2(6)", 98.6)},
+}
+UEA_VAL_SIZES = {"ucr:JapaneseVowels": 50, "ucr:BasicMotions": 8}  # training series held out for validation
 
 
 REPRODUCIBLE: dict[str, PaperTable] = {
@@ -118,7 +144,15 @@ REPRODUCIBLE: dict[str, PaperTable] = {
     "finetune-more": PaperTable({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
                                 "finetune-more", "variant"),
     "cnn": PaperTable({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
+    # issue 31: the recipe on time series, beside One Fits All's figures (PUBLISHED_FORECASTS,
+    # PUBLISHED_UEA); a forecast's horizon is an axis of each task's runs (--set horizon=H: that one)
+    "forecasting": PaperTable({"task": ["ett:ETTh1", "ett:ETTh2"], "variant": ["fpt", "random", "linear"],
+                               "horizon": FORECAST_HORIZONS}, "forecasting", "variant"),
+    "uea": PaperTable({"task": list(UEA_VAL_SIZES), "variant": ["fpt", "random"]}, "uea", "variant",
+                      {task: {"val_size": size} for task, size in UEA_VAL_SIZES.items()}),
 }
+# Tables drawn from later papers' figures (fpt.experiments.published_tables), not PAPER's.
+PUBLISHED_TABLES = ("forecasting", "uea")
 
 
 def row_label(table: str, values: dict) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fpt.config import coerce_option
 from fpt.errors import TOO_SHALLOW, FptError
-from fpt.experiments.paper import REPRODUCIBLE, VARIANTS, row_label
+from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
 from fpt.experiments.sweep import (GRID_ONLY_KEYS, MAX_CELLS, MAX_PARALLEL, Executor, LocalExecutor, SweepSpec,
                                    check_cell_options, failed_runs_section, option_names, run_sweep,
                                    write_results_csv)
@@ -76,18 +76,22 @@ class Reproduction:
             by_variant = [t for t in self.tables
                           if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"]
             wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t].grid["variant"]))
+            # a table's other axes (a forecast's horizons), one value where --set gives it
+            axes = {k: [self.options[k]] if k in self.options else values for t in by_variant
+                    for k, values in REPRODUCIBLE[t].grid.items() if k not in ("task", "variant")}
+            task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
             if wanted:
-                plans.append((task, task, {"variant": wanted}))
+                plans.append((sweep_folder(task), task, {"variant": wanted, **axes}, task_options))
             for table in self.tables:
                 grid = REPRODUCIBLE[table].grid
                 if REPRODUCIBLE[table].row_key != "variant" and task in grid["task"]:
                     for variant in grid["variant"]:
                         others = {k: v[variant] if isinstance(v, dict) else v for k, v in grid.items()
                                   if k not in ("task", "variant")}
-                        plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}))
+                        plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}, {}))
         return [self._sweep(*plan) for plan in plans]
 
-    def _sweep(self, folder: str, task: str, grid: dict) -> tuple[str, SweepSpec, list[dict]]:
+    def _sweep(self, folder: str, task: str, grid: dict, task_options: dict) -> tuple[str, SweepSpec, list[dict]]:
         """One plan as a sweep, less its cells not to run: a variant skipped for time, or a depth
         above a pretrained backbone's own (`layers`, for random init only a config, is any)."""
         variants = [v for v in grid["variant"] if v not in self.skip_variants]
@@ -108,8 +112,14 @@ class Reproduction:
                         for v in variants for k in deep]
         spec = SweepSpec(f"reproduce-{folder}", {"task": [task], "variant": variants, **others,
                                                  "seed": list(range(self.seeds))},
-                         self.common_options(), self.parallel)
+                         {**self.common_options(), **{k: v for k, v in task_options.items() if k not in self.options}},
+                         self.parallel)
         return folder, spec, skipped
+
+
+def sweep_folder(task: str) -> str:
+    """The folder of a task's shared sweep: its name, a colon made a dash (ett:ETTh1 -> ett-ETTh1)."""
+    return task.replace(":", "-")
 
 
 def _tasks_of(tables: list[str]) -> list[str]:
@@ -123,7 +133,7 @@ def table_rows(table: str, rows: list[dict]) -> list[dict]:
 
     def own(sweep: str) -> bool:
         if row_key == "variant":
-            return sweep in grid["task"]
+            return sweep in [sweep_folder(t) for t in grid["task"]]
         return any(sweep.startswith(f"{task}-{table}-") for task in grid["task"])
 
     return [{**r, "row": row_label(table, r)} for r in rows if own(r["sweep"]) and r.get("variant") in grid["variant"]]
@@ -135,6 +145,7 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
     its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
     OUT/curves.png; return the rows and the tables' text."""
     from fpt.experiments.plots import learning_curves, steps_chart, table_chart
+    from fpt.experiments.published_tables import published_table
     from fpt.experiments.tables import markdown_table, split_title, steps_table
     from fpt.config import TRANSFORMER_ONLY_OPTIONS
     from fpt.paths import write_text
@@ -158,7 +169,10 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
         subset = table_rows(table, rows)
         title = f"{table} ({setting}; {plan.seeds} seed(s); {(executor or LocalExecutor()).describe(plan.parallel)})"
         chart = out / f"{table}.png"
-        if table == "table6":
+        if table in PUBLISHED_TABLES:  # a later paper's figures beside ours (the time-series tables)
+            text = published_table(table, subset, title, options)
+            drawn = False
+        elif table == "table6":
             text = steps_table(subset, title + ": gradient steps to convergence", "row")
             drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
         else:

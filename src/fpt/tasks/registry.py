@@ -68,12 +68,12 @@ def list_tasks() -> list[str]:
 
 
 def _registered_name(name: str, options: dict) -> tuple[str, dict]:
-    """`npz:PATH` and `forecast:PATH` are those tasks with their path, `ett:NAME` the ett task with
-    its dataset; every other name is looked up as it is."""
+    """`npz:PATH` and `forecast:PATH` are those tasks with their path, `ett:NAME` and `ucr:NAME` the
+    ett and ucr tasks with their dataset; every other name is looked up as it is."""
     prefix, _, rest = name.partition(":")
     if rest and prefix in ("npz", "forecast"):
         return prefix, {**options, "path": rest}
-    if rest and prefix == "ett":
+    if rest and prefix in ("ett", "ucr"):
         return prefix, {**options, "dataset": rest}
     return name, options
 
