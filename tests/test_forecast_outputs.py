@@ -266,6 +266,7 @@ def test_a_tracker_logs_a_forecasts_mse_and_mae(tiny_gpt2, tmp_path):
     assert "accuracy" not in events.Tags()["scalars"]
 
 
+@pytest.mark.slow
 def test_a_sweep_of_forecasts_has_mse_and_mae_rows_and_a_report(tiny_gpt2, tmp_path):
     _series_csv(tmp_path / "series.csv", 400)
     spec = tmp_path / "spec.yaml"
