@@ -586,6 +586,72 @@ def dropout_probe_table() -> str:
     return _markdown(["fast recipe, 2,000 steps", "val at step 2,000 (all 5,000)", "test, scored once at the end"], lines)
 
 
+HORIZONS = (96, 192, 336, 720)
+HEADLINE = RESULTS / "headline"
+
+
+def _forecast_cell(summaries: list[dict]) -> str:
+    """Test MSE / MAE of finished runs (mean, and the spread where there are several seeds)."""
+    tests = [s["test"]["test"] for s in summaries if s.get("test")]
+    if not tests:
+        return "-"
+    mse, mae = [t["mse"] for t in tests], [t["mae"] for t in tests]
+    if len(tests) == 1:
+        return f"{mse[0]:.3f} / {mae[0]:.3f}"
+    return f"{statistics.mean(mse):.3f} ± {statistics.stdev(mse):.3f} / {statistics.mean(mae):.3f} (n={len(tests)})"
+
+
+def _finished(runs: list[Path]) -> list[dict]:
+    return [_json(run / "summary.json") for run in runs if (run / "summary.json").exists()]
+
+
+def forecasting_table() -> str:
+    """ETTh1, look-back 336: test MSE / MAE of our runs (every test window, scored once at each run's
+    end) beside the published figures (fpt.experiments.paper.PUBLISHED_FORECASTS)."""
+    from fpt.experiments.paper import PUBLISHED_FORECASTS
+
+    naive = {row["horizon"]: row for row in _json(RESULTS / "forecasting" / "naive.json")["rows"]
+             if row["dataset"] == "ETTh1"}
+    linear = {h: _finished(sorted((RESULTS / "forecasting" / "linear").glob(f"ETTh1-h{h}-seed*"))) for h in HORIZONS}
+    fpt_runs = {h: _finished(sorted(HEADLINE.glob(f"etth1-{h}-fpt-*"))) for h in HORIZONS}
+
+    def published(variant: str, key) -> str:
+        figure = PUBLISHED_FORECASTS.get(("ett:ETTh1", key), {}).get(variant)
+        return "-" if figure is None else f"{figure[1]:.3f} / {figure[2]:.3f} ({figure[0]})"
+
+    rows = [["last value (naive)"] + [f"{naive[h]['test_mse']:.3f} / {naive[h]['test_mae']:.3f}" for h in HORIZONS],
+            ["DLinear (`--model linear`), ours"] + [_forecast_cell(linear[h]) for h in HORIZONS],
+            ["DLinear, published"] + [published("linear", h) for h in HORIZONS],
+            ["fpt, frozen MiniLM, ours"] + [_forecast_cell(fpt_runs[h]) for h in HORIZONS],
+            ["One Fits All GPT2(6), published"] + [published("fpt", h) for h in HORIZONS]]
+    averages = {"DLinear, published": published("linear", "avg"), "One Fits All GPT2(6), published":
+                published("fpt", "avg"), "PatchTST, published": published("PatchTST", "avg")}
+    header = ["ETTh1, test MSE / MAE"] + [f"H={h}" for h in HORIZONS]
+    lines = [_markdown(header, rows), "",
+             "Published four-horizon averages: " + "; ".join(f"{k.removesuffix(', published')} {v}"
+                                                             for k, v in averages.items()) + "."]
+    return "\n".join(lines)
+
+
+def uea_table() -> str:
+    """UEA sets bundled with sktime: test accuracy, scored once at each run's end, with the
+    validation accuracy the run was watched on (benchmarks/results/headline/)."""
+    from fpt.experiments.paper import PUBLISHED_UEA
+
+    rows = []
+    for run in sorted(HEADLINE.glob("japanese-vowels-*")):
+        if not (run / "summary.json").exists():
+            continue
+        summary, config = _json(run / "summary.json"), _json(run / "config.json")
+        options = config["task_options"]
+        rows.append([config["task_options"]["dataset"], "z-normalised" if options.get("znorm", True) else "raw",
+                     str(config["seed"]), f"{config['steps']:,}", _pct(summary["final"]["accuracy"]),
+                     _pct(summary["test"]["test"]["accuracy"]),
+                     f"{PUBLISHED_UEA['ucr:JapaneseVowels']['fpt'][1]} ({PUBLISHED_UEA['ucr:JapaneseVowels']['fpt'][0]})"])
+    header = ["set", "series", "seed", "steps", "val (50 series)", "test (370)", "published"]
+    return _markdown(header, rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "converged": converged_table,
     "table6-mnist": table6_mnist,
@@ -604,6 +670,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "dropout-probe": dropout_probe_table,
     "lr-probe": lr_probe_table,
     "table6-xor": table6_xor,
+    "forecasting": forecasting_table,
+    "uea": uea_table,
 }
 
 
