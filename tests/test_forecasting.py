@@ -162,3 +162,27 @@ def test_ett_without_its_file_names_the_fetch(tmp_path):
 def test_ett_columns_are_the_channels(ett_dir):
     task = create_task("ett:ETTh1", data_dir=str(ett_dir[0]), **SMALL)
     assert task.notes["columns"] == list(ETT_COLUMNS) and task.evals["val"].channels == 7
+
+
+def test_a_run_refuses_its_csv_once_the_file_has_changed(tmp_path, tiny_gpt2, capsys):
+    path = tmp_path / "mine.csv"
+    _csv(path, 400)
+    out = tmp_path / "run"
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()]
+    assert main(["train", "--task", f"forecast:{path}", *flags, "--backbone", tiny_gpt2, "--steps", "2",
+                 "--eval-every", "1", "--batch-size", "4", "--out", str(out), "--no-progress"]) == 0
+    assert len(json.loads((out / "config.json").read_text())["task_options"]["sha256"]) == 64
+    capsys.readouterr()
+    _csv(path, 500)  # grown: its 70% boundary would move, former test rows would train
+    assert main(["evaluate", str(out)]) == 2
+    assert "changed since this run was trained" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("task, flag", [("forecast", "--target-accuracy=0.9"), ("bit-xor", "--target-mse=0.5")])
+def test_a_target_of_the_other_kind_is_refused(tmp_path, tiny_gpt2, capsys, task, flag):
+    _csv(tmp_path / "mine.csv", 400)
+    name = f"forecast:{tmp_path / 'mine.csv'}" if task == "forecast" else task
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()] if task == "forecast" else []
+    assert main(["train", "--task", name, *flags, flag, "--backbone", tiny_gpt2, "--out", str(tmp_path / "run"),
+                 "--no-progress"]) == 2
+    assert "--target-" in one_line_error(capsys) and not (tmp_path / "run").exists()

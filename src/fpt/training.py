@@ -40,9 +40,18 @@ from fpt.tracking import Tracker
 
 def build_task(config: TrainConfig) -> Task:
     task = create_task(config.task, **config.task_options)
+    check_target(config, task)
     if config.train_fraction is not None:  # before bucketing: the share is of the split as stored
         task.keep_training_share(config.train_fraction)
     return task if config.bucket_window is None else LengthBucketedTask(task, config.bucket_window)
+
+
+def check_target(config: TrainConfig, task: Task) -> None:
+    """A stopping target of the task's own kind: the other one would never be met, silently."""
+    if task.spec.regression and config.target_accuracy is not None:
+        raise FptError(f"--target-accuracy is for classifiers; {config.task} is a forecast: stop it with --target-mse")
+    if not task.spec.regression and config.target_mse is not None:
+        raise FptError(f"--target-mse is for forecasts; {config.task} is a classifier: stop it with --target-accuracy")
 
 
 def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
@@ -594,6 +603,7 @@ def _train(config: TrainConfig, out: Path | None, progress: bool, on_step: Calla
 
     path = world.agree(creatable_path)
     task, model = _build_for_process(config, world)
+    config.task_options.update(getattr(task, "pinned_options", {}))  # e.g. a forecast's file hash
     world.check_same("backbone weights", model.weights_hash)
     device = _device_of(model)
     # what ran, so a resume stays there unless told otherwise (each rank of a GPU job takes its own GPU)

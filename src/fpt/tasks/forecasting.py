@@ -22,6 +22,7 @@ batch depends on (seed, step) alone and a resumed run sees the batches it would 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,11 @@ class ForecastTask(ArrayTask):
                              input_dim=patch_size, outputs_per_token=horizon, target="values",
                              patch_stride=patch_stride, window_norm=True)
 
+    @property
+    def pinned_options(self) -> dict:
+        """Options a run records so that rebuilding its task later reads the same file (see check_unchanged)."""
+        return {"sha256": self.notes["sha256"]}
+
     def make_batch(self, split: Windows, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
         x, y = split.examples(index)
         return Batch(x, y)
@@ -124,8 +130,24 @@ def split_rows(rows: int, lookback: int, ett: bool) -> dict[str, tuple[int, int]
             "test": (max(0, ends["val"] - lookback), ends["test"])}
 
 
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_unchanged(path: Path, sha256: str | None) -> str:
+    """The file's sha256, refused where a run recorded another: its splits and scaler are made from
+    the rows, so a file grown or edited since training would move them (a resumed run could train
+    on former test rows, an evaluation score other windows)."""
+    digest = file_digest(path)
+    if sha256 is not None and digest != sha256:
+        raise FptError(f"{path} changed since this run was trained (sha256 {digest[:12]}..., the run's "
+                       f"{sha256[:12]}...); its splits and scaler come from the file's rows: put the original "
+                       "file back, or train a new run on the new one")
+    return digest
+
+
 def build_forecast(name: str, table: SeriesTable, lookback: int, horizon: int, patch_size: int, patch_stride: int,
-                   ett: bool) -> ForecastTask:
+                   ett: bool, sha256: str) -> ForecastTask:
     """Splits, scaler and windows of a series table (see the module docstring)."""
     check_window_options(lookback, horizon, patch_size, patch_stride)
     rows = len(table.values)
@@ -145,7 +167,7 @@ def build_forecast(name: str, table: SeriesTable, lookback: int, horizon: int, p
     std = np.where(std > 0, std, 1.0)  # a constant training column scales by 1, as scikit-learn's does
     scaled = torch.from_numpy(((table.values - mean) / std).T.astype(np.float32)).contiguous()
     splits = {s: Windows(scaled[:, first:end], lookback, horizon) for s, (first, end) in bounds.items()}
-    notes = {"source": str(table.path), "columns": table.columns, "channels": len(table.columns),
+    notes = {"source": str(table.path), "sha256": sha256, "columns": table.columns, "channels": len(table.columns),
              "lookback": lookback, "horizon": horizon, "patch_size": patch_size, "patch_stride": patch_stride,
              "split_rows": {s: list(b) for s, b in bounds.items()},
              "windows": {s: w.windows for s, w in splits.items()},
@@ -159,7 +181,7 @@ def build_forecast(name: str, table: SeriesTable, lookback: int, horizon: int, p
 
 @register_task("ett")
 def ett(dataset: str = "ETTh1", data_dir: str | None = None, lookback: int = 336, horizon: int = 96,
-        patch_size: int = 16, patch_stride: int = 8) -> ForecastTask:
+        patch_size: int = 16, patch_stride: int = 8, sha256: str | None = None) -> ForecastTask:
     """ETTh1 or ETTh2 (`--task ett:ETTh1`): 7 channels of hourly transformer load and oil temperature,
     forecast `horizon` hours (96, 192, 336, 720 in the published tables) from `lookback` hours
     (336, One Fits All's for ETTh). The CSV comes from `fpt data get ett` or --data-dir."""
@@ -170,18 +192,20 @@ def ett(dataset: str = "ETTh1", data_dir: str | None = None, lookback: int = 336
     if not path.is_file():
         raise FptError(f"no {dataset}.csv in {folder}: run `fpt data get ett` or pass --data-dir DIR holding it",
                        kind=MISSING_DATA)
+    digest = check_unchanged(path, sha256)
     table = read_series_csv(path)
-    return build_forecast(f"ett:{dataset}", table, lookback, horizon, patch_size, patch_stride, ett=True)
+    return build_forecast(f"ett:{dataset}", table, lookback, horizon, patch_size, patch_stride, ett=True, sha256=digest)
 
 
 @register_task("forecast")
 def forecast(path: str, date_column: str | None = None, columns: str | None = None, lookback: int = 336,
-             horizon: int = 96, patch_size: int = 16, patch_stride: int = 8) -> ForecastTask:
+             horizon: int = 96, patch_size: int = 16, patch_stride: int = 8, sha256: str | None = None) -> ForecastTask:
     """Any CSV with a date column and numeric columns (`--task forecast:FILE.csv`): every numeric
     column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order."""
     chosen = None if columns is None else [name.strip() for name in columns.split(",") if name.strip()]
-    table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)
+    table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)  # a missing file: one line
+    digest = check_unchanged(table.path, sha256)
     task = build_forecast(f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride,
-                          ett=False)
+                          ett=False, sha256=digest)
     task.date_column = date_column
     return task
