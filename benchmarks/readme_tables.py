@@ -114,6 +114,8 @@ CONVERGED = [
     Converged("converge/bit-memory-fpt-fast-dropout0-eval100-seed1", "Bit Memory", "the same, seed 1", bold=True),
     Converged("converge/bit-memory-fpt-fast-dropout0-eval100-seed2", "Bit Memory", "the same, seed 2", bold=True),
     Converged("converge/bit-memory-fpt-paper-seed0", "Bit Memory", bold=True),
+    Converged("headline/bit-memory-fpt-fast1k-seed0", "Bit Memory",
+              "clean protocol (a budget fixed in advance, test scored once): the cosine over 1,000 steps"),
     Converged("converge/listops-fpt-fast-seed0", "ListOps (LRA: brackets kept, up to 2,000 tokens)", bold=True, prior=True),
     Converged("converge/listops-fpt-fast-paper-protocol-seed0", "ListOps, the paper's input (brackets stripped, 512 tokens)",
               bold=True, prior=True),
