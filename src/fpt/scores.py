@@ -12,10 +12,6 @@ def headline_metric(result: dict) -> str:
     return "mse" if is_regression(result) else "accuracy"
 
 
-def lower_is_better(metric: str) -> bool:
-    return metric in REGRESSION_METRICS or metric == "loss"
-
-
 def is_regression(result: dict) -> bool:
     """A regression result (MSE and MAE) rather than a classifier's (accuracy)."""
     return "mse" in result
@@ -31,26 +27,15 @@ def metric_label(metric: str) -> str:
     return metric.upper() if metric in REGRESSION_METRICS else metric
 
 
-def headline(result: dict) -> float:
-    return result[headline_metric(result)]
-
-
-def better(a: float, b: float | None, metric: str) -> bool:
-    """True where score `a` beats `b` (None: nothing yet) on `metric`."""
-    if b is None:
-        return True
-    return a < b if lower_is_better(metric) else a > b
-
-
 def describe(result: dict) -> str:
     """"accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result."""
-    if "mse" in result:
+    if is_regression(result):
         return f"MSE {result['mse']:.4f}, MAE {result['mae']:.4f}"
     return f"accuracy {result['accuracy']:.4f}"
 
 
 def reached(result: dict, target_accuracy: float | None, target_mse: float | None) -> bool:
     """True where a result meets the run's stopping target (at least the accuracy, at most the MSE)."""
-    if "mse" in result:
+    if is_regression(result):
         return target_mse is not None and result["mse"] <= target_mse
     return target_accuracy is not None and result["accuracy"] >= target_accuracy
