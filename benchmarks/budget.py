@@ -25,8 +25,11 @@ from fpt.cli import main as fpt
 
 def main(argv: list[str]) -> int:
     options = dict(zip(argv[0::2], argv[1::2]))
-    name = "_".join(v.replace("/", "-").replace(":", "-") for k, v in options.items()
-                    if k in ("--task", "--init", "--steps", "--policy", "--seed"))
+    name = "_".join(
+        v.replace("/", "-").replace(":", "-")
+        for k, v in options.items()
+        if k in ("--task", "--init", "--steps", "--policy", "--seed")
+    )
     out = Path(__file__).parent / "results" / f"budget_{name}"
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
@@ -36,12 +39,16 @@ def main(argv: list[str]) -> int:
     trained = time.perf_counter() - started
     status = fpt(["evaluate", str(out)])
     machine = f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
-    print(f"\n{' '.join(argv)}: training {trained:.0f} s, with final evaluation {time.perf_counter() - started:.0f} s"
-          f" ({machine})")
+    print(
+        f"\n{' '.join(argv)}: training {trained:.0f} s, with final evaluation {time.perf_counter() - started:.0f} s"
+        f" ({machine})"
+    )
     for line in (out / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
-        print(f"  step {record['step']:>6}: {record['split']} accuracy {record['accuracy']:.4f} "
-              f"(exact {record['exact_match']:.3f}) at {record['elapsed_s']:.0f} s")
+        print(
+            f"  step {record['step']:>6}: {record['split']} accuracy {record['accuracy']:.4f} "
+            f"(exact {record['exact_match']:.3f}) at {record['elapsed_s']:.0f} s"
+        )
     return status
 
 

@@ -30,13 +30,24 @@ def main() -> None:
             task = create_task(f"ett:{dataset}", data_dir=args.data_dir, lookback=args.lookback, horizon=horizon)
             model = NaiveForecast(horizon)
             scores = {split: evaluate(model, task, split=split) for split in ("val", "test")}
-            notes = {k: task.notes[k] for k in ("split_rows", "windows", "examples", "first_target_date",
-                                                "scaler_mean", "scaler_std")}
-            rows.append({"dataset": dataset, "lookback": args.lookback, "horizon": horizon, **notes,
-                         **{f"{split}_{m}": scores[split][m] for split in scores for m in ("mse", "mae")}})
-            print(f"{dataset} H={horizon}: val MSE {scores['val']['mse']:.4f} MAE {scores['val']['mae']:.4f}, "
-                  f"test MSE {scores['test']['mse']:.4f} MAE {scores['test']['mae']:.4f} "
-                  f"(test windows {task.notes['windows']['test']}, examples {scores['test']['examples']})")
+            notes = {
+                k: task.notes[k]
+                for k in ("split_rows", "windows", "examples", "first_target_date", "scaler_mean", "scaler_std")
+            }
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "lookback": args.lookback,
+                    "horizon": horizon,
+                    **notes,
+                    **{f"{split}_{m}": scores[split][m] for split in scores for m in ("mse", "mae")},
+                }
+            )
+            print(
+                f"{dataset} H={horizon}: val MSE {scores['val']['mse']:.4f} MAE {scores['val']['mae']:.4f}, "
+                f"test MSE {scores['test']['mse']:.4f} MAE {scores['test']['mae']:.4f} "
+                f"(test windows {task.notes['windows']['test']}, examples {scores['test']['examples']})"
+            )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"model": "naive (last value)", "rows": rows}, indent=1) + "\n")

@@ -28,8 +28,11 @@ def outer_operator(source: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, help="folder of basic_{train,val,test}.tsv "
-                        "(default: the set fpt generates, as --task listops does)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder of basic_{train,val,test}.tsv (default: the set fpt generates, as --task listops does)",
+    )
     args = parser.parse_args()
     directory = args.data_dir or ensure_listops_tsv(data_dir("listops"))  # the set `fpt train` uses
     sources, labels = load_listops_dir(directory, "train")
@@ -44,8 +47,10 @@ def main() -> None:
         guesses = np.array([rule[outer_operator(source)] for source in sources])
         right = guesses == labels
         per_class = {c: f"{100 * right[labels == c].mean():.0f}" for c in range(10) if (labels == c).any()}
-        print(f"{split}: {100 * right.mean():.2f}% of {len(labels)}; label prior "
-              f"{100 * np.bincount(labels).max() / len(labels):.2f}%; right per answer (%): {per_class}")
+        print(
+            f"{split}: {100 * right.mean():.2f}% of {len(labels)}; label prior "
+            f"{100 * np.bincount(labels).max() / len(labels):.2f}%; right per answer (%): {per_class}"
+        )
 
 
 if __name__ == "__main__":

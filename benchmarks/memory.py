@@ -24,7 +24,17 @@ from pathlib import Path
 
 import numpy as np
 
-TASKS = ["bit-memory", "bit-xor", "mnist", "fashion-mnist", "cifar10", "cifar10-lra", "listops", "remote-homology", "ucr"]
+TASKS = [
+    "bit-memory",
+    "bit-xor",
+    "mnist",
+    "fashion-mnist",
+    "cifar10",
+    "cifar10-lra",
+    "listops",
+    "remote-homology",
+    "ucr",
+]
 LIMIT_GB = 8.0
 
 
@@ -42,8 +52,10 @@ def _synthetic_homology(folder: Path, n: int = 300, length: int = 1100) -> str:
     letters = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
     (folder / "remote_homology").mkdir()
     for split in ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout"):
-        records = [{"primary": "".join(rng.choice(letters, length)), "fold_label": int(rng.integers(0, 1195))}
-                   for _ in range(n)]
+        records = [
+            {"primary": "".join(rng.choice(letters, length)), "fold_label": int(rng.integers(0, 1195))}
+            for _ in range(n)
+        ]
         (folder / "remote_homology" / f"remote_homology_{split}.json").write_text(json.dumps(records))
     return str(folder)
 
@@ -67,7 +79,7 @@ def worker(task_name: str, data_dir: str | None) -> dict:
     trainer = Trainer(model, task, config, progress=False)
     model.train()  # as Trainer.fit does: dropout on (a loaded backbone starts in eval mode)
     if isinstance(task, ArrayTask) and task.variable_length:  # the longest examples: the worst batch
-        longest = torch.sort(task.train.lengths, descending=True, stable=True).indices[:config.batch_size]
+        longest = torch.sort(task.train.lengths, descending=True, stable=True).indices[: config.batch_size]
         batch = task.make_batch(task.train, longest, torch.Generator().manual_seed(0))
     else:
         batch = task.train_batch(0, config.batch_size, config.seed)
@@ -77,18 +89,35 @@ def worker(task_name: str, data_dir: str | None) -> dict:
     train_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     if isinstance(task, ArrayTask):  # one evaluation batch of the longest held-out examples
         data = task.eval_split_data()
-        order = (torch.sort(data.lengths, descending=True, stable=True).indices if data.lengths is not None
-                 else torch.arange(len(data)))
-        single = type("OneBatch", (), {"spec": task.spec, "eval_split": task.eval_split,
-                                       "eval_batches": lambda self, size, split=None: iter(
-                                           [task.make_batch(data, order[:size], None)])})()
+        order = (
+            torch.sort(data.lengths, descending=True, stable=True).indices
+            if data.lengths is not None
+            else torch.arange(len(data))
+        )
+        single = type(
+            "OneBatch",
+            (),
+            {
+                "spec": task.spec,
+                "eval_split": task.eval_split,
+                "eval_batches": lambda self, size, split=None: iter([task.make_batch(data, order[:size], None)]),
+            },
+        )()
         evaluate(model, single, config.eval_batch_size)
     else:
         evaluate(model, task, config.eval_batch_size)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    return {"task": task_name, "seq_len": task.spec.seq_len, "batch": len(batch), "tokens": int(batch.x.shape[1]),
-            "checkpointing": config.checkpointing, "micro_batch": config.micro_batch_size, "train_peak_gb": round(train_peak, 2),
-            "peak_gb": round(peak, 2), "train_step_s": round(step_s, 1)}
+    return {
+        "task": task_name,
+        "seq_len": task.spec.seq_len,
+        "batch": len(batch),
+        "tokens": int(batch.x.shape[1]),
+        "checkpointing": config.checkpointing,
+        "micro_batch": config.micro_batch_size,
+        "train_peak_gb": round(train_peak, 2),
+        "peak_gb": round(peak, 2),
+        "train_step_s": round(step_s, 1),
+    }
 
 
 def main() -> int:
@@ -117,8 +146,12 @@ def main() -> int:
                     folder.mkdir()
                     _synthetic_homology(folder)
                 data = str(folder)
-            proc = subprocess.run([sys.executable, __file__, "--worker", task, data], capture_output=True, text=True,
-                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            proc = subprocess.run(
+                [sys.executable, __file__, "--worker", task, data],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
             if proc.returncode != 0:
                 reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
                 row = {"task": task, "error": reason[:200]}

@@ -41,23 +41,42 @@ RESULTS = Path(__file__).parent / "results" / "perf.json"
 
 # name: backbone, init, task kind, batch size, variants
 CONFIGS = {
-    "minilm-bit-memory": dict(backbone="minilm", init="pretrained", task="bit-memory", batch=16,
-                              variants=["peer", "fpt", "fpt+bf16", "fpt+compile"]),
-    "minilm-mnist": dict(backbone="minilm", init="pretrained", task="mnist-shape", batch=32,
-                         variants=["peer", "fpt", "fpt+bf16"]),
-    "gpt2-mnist": dict(backbone="gpt2", init="random", task="mnist-shape", batch=32,
-                       variants=["peer", "fpt", "fpt+bf16"]),
+    "minilm-bit-memory": dict(
+        backbone="minilm",
+        init="pretrained",
+        task="bit-memory",
+        batch=16,
+        variants=["peer", "fpt", "fpt+bf16", "fpt+compile"],
+    ),
+    "minilm-mnist": dict(
+        backbone="minilm", init="pretrained", task="mnist-shape", batch=32, variants=["peer", "fpt", "fpt+bf16"]
+    ),
+    "gpt2-mnist": dict(
+        backbone="gpt2", init="random", task="mnist-shape", batch=32, variants=["peer", "fpt", "fpt+bf16"]
+    ),
     # Llama's attention dropout defaults to 0 in transformers, fpt's to --dropout: 0 on both sides here.
-    "smollm2-mnist": dict(backbone="smollm2-135m", init="pretrained", task="mnist-shape", batch=32,
-                          attention_dropout=0.0,
-                          variants=["peer", "fpt", "fpt+ckpt", "fpt+bf16"]),
+    "smollm2-mnist": dict(
+        backbone="smollm2-135m",
+        init="pretrained",
+        task="mnist-shape",
+        batch=32,
+        attention_dropout=0.0,
+        variants=["peer", "fpt", "fpt+ckpt", "fpt+bf16"],
+    ),
     # Attention dropout off on every side: with it, CPU attention cannot use its fused kernel and
     # stores batch x heads x 2000^2 probabilities per layer (24 GB are not enough at batch 8).
     # 16 steps = two bucketing windows of 8 batches: every variant sees the same 128 examples.
-    "listops": dict(backbone="minilm", init="pretrained", task="listops", batch=8, attention_dropout=0.0,
-                    variants=["peer-pad2000", "fpt", "fpt+bucket"]),
-    "gpt2-xl-scale": dict(backbone="gpt2-xl", init="random", task="scale-shape", batch=4,
-                          variants=["fpt", "fpt+bf16+ckpt"]),
+    "listops": dict(
+        backbone="minilm",
+        init="pretrained",
+        task="listops",
+        batch=8,
+        attention_dropout=0.0,
+        variants=["peer-pad2000", "fpt", "fpt+bucket"],
+    ),
+    "gpt2-xl-scale": dict(
+        backbone="gpt2-xl", init="random", task="scale-shape", batch=4, variants=["fpt", "fpt+bf16+ckpt"]
+    ),
 }
 
 
@@ -126,10 +145,11 @@ class PeerModel(nn.Module):
         self.out = nn.Linear(hidden, spec.outputs_per_token * spec.num_classes)
 
     def forward(self, x, mask=None):
-        h = self.body(inputs_embeds=self.drop(self.inp(x)),
-                      attention_mask=None if mask is None else mask.long()).last_hidden_state
+        h = self.body(
+            inputs_embeds=self.drop(self.inp(x)), attention_mask=None if mask is None else mask.long()
+        ).last_hidden_state
         if mask is None:
-            h = h[:, -self.spec.last_k:]
+            h = h[:, -self.spec.last_k :]
         else:
             ends = mask.sum(1, keepdim=True)
             h = h.gather(1, (ends - 1).unsqueeze(-1).expand(-1, -1, h.shape[-1]))
@@ -158,7 +178,9 @@ def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
     if task.spec.seq_len > body.config.max_position_embeddings:  # ListOps on MiniLM: 2000 positions
         extend_positions(body, body.config.model_type, task.spec.seq_len)
     for module_name, module in body.named_modules():  # the paper's dropout 0.1 everywhere, as fpt does
-        if isinstance(module, nn.Dropout) and not (own_attention_rate and module_name.endswith("attention.self.dropout")):
+        if isinstance(module, nn.Dropout) and not (
+            own_attention_rate and module_name.endswith("attention.self.dropout")
+        ):
             module.p = 0.1
     for key in ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout"):
         if hasattr(body.config, key) and not own_attention_rate:
@@ -258,16 +280,30 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
             model.train()
             return tokens
     else:
-        config = TrainConfig(task="bit-memory", backbone=cfg["backbone"], init=cfg["init"], seed=seed,
-                             batch_size=batch_size, precision="bf16" if "bf16" in options else "fp32",
-                             checkpointing="ckpt" in options, compile="compile" in options,
-                             attention_dropout=cfg.get("attention_dropout"),
-                             bucket_window=8 if "bucket" in options else None)
+        config = TrainConfig(
+            task="bit-memory",
+            backbone=cfg["backbone"],
+            init=cfg["init"],
+            seed=seed,
+            batch_size=batch_size,
+            precision="bf16" if "bf16" in options else "fp32",
+            checkpointing="ckpt" in options,
+            compile="compile" in options,
+            attention_dropout=cfg.get("attention_dropout"),
+            bucket_window=8 if "bucket" in options else None,
+        )
         if "bucket" in options:
             task = LengthBucketedTask(task, config.bucket_window)
-        backbone = load_backbone(config.backbone, init=config.init, seed=seed, seq_len=task.spec.seq_len,
-                                 dropout=config.dropout, attention_dropout=config.attention_dropout,
-                                 checkpointing=config.checkpointing, compile=config.compile)
+        backbone = load_backbone(
+            config.backbone,
+            init=config.init,
+            seed=seed,
+            seq_len=task.spec.seq_len,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            checkpointing=config.checkpointing,
+            compile=config.compile,
+        )
         torch.manual_seed(seed)
         model = FrozenPretrainedTransformer(backbone, task.spec, dropout=config.dropout, precision=config.precision)
         trainer = Trainer(model, task, config, progress=False)
@@ -301,14 +337,23 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
     train_flops, params = flops_per_token(body, seq_len, train=True)
     eval_flops, _ = flops_per_token(body, seq_len, train=False)
     result = {
-        "config": name, "variant": variant, "batch": batch_size, "steps": steps, "warmup": warmup,
-        "tokens_per_step": sum(tokens[timed]) / len(times[timed]), "step_s_median": step_s,
+        "config": name,
+        "variant": variant,
+        "batch": batch_size,
+        "steps": steps,
+        "warmup": warmup,
+        "tokens_per_step": sum(tokens[timed]) / len(times[timed]),
+        "step_s_median": step_s,
         "train_tokens_per_s": sum(tokens[timed]) / sum(times[timed]),
         "train_examples_per_s": sum(examples[timed]) / sum(times[timed]),
         "train_flops_per_s": train_flops * sum(tokens[timed]) / sum(times[timed]),
-        "non_embedding_params": params, "losses": losses, "build_s": build_s,
-        "rss_before_build_mib": rss_before, "rss_after_build_mib": rss_after_build,
-        "rss_after_train_mib": current_rss_mib(), "train_peak_rss_mib": train_rss,
+        "non_embedding_params": params,
+        "losses": losses,
+        "build_s": build_s,
+        "rss_before_build_mib": rss_before,
+        "rss_after_build_mib": rss_after_build,
+        "rss_after_train_mib": current_rss_mib(),
+        "train_peak_rss_mib": train_rss,
     }
     if name != "gpt2-xl-scale":
         eval_bs = 64 if name != "listops" else 8
@@ -321,8 +366,12 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
         plain = make_task("listops")
         with torch.inference_mode():
             model.eval()
-            padded = torch.cat([model(pad_to(b, task.spec.seq_len).x, pad_to(b, task.spec.seq_len).mask)
-                                for b in plain.eval_batches(8)])
+            padded = torch.cat(
+                [
+                    model(pad_to(b, task.spec.seq_len).x, pad_to(b, task.spec.seq_len).mask)
+                    for b in plain.eval_batches(8)
+                ]
+            )
         bucketed = predict(model, task, 8)
         result["per_example_max_abs_diff"] = (bucketed - padded).abs().max().item()
         result["per_example_same_prediction"] = bool(torch.equal(bucketed.argmax(-1), padded.argmax(-1)))
@@ -341,9 +390,11 @@ def run_one(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict
 
 def table(rows: list[dict], peak: float, peak_bf16: float) -> str:
     """MFU is against the fp32 matmul peak; for bf16 variants also against the bf16 peak."""
-    lines = ["| config | variant | step ms (median) | train tok/s | MFU | eval tok/s | train peak RSS MiB | "
-             "x peer (train) | x peer (RSS) | max |loss diff| vs peer (20 steps) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| config | variant | step ms (median) | train tok/s | MFU | eval tok/s | train peak RSS MiB | "
+        "x peer (train) | x peer (RSS) | max |loss diff| vs peer (20 steps) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     peers = {r["config"]: r for r in rows if r["variant"].startswith("peer") and "error" not in r}
     for r in rows:
         if "error" in r:
@@ -353,14 +404,17 @@ def table(rows: list[dict], peak: float, peak_bf16: float) -> str:
         speed_key = "train_examples_per_s" if r["config"] == "listops" else "train_tokens_per_s"
         ratio = f"{r[speed_key] / p[speed_key]:.2f}" if p else ""
         mem = f"{r['train_peak_rss_mib'] / p['train_peak_rss_mib']:.2f}" if p else ""
-        diff = (f"{max(abs(a - b) for a, b in zip(r['losses'], p['losses'])):.1e}"
-                if p and r["config"] != "listops" else "")
+        diff = (
+            f"{max(abs(a - b) for a, b in zip(r['losses'], p['losses'])):.1e}" if p and r["config"] != "listops" else ""
+        )
         mfu = f"{r['train_flops_per_s'] / peak:.0%}"
         if "bf16" in r["variant"]:
             mfu += f" ({r['train_flops_per_s'] / peak_bf16:.0%} of bf16)"
-        lines.append(f"| {r['config']} | {r['variant']} | {1000 * r['step_s_median']:.0f} | "
-                     f"{r['train_tokens_per_s']:.0f} | {mfu} | "
-                     f"{r.get('eval_tokens_per_s', 0):.0f} | {r['train_peak_rss_mib']:.0f} | {ratio} | {mem} | {diff} |")
+        lines.append(
+            f"| {r['config']} | {r['variant']} | {1000 * r['step_s_median']:.0f} | "
+            f"{r['train_tokens_per_s']:.0f} | {mfu} | "
+            f"{r.get('eval_tokens_per_s', 0):.0f} | {r['train_peak_rss_mib']:.0f} | {ratio} | {mem} | {diff} |"
+        )
     return "\n".join(lines)
 
 
@@ -385,8 +439,11 @@ def main() -> None:
     bf16 = native_bf16() is not False
     peak = matmul_peak()
     peak_bf16 = matmul_peak(dtype=torch.bfloat16) if bf16 else float("nan")
-    print(f"fp32 matmul peak: {peak / 1e9:.0f} GFLOP/s on {torch.get_num_threads()} threads; "
-          f"bf16: {peak_bf16 / 1e9:.0f} GFLOP/s ({bf16_note()})", flush=True)
+    print(
+        f"fp32 matmul peak: {peak / 1e9:.0f} GFLOP/s on {torch.get_num_threads()} threads; "
+        f"bf16: {peak_bf16 / 1e9:.0f} GFLOP/s ({bf16_note()})",
+        flush=True,
+    )
     if not bf16:
         print("bf16 variants skipped: this CPU emulates bfloat16", flush=True)
     names = args.only or list(CONFIGS)
@@ -403,18 +460,32 @@ def main() -> None:
                 continue
             rows.append(run_one(name, variant, steps, warmup, args.seed))
             r = rows[-1]
-            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
-                              for k, v in r.items() if k != "losses"}), flush=True)
+            print(
+                json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "losses"}),
+                flush=True,
+            )
     print()
     print(table(rows, peak, peak_bf16))
     # a partial run (--only) gets its own file, so the full run's results are kept
     results = RESULTS if not args.only else RESULTS.with_name(f"perf_{'_'.join(args.only)}.json")
     results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps({
-        "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                    "torch": torch.__version__, "fp32_matmul_peak_flops": peak,
-                    "bf16_matmul_peak_flops": peak_bf16},
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "rows": rows}, indent=1) + "\n")
+    results.write_text(
+        json.dumps(
+            {
+                "machine": {
+                    "cpu": platform.processor() or platform.machine(),
+                    "threads": torch.get_num_threads(),
+                    "torch": torch.__version__,
+                    "fp32_matmul_peak_flops": peak,
+                    "bf16_matmul_peak_flops": peak_bf16,
+                },
+                "command": " ".join([Path(sys.executable).name, *sys.argv]),
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"\nwrote {results}")
 
 

@@ -93,15 +93,29 @@ CONVERGED = [
     Converged("converge/mnist-fpt-fast16k-seed0", "MNIST"),
     Converged("converge/mnist-random-paper-seed0", "MNIST"),
     Converged("converge/mnist-random-fast-seed0", "MNIST"),
-    Converged("converge/mnist-random-fast16k-dropout0-seed0", "MNIST", "the random-init twin of the headline recipe's seed 0",
-              bold=True),
+    Converged(
+        "converge/mnist-random-fast16k-dropout0-seed0",
+        "MNIST",
+        "the random-init twin of the headline recipe's seed 0",
+        bold=True,
+    ),
     Converged("converge/fashion-mnist-fpt-fast-dropout0-seed0", "Fashion-MNIST", bold=True),
     Converged("converge/fashion-mnist-fpt-fast16k-dropout0-seed0", "Fashion-MNIST", bold=True),
     Converged("converge/fashion-mnist-random-fast-dropout0-seed0", "Fashion-MNIST"),
-    Converged("converge/fashion-mnist-random-fast16k-dropout0-seed0", "Fashion-MNIST", "the random-init twin of the row two above"),
-    Converged("converge/fashion-mnist-fpt-fast16k-dropout0-val5k-seed0", "Fashion-MNIST", "the control for the two rows below",
-              bold=True),
-    Converged("converge/fashion-mnist-fpt-fast16k-dropout0-val5k-seed1", "Fashion-MNIST", "the control on seed 1", bold=True),
+    Converged(
+        "converge/fashion-mnist-random-fast16k-dropout0-seed0",
+        "Fashion-MNIST",
+        "the random-init twin of the row two above",
+    ),
+    Converged(
+        "converge/fashion-mnist-fpt-fast16k-dropout0-val5k-seed0",
+        "Fashion-MNIST",
+        "the control for the two rows below",
+        bold=True,
+    ),
+    Converged(
+        "converge/fashion-mnist-fpt-fast16k-dropout0-val5k-seed1", "Fashion-MNIST", "the control on seed 1", bold=True
+    ),
     Converged("converge/fashion-mnist-fpt-fast16k-dropout0-augment-val5k-seed0", "Fashion-MNIST"),
     Converged("converge/fashion-mnist-fpt-fast16k-dropout0-mean-val5k-seed0", "Fashion-MNIST"),
     Converged("converge/fashion-mnist-fpt-fast-seed0", "Fashion-MNIST"),
@@ -114,14 +128,26 @@ CONVERGED = [
     Converged("converge/bit-memory-fpt-fast-dropout0-eval100-seed1", "Bit Memory", "the same, seed 1", bold=True),
     Converged("converge/bit-memory-fpt-fast-dropout0-eval100-seed2", "Bit Memory", "the same, seed 2", bold=True),
     Converged("converge/bit-memory-fpt-paper-seed0", "Bit Memory", bold=True),
-    Converged("headline/bit-memory-fpt-fast1k-seed0", "Bit Memory",
-              "clean protocol (a budget fixed in advance, test scored once): the cosine over 1,000 steps"),
-    Converged("headline/bit-memory-fpt-fast1k-constant-seed0", "Bit Memory",
-              "clean protocol: the headline cell, a constant rate for 1,000 steps, chosen on held-out curves",
-              bold=True),
-    Converged("converge/listops-fpt-fast-seed0", "ListOps (LRA: brackets kept, up to 2,000 tokens)", bold=True, prior=True),
-    Converged("converge/listops-fpt-fast-paper-protocol-seed0", "ListOps, the paper's input (brackets stripped, 512 tokens)",
-              bold=True, prior=True),
+    Converged(
+        "headline/bit-memory-fpt-fast1k-seed0",
+        "Bit Memory",
+        "clean protocol (a budget fixed in advance, test scored once): the cosine over 1,000 steps",
+    ),
+    Converged(
+        "headline/bit-memory-fpt-fast1k-constant-seed0",
+        "Bit Memory",
+        "clean protocol: the headline cell, a constant rate for 1,000 steps, chosen on held-out curves",
+        bold=True,
+    ),
+    Converged(
+        "converge/listops-fpt-fast-seed0", "ListOps (LRA: brackets kept, up to 2,000 tokens)", bold=True, prior=True
+    ),
+    Converged(
+        "converge/listops-fpt-fast-paper-protocol-seed0",
+        "ListOps, the paper's input (brackets stripped, 512 tokens)",
+        bold=True,
+        prior=True,
+    ),
 ]
 
 
@@ -141,8 +167,11 @@ def recipe_text(config: dict) -> str:
     if config.get("bucket_window"):
         parts.append(f"bucket window {config['bucket_window']}")
     if config.get("policy", "fpt") != "fpt":
-        parts.append(f"every weight trained (`--policy {config['policy']}`)" if config["policy"] == "full"
-                     else f"`--policy {config['policy']}`")
+        parts.append(
+            f"every weight trained (`--policy {config['policy']}`)"
+            if config["policy"] == "full"
+            else f"`--policy {config['policy']}`"
+        )
     if config.get("pooling", "last") != "last":
         parts.append(f"`--pooling {config['pooling']}`")
     if options.get("augment"):
@@ -156,8 +185,11 @@ def recipe_text(config: dict) -> str:
 
 def paper_figure(config: dict) -> str:
     """The paper's figure for a run like this one (GPT-2, Tables 1-2), or '-' where it has none."""
-    table, variant = ("table1", "full") if config.get("policy") == "full" else ("table2", {
-        "pretrained": "fpt", "random": "random", "bit": "bit"}.get(config["init"], ""))
+    table, variant = (
+        ("table1", "full")
+        if config.get("policy") == "full"
+        else ("table2", {"pretrained": "fpt", "random": "random", "bit": "bit"}.get(config["init"], ""))
+    )
     figure = PAPER[table].get(variant, {}).get(config["task"])
     return "-" if figure is None else "100" if figure == 100 else f"{figure:.1f}"
 
@@ -172,8 +204,10 @@ def ours_text(run: Path, row: Converged, summary: dict, records: list[dict]) -> 
     # where its task has a test set beside the one it watched (summary.json's "test")
     test = _json(evaluation)["splits"].get("test") if evaluation.exists() else (summary.get("test") or {}).get("test")
     if test is not None and final["split"] != "test":
-        text = (f"{_pct(final['accuracy'])} on {split} ({final['examples']:,}{prior}); "
-                f"{strong(_pct(test['accuracy']))} on test ({test['examples']:,}), scored once at the end")
+        text = (
+            f"{_pct(final['accuracy'])} on {split} ({final['examples']:,}{prior}); "
+            f"{strong(_pct(test['accuracy']))} on test ({test['examples']:,}), scored once at the end"
+        )
     else:
         text = f"{strong(_pct(final['accuracy']))} on {split} ({final['examples']:,}{prior})"
     before = [r for r in whole_split(records) if r["step"] < summary["step"] and r["split"] == final["split"]]
@@ -198,8 +232,9 @@ def sittings_text(run: Path, summary: dict) -> str:
     if not sittings:
         resumed = summary.get("resumed_from_step")
         return "not logged" + (f" (summary.json: last resumed at step {resumed:,})" if resumed else "")
-    minutes = " + ".join("time not recorded" if s.get("wall_s") is None else f"{round(s['wall_s'] / 60)}"
-                         for s in sittings)
+    minutes = " + ".join(
+        "time not recorded" if s.get("wall_s") is None else f"{round(s['wall_s'] / 60)}" for s in sittings
+    )
     text = f"{_count(len(sittings))} ({minutes} min)"
     if sittings[0]["from_step"]:
         text += f", logged from step {sittings[0]['from_step']:,}"
@@ -216,11 +251,33 @@ def converged_table() -> str:
         config, summary = _json(run / "config.json"), _json(run / "summary.json")
         records = _jsonl(run / "metrics.jsonl")
         recipe = recipe_text(config) + (f"; {row.note}" if row.note else "")
-        rows.append([row.task, INITS.get(config["init"], config["init"]), recipe, str(config["seed"]),
-                     config.get("precision") or "fp32", paper_figure(config), ours_text(run, row, summary, records),
-                     steps_text(summary, config, records), sittings_text(run, summary)])
-    return _markdown(["task", "init", "recipe (the run's config.json)", "seed", "precision", "paper",
-                      "ours: final accuracy on the whole split (examples)", "steps", "sittings (minutes each)"], rows)
+        rows.append(
+            [
+                row.task,
+                INITS.get(config["init"], config["init"]),
+                recipe,
+                str(config["seed"]),
+                config.get("precision") or "fp32",
+                paper_figure(config),
+                ours_text(run, row, summary, records),
+                steps_text(summary, config, records),
+                sittings_text(run, summary),
+            ]
+        )
+    return _markdown(
+        [
+            "task",
+            "init",
+            "recipe (the run's config.json)",
+            "seed",
+            "precision",
+            "paper",
+            "ours: final accuracy on the whole split (examples)",
+            "steps",
+            "sittings (minutes each)",
+        ],
+        rows,
+    )
 
 
 # --- the two recipes to the same accuracy ------------------------------------------------------------
@@ -243,8 +300,11 @@ def _step_time_ms(config: dict) -> float:
     """The idle-machine median step time benchmarks/recipe_speed.py measured for a run's recipe and dropout."""
     timing = _json(RESULTS / "recipe_speed.json")[config["task"]]
     recipe = config.get("recipe") or "paper"
-    return next(r["ms_per_step"] for r in timing["rows"] if r["recipe"] == recipe and r["dropout"] == config["dropout"]
-                and r["threads"] == 1)
+    return next(
+        r["ms_per_step"]
+        for r in timing["rows"]
+        if r["recipe"] == recipe and r["dropout"] == config["dropout"] and r["threads"] == 1
+    )
 
 
 def recipes_table() -> str:
@@ -260,16 +320,34 @@ def recipes_table() -> str:
         first = {name: next(r for r in runs[name][2] if r["accuracy"] >= target) for name in runs}
         config, records, whole = runs[fast_run]
         subsets = any(is_subset(r) for r in records if r["step"] < first[fast_run]["step"])
-        notes = [f"dropout {config['dropout']:g}", "its only whole-split evaluation" if len(whole) == 1
-                 else f"scored every {config['eval_every']:,} steps"]
+        notes = [
+            f"dropout {config['dropout']:g}",
+            "its only whole-split evaluation" if len(whole) == 1 else f"scored every {config['eval_every']:,} steps",
+        ]
         minutes = {name: first[name]["step"] * _step_time_ms(runs[name][0]) / 60000 for name in runs}
-        lines.append([task, init, _pct(target), f"{first[paper_run]['step']:,}",
-                      f"{first[fast_run]['step']:,} ({'; '.join(notes)})",
-                      f"{minutes[paper_run]:.0f} / {minutes[fast_run]:.0f} min",
-                      ("≥ " if subsets else "") + f"{minutes[paper_run] / minutes[fast_run]:.1f}x"])
-    return _markdown(["task", "init", "accuracy both reached", "paper recipe: first at step",
-                      "fast recipe: first at step", "idle-machine training time (steps x median step): paper / fast",
-                      "ratio"], lines)
+        lines.append(
+            [
+                task,
+                init,
+                _pct(target),
+                f"{first[paper_run]['step']:,}",
+                f"{first[fast_run]['step']:,} ({'; '.join(notes)})",
+                f"{minutes[paper_run]:.0f} / {minutes[fast_run]:.0f} min",
+                ("≥ " if subsets else "") + f"{minutes[paper_run] / minutes[fast_run]:.1f}x",
+            ]
+        )
+    return _markdown(
+        [
+            "task",
+            "init",
+            "accuracy both reached",
+            "paper recipe: first at step",
+            "fast recipe: first at step",
+            "idle-machine training time (steps x median step): paper / fast",
+            "ratio",
+        ],
+        lines,
+    )
 
 
 # --- Table 6 -----------------------------------------------------------------------------------
@@ -291,57 +369,109 @@ def table6_xor() -> str:
         cell = cells[(label, "bit-xor")]
         lines.append([label, cell.text, _paper_steps(PAPER_STEPS[label]["bit-xor"])])
     fpt, random = cells[("fpt", "bit-xor")].steps, cells[("random", "bit-xor")].steps
-    speedup = (f"{statistics.median(random) / statistics.median(fpt):.1f}x" if fpt and random
-               else "not defined: " + " and ".join(v for v, s in (("fpt", fpt), ("random", random)) if not s)
-               + " not converged")
+    speedup = (
+        f"{statistics.median(random) / statistics.median(fpt):.1f}x"
+        if fpt and random
+        else "not defined: "
+        + " and ".join(v for v, s in (("fpt", fpt), ("random", random)) if not s)
+        + " not converged"
+    )
     paper = PAPER_STEPS["random"]["bit-xor"] / PAPER_STEPS["fpt"]["bit-xor"]
     lines.append(["speedup random/fpt", speedup, f"{paper:g}x"])
     notes = []
     for label in labels:
         runs = sorted((r for r in rows if r["variant"] == label), key=lambda r: int(r["seed"]))
         found = [run_convergence(r["run_dir"]) for r in runs]
-        each = ", ".join(f"seed {r['seed']}: " + (f"step {c.step} ({100 * c.accuracy:.1f}%)" if c.converged
-                                                   else c.why_not) for r, c in zip(runs, found))
+        each = ", ".join(
+            f"seed {r['seed']}: " + (f"step {c.step} ({100 * c.accuracy:.1f}%)" if c.converged else c.why_not)
+            for r, c in zip(runs, found)
+        )
         notes.append(f"{label}: {each}")
-        unchecked = [convergence([(int(m["step"]), float(m["accuracy"])) for m in
-                                  whole_split(_jsonl(Path(r["run_dir"]) / "metrics.jsonl"))]) for r in runs]
+        unchecked = [
+            convergence(
+                [
+                    (int(m["step"]), float(m["accuracy"]))
+                    for m in whole_split(_jsonl(Path(r["run_dir"]) / "metrics.jsonl"))
+                ]
+            )
+            for r in runs
+        ]
         if any(c.converged for c in unchecked) and not any(c.converged for c in found):
-            notes.append(f"{label} without the chance check: " + ", ".join(
-                f"seed {r['seed']}: " + (f"step {c.step} ({100 * c.accuracy:.1f}%)" if c.converged else c.why_not)
-                for r, c in zip(runs, unchecked)))
+            notes.append(
+                f"{label} without the chance check: "
+                + ", ".join(
+                    f"seed {r['seed']}: " + (f"step {c.step} ({100 * c.accuracy:.1f}%)" if c.converged else c.why_not)
+                    for r, c in zip(runs, unchecked)
+                )
+            )
     return _markdown(["", "XOR", "paper"], lines) + "\n\nPer run: " + "; ".join(notes) + "."
 
 
 def table6_mnist() -> str:
     """Table 6's definition on the converged MNIST runs of the paper recipe, read from their metrics."""
-    runs = [("pretrained, paper recipe", "mnist-fpt-paper-seed0", None, "fpt"),
-            ("random init, paper recipe", "mnist-random-paper-seed0", None, "random"),
-            ("random init, paper recipe, its first 16,000 steps only", "mnist-random-paper-seed0", 16000, "random")]
+    runs = [
+        ("pretrained, paper recipe", "mnist-fpt-paper-seed0", None, "fpt"),
+        ("random init, paper recipe", "mnist-random-paper-seed0", None, "random"),
+        ("random init, paper recipe, its first 16,000 steps only", "mnist-random-paper-seed0", 16000, "random"),
+    ]
     lines = []
     for label, name, upto, variant in runs:
-        records = [r for r in whole_split(_jsonl(RESULTS / "converge" / name / "metrics.jsonl"))
-                   if upto is None or r["step"] <= upto]
+        records = [
+            r
+            for r in whole_split(_jsonl(RESULTS / "converge" / name / "metrics.jsonl"))
+            if upto is None or r["step"] <= upto
+        ]
         history = [(int(r["step"]), float(r["accuracy"])) for r in records]
-        chance = (max(r["majority_share"] for r in records), min(int(r["examples"]) for r in records)) \
-            if all(r.get("majority_share") is not None and r.get("examples") for r in records) else None
+        chance = (
+            (max(r["majority_share"] for r in records), min(int(r["examples"]) for r in records))
+            if all(r.get("majority_share") is not None and r.get("examples") for r in records)
+            else None
+        )
         found = convergence(history, chance=chance)
         best = max(records, key=lambda r: r["accuracy"])
-        text = (f"step {found.step:,}, to {100 * found.accuracy:.2f}" if found.converged
-                else f"not converged within {found.budget:,} steps ({found.why_not})")
-        lines.append([label, f"{found.budget:,}", text, f"{_pct(best['accuracy'])} (step {best['step']:,})",
-                      _paper_steps(PAPER_STEPS[variant]["mnist"])])
-    return _markdown(["MNIST run", "steps run", "converged (Table 6's definition)", "best whole-split evaluation",
-                      "paper: converged at"], lines)
+        text = (
+            f"step {found.step:,}, to {100 * found.accuracy:.2f}"
+            if found.converged
+            else f"not converged within {found.budget:,} steps ({found.why_not})"
+        )
+        lines.append(
+            [
+                label,
+                f"{found.budget:,}",
+                text,
+                f"{_pct(best['accuracy'])} (step {best['step']:,})",
+                _paper_steps(PAPER_STEPS[variant]["mnist"]),
+            ]
+        )
+    return _markdown(
+        [
+            "MNIST run",
+            "steps run",
+            "converged (Table 6's definition)",
+            "best whole-split evaluation",
+            "paper: converged at",
+        ],
+        lines,
+    )
 
 
 # --- speed and memory --------------------------------------------------------------------------
 
-SPEED_CONFIGS = {"minilm-bit-memory": "MiniLM, Bit Memory shape", "minilm-mnist": "MiniLM, MNIST shape",
-                 "gpt2-mnist": "GPT-2-small architecture, MNIST shape", "smollm2-mnist": "SmolLM2-135M, MNIST shape",
-                 "gpt2-xl-scale": "GPT-2-XL architecture (1.5B parameters)"}
-SPEED_VARIANTS = {"peer": "plain PyTorch loop", "fpt": "fpt", "fpt+bf16": "fpt `--precision bf16`",
-                  "fpt+compile": "fpt `--compile`", "fpt+ckpt": "fpt `--checkpointing`",
-                  "fpt+bf16+ckpt": "fpt `--precision bf16 --checkpointing`"}
+SPEED_CONFIGS = {
+    "minilm-bit-memory": "MiniLM, Bit Memory shape",
+    "minilm-mnist": "MiniLM, MNIST shape",
+    "gpt2-mnist": "GPT-2-small architecture, MNIST shape",
+    "smollm2-mnist": "SmolLM2-135M, MNIST shape",
+    "gpt2-xl-scale": "GPT-2-XL architecture (1.5B parameters)",
+}
+SPEED_VARIANTS = {
+    "peer": "plain PyTorch loop",
+    "fpt": "fpt",
+    "fpt+bf16": "fpt `--precision bf16`",
+    "fpt+compile": "fpt `--compile`",
+    "fpt+ckpt": "fpt `--checkpointing`",
+    "fpt+bf16+ckpt": "fpt `--precision bf16 --checkpointing`",
+}
 
 
 def _diff(value: float) -> str:
@@ -363,16 +493,36 @@ def speed_table() -> str:
         shape = f"{r['tokens_per_step'] / r['batch']:.0f} tokens x {r['batch']}"
         ratio = "-" if peer is None else f"{peer['step_s_median'] / r['step_s_median']:.2f}x"
         diff = "-" if peer is None else _diff(max(abs(a - b) for a, b in zip(r["losses"], peer["losses"])))
-        lines.append([f"{SPEED_CONFIGS.get(r['config'], r['config'])} ({shape})", SPEED_VARIANTS.get(r["variant"], r["variant"]),
-                      f"{1000 * r['step_s_median']:.0f} ms", ratio, mfu, f"{r['train_peak_rss_mib'] / 1024:.1f}", diff])
-    return _markdown(["configuration", "variant", "median step", "speed-up: plain loop's median / this median",
-                      "MFU at the median step (of the fp32 peak unless said)", "peak memory in training, GiB",
-                      f"largest loss difference from the plain loop ({rows[0]['steps']} steps)"], lines)
+        lines.append(
+            [
+                f"{SPEED_CONFIGS.get(r['config'], r['config'])} ({shape})",
+                SPEED_VARIANTS.get(r["variant"], r["variant"]),
+                f"{1000 * r['step_s_median']:.0f} ms",
+                ratio,
+                mfu,
+                f"{r['train_peak_rss_mib'] / 1024:.1f}",
+                diff,
+            ]
+        )
+    return _markdown(
+        [
+            "configuration",
+            "variant",
+            "median step",
+            "speed-up: plain loop's median / this median",
+            "MFU at the median step (of the fp32 peak unless said)",
+            "peak memory in training, GiB",
+            f"largest loss difference from the plain loop ({rows[0]['steps']} steps)",
+        ],
+        lines,
+    )
 
 
-LISTOPS_VARIANTS = {"peer-pad2000": "plain loop, every sequence padded to 2000",
-                    "fpt": "fpt, each batch cut to its longest sequence",
-                    "fpt+bucket": "fpt `--bucket-window 8` (similar lengths batched together)"}
+LISTOPS_VARIANTS = {
+    "peer-pad2000": "plain loop, every sequence padded to 2000",
+    "fpt": "fpt, each batch cut to its longest sequence",
+    "fpt+bucket": "fpt `--bucket-window 8` (similar lengths batched together)",
+}
 
 
 def speed_listops_table() -> str:
@@ -381,23 +531,54 @@ def speed_listops_table() -> str:
     rows = [r for r in perf["rows"] if "error" not in r]
     peer = next(r for r in rows if r["variant"].startswith("peer"))
     mean = {r["variant"]: r["batch"] / r["train_examples_per_s"] for r in rows}
-    lines = [[LISTOPS_VARIANTS.get(r["variant"], r["variant"]), f"{mean[r['variant']]:.1f} s",
-              f"{r['train_examples_per_s']:.2f}", f"{mean[peer['variant']] / mean[r['variant']]:.2f}x",
-              f"{r['train_peak_rss_mib'] / 1024:.1f}"] for r in rows]
-    return _markdown(["variant", f"mean step ({rows[0]['steps']} steps)", "examples/s",
-                      "speed-up: padded mean step / this mean step", "peak memory, GiB"], lines)
+    lines = [
+        [
+            LISTOPS_VARIANTS.get(r["variant"], r["variant"]),
+            f"{mean[r['variant']]:.1f} s",
+            f"{r['train_examples_per_s']:.2f}",
+            f"{mean[peer['variant']] / mean[r['variant']]:.2f}x",
+            f"{r['train_peak_rss_mib'] / 1024:.1f}",
+        ]
+        for r in rows
+    ]
+    return _markdown(
+        [
+            "variant",
+            f"mean step ({rows[0]['steps']} steps)",
+            "examples/s",
+            "speed-up: padded mean step / this mean step",
+            "peak memory, GiB",
+        ],
+        lines,
+    )
 
 
-MEMORY_ORDER = ["bit-xor", "bit-memory", "mnist", "fashion-mnist", "cifar10", "ucr", "cifar10-lra", "remote-homology",
-                "listops"]
+MEMORY_ORDER = [
+    "bit-xor",
+    "bit-memory",
+    "mnist",
+    "fashion-mnist",
+    "cifar10",
+    "ucr",
+    "cifar10-lra",
+    "remote-homology",
+    "listops",
+]
 
 
 def memory_table() -> str:
     memory = _json(RESULTS / "memory.json")
     rows = sorted(memory["rows"], key=lambda r: MEMORY_ORDER.index(r["task"]) if r["task"] in MEMORY_ORDER else 99)
-    lines = [[r["task"] + (" (GunPoint)" if r["task"] == "ucr" else ""), str(r["tokens"]),
-              "on (auto)" if r["checkpointing"] else "off",
-              str(r["micro_batch"]) if r["micro_batch"] else "- (not split)", f"{r['peak_gb']:.2f}"] for r in rows]
+    lines = [
+        [
+            r["task"] + (" (GunPoint)" if r["task"] == "ucr" else ""),
+            str(r["tokens"]),
+            "on (auto)" if r["checkpointing"] else "off",
+            str(r["micro_batch"]) if r["micro_batch"] else "- (not split)",
+            f"{r['peak_gb']:.2f}",
+        ]
+        for r in rows
+    ]
     return _markdown(["task", "tokens", "checkpointing", "micro-batch", "peak GiB"], lines)
 
 
@@ -409,16 +590,28 @@ def listops_budget_table() -> str:
     config, evaluation = _json(run / "config.json"), _json(run / "evaluation.json")
     val = [r for r in whole_split(_jsonl(run / "metrics.jsonl")) if r["split"] == "val"][-1]
     test = evaluation["splits"]["test"]
-    return _markdown(["steps (examples)", "val", "test", "time to the end of the val pass at the last step"],
-                     [[f"{val['step']:,} ({val['step'] * config['batch_size']:,})", f"{100 * val['accuracy']:.1f}%",
-                       f"{100 * test['accuracy']:.1f}%", f"{val['elapsed_s']:.1f} s ({val['elapsed_s'] / 60:.1f} min)"]])
+    return _markdown(
+        ["steps (examples)", "val", "test", "time to the end of the val pass at the last step"],
+        [
+            [
+                f"{val['step']:,} ({val['step'] * config['batch_size']:,})",
+                f"{100 * val['accuracy']:.1f}%",
+                f"{100 * test['accuracy']:.1f}%",
+                f"{val['elapsed_s']:.1f} s ({val['elapsed_s'] / 60:.1f} min)",
+            ]
+        ],
+    )
 
 
 def bit_memory_budget_table() -> str:
     records = whole_split(_jsonl(RESULTS / "bit_memory_pretrained_seed0" / "metrics.jsonl"))
-    return _markdown(["step"] + [f"{r['step']}" for r in records],
-                     [["held-out bit accuracy"] + [f"{100 * r['accuracy']:.1f}%" for r in records],
-                      ["time since the start (evaluations included)"] + [f"{r['elapsed_s'] / 60:.1f} min" for r in records]])
+    return _markdown(
+        ["step"] + [f"{r['step']}" for r in records],
+        [
+            ["held-out bit accuracy"] + [f"{100 * r['accuracy']:.1f}%" for r in records],
+            ["time since the start (evaluations included)"] + [f"{r['elapsed_s'] / 60:.1f} min" for r in records],
+        ],
+    )
 
 
 def mnist_budget_table() -> str:
@@ -428,8 +621,9 @@ def mnist_budget_table() -> str:
         cells = [f"{100 * records[step]['accuracy']:.1f}%" if step in records else "not run" for step in (1000, 2000)]
         last = records[max(records)]
         lines.append([label] + cells + [f"{last['elapsed_s'] / 60:.1f} min to step {last['step']:,}"])
-    return _markdown(["init", "step 1000 (about 1/2 epoch)", "step 2000 (about 1 epoch)",
-                      "time, test evaluations included"], lines)
+    return _markdown(
+        ["init", "step 1000 (about 1/2 epoch)", "step 2000 (about 1 epoch)", "time, test evaluations included"], lines
+    )
 
 
 def bit_xor_budget_table() -> str:
@@ -438,21 +632,40 @@ def bit_xor_budget_table() -> str:
     pretrained = [r for r in rows if r["init"] == "pretrained"]
     random = [r for r in rows if r["init"] == "random"]
     steps = sorted(r["steps"] for r in random)
-    return _markdown(["init"] + [f"seed {r['seed']}" for r in pretrained], [
-        ["pretrained: step 99% reached, training wall time"]
-        + [f"{r['reached_at']} steps, {r['train_s']:.1f} s" if r["reached_at"] else f"not reached in {r['steps']} steps"
-           for r in pretrained],
-        [f"random: held-out accuracy after {result['budget_s']:.0f} s ({steps[0]}-{steps[-1]} steps)"]
-        + [f"{100 * r['accuracy']:.1f}%" for r in random]])
+    return _markdown(
+        ["init"] + [f"seed {r['seed']}" for r in pretrained],
+        [
+            ["pretrained: step 99% reached, training wall time"]
+            + [
+                f"{r['reached_at']} steps, {r['train_s']:.1f} s"
+                if r["reached_at"]
+                else f"not reached in {r['steps']} steps"
+                for r in pretrained
+            ],
+            [f"random: held-out accuracy after {result['budget_s']:.0f} s ({steps[0]}-{steps[-1]} steps)"]
+            + [f"{100 * r['accuracy']:.1f}%" for r in random],
+        ],
+    )
 
 
 def data_parallel_table() -> str:
     scale = _json(RESULTS / "scale.json")
     one, two = scale["one_process"], scale["2_ranks"]
-    return _markdown(["", "step", "examples/s"], [
-        [f"one process, {one['threads']} threads", f"{1000 * one['step_s']:.1f} ms", f"{one['examples_per_s']:.0f}"],
-        [f"2 ranks (gloo), {two['threads_each']} thread each", f"{1000 * two['step_s']:.1f} ms",
-         f"{two['examples_per_s']:.0f}"]])
+    return _markdown(
+        ["", "step", "examples/s"],
+        [
+            [
+                f"one process, {one['threads']} threads",
+                f"{1000 * one['step_s']:.1f} ms",
+                f"{one['examples_per_s']:.0f}",
+            ],
+            [
+                f"2 ranks (gloo), {two['threads_each']} thread each",
+                f"{1000 * two['step_s']:.1f} ms",
+                f"{two['examples_per_s']:.0f}",
+            ],
+        ],
+    )
 
 
 # --- the paper's tables at short budgets (sweeps' results.csv) ------------------------------------
@@ -478,8 +691,9 @@ def _score_cell(folder: str | None, variant: str, task: str, paper: str | None, 
         return ""
     scores, status = _sweep_scores(folder, variant, task)
     if not scores:
-        return ("skipped for time" if status == "skipped" else f"not run ({status or 'no runs'})") \
-            + _paper_text(paper, variant, task)
+        return ("skipped for time" if status == "skipped" else f"not run ({status or 'no runs'})") + _paper_text(
+            paper, variant, task
+        )
     text = f"{statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f}" if len(scores) > 1 else f"{scores[0]:.1f}"
     if seeds:
         text += " (" + ", ".join(f"{s:.1f}" for s in scores) + ")"
@@ -489,34 +703,74 @@ def _score_cell(folder: str | None, variant: str, task: str, paper: str | None, 
 # (row label, variant, the paper's table for it, folder per column (None: not run for that column), remark)
 XOR_ROWS = [
     ("fpt", "fpt", "table1", "tables", "converged: Table 6 below"),
-    ("finetune (lr 1e-3): every pretrained weight trained; run as `full` before `full` meant the paper's Full", "full",
-     None, "tables", "chance: at lr 1e-3 Adam wrecked the pretrained weights, hence `finetune`'s smaller lr now"),
-    ("full (the paper's Full: from scratch, every weight trained)", "full", "table1", "full_v2/xor",
-     "chance within 600 steps, like random frozen weights: from scratch the whole transformer has to learn what the "
-     "pretrained one brings (`benchmarks/results/full_v2/xor/`)"),
-    ("finetune (lr 1e-4, the new default; the paper has no such row)", "finetune", None, "full_v2/xor",
-     "a gentle fine-tune keeps what pretraining gave (`benchmarks/results/full_v2/xor/`)"),
-    ("lstm (3 x 768, all trained)", "lstm", "table1", "tables",
-     "solved; we suspect the paper's 50% is its code's LSTM whose recurrent weights were silently frozen"),
-    ("random (same architecture, FPT freezing)", "random", "table2", "tables",
-     "chance within 600 steps; the paper's random needs ~2e4 steps (Table 6)"),
+    (
+        "finetune (lr 1e-3): every pretrained weight trained; run as `full` before `full` meant the paper's Full",
+        "full",
+        None,
+        "tables",
+        "chance: at lr 1e-3 Adam wrecked the pretrained weights, hence `finetune`'s smaller lr now",
+    ),
+    (
+        "full (the paper's Full: from scratch, every weight trained)",
+        "full",
+        "table1",
+        "full_v2/xor",
+        "chance within 600 steps, like random frozen weights: from scratch the whole transformer has to learn what the "
+        "pretrained one brings (`benchmarks/results/full_v2/xor/`)",
+    ),
+    (
+        "finetune (lr 1e-4, the new default; the paper has no such row)",
+        "finetune",
+        None,
+        "full_v2/xor",
+        "a gentle fine-tune keeps what pretraining gave (`benchmarks/results/full_v2/xor/`)",
+    ),
+    (
+        "lstm (3 x 768, all trained)",
+        "lstm",
+        "table1",
+        "tables",
+        "solved; we suspect the paper's 50% is its code's LSTM whose recurrent weights were silently frozen",
+    ),
+    (
+        "random (same architecture, FPT freezing)",
+        "random",
+        "table2",
+        "tables",
+        "chance within 600 steps; the paper's random needs ~2e4 steps (Table 6)",
+    ),
     ("lstm-frozen (Table 3)", "lstm-frozen", "table3", "tables", "as the paper"),
     ("lstm*-frozen (Table 3)", "lstm*-frozen", "table3", "tables", "as the paper"),
     ("output only (Table 18)", "output-only", "table18", "tables", ""),
     ("output + input", "output+input", "table18", "tables", ""),
     ("output + positions", "output+position", "table18", "tables", "positions alone suffice with MiniLM"),
-    ("output + layer norms", "output+layernorm", "table18", "tables", "the paper's strongest single group is weak here"),
+    (
+        "output + layer norms",
+        "output+layernorm",
+        "table18",
+        "tables",
+        "the paper's strongest single group is weak here",
+    ),
 ]
 
 
 def paper_tables_xor() -> str:
-    lines = [[label, _score_cell(folder, variant, "bit-xor", paper, seeds=folder == "full_v2/xor" and variant == "full"),
-              remark] for label, variant, paper, folder, remark in XOR_ROWS]
+    lines = [
+        [
+            label,
+            _score_cell(folder, variant, "bit-xor", paper, seeds=folder == "full_v2/xor" and variant == "full"),
+            remark,
+        ]
+        for label, variant, paper, folder, remark in XOR_ROWS
+    ]
     return _markdown(["variant", "XOR", "what it shows"], lines)
 
 
-IMAGE_COLUMNS = [("mnist", "tables_mnist", "tables_mnist_v2"), ("fashion-mnist", "tables_fashion_mnist",
-                 "tables_fashion_mnist_v2"), ("bit-memory", "tables_bit_memory", "tables_bit_memory_v2")]
+IMAGE_COLUMNS = [
+    ("mnist", "tables_mnist", "tables_mnist_v2"),
+    ("fashion-mnist", "tables_fashion_mnist", "tables_fashion_mnist_v2"),
+    ("bit-memory", "tables_bit_memory", "tables_bit_memory_v2"),
+]
 # (row label, variant, the paper's table, which sweep: the first run or the v2 rerun, only these tasks)
 IMAGE_ROWS = [
     ("fpt", "fpt", "table1", 0, None),
@@ -537,16 +791,20 @@ IMAGE_ROWS = [
 def paper_tables_images() -> str:
     lines = []
     for label, variant, paper, rerun, only in IMAGE_ROWS:
-        cells = [_score_cell(folders[rerun] if only is None or task in only else None, variant, task, paper)
-                 for task, *folders in IMAGE_COLUMNS]
+        cells = [
+            _score_cell(folders[rerun] if only is None or task in only else None, variant, task, paper)
+            for task, *folders in IMAGE_COLUMNS
+        ]
         lines.append([label] + cells)
     return _markdown(["variant", "MNIST", "Fashion-MNIST", "Bit Memory"], lines)
 
 
 # --- how the fast recipe was chosen (validation splits) ---------------------------------------------
 
-RECIPE_SEARCH = [("paper recipe (1e-3 constant, batch 16, fp32)", "paper-lr1e-3-b16"),
-                 ("fast recipe (3e-3, warm-up 100, cosine, batch 32, bf16; dropout 0.1 then)", "fast-lr3e-3-cos-b32-bf16")]
+RECIPE_SEARCH = [
+    ("paper recipe (1e-3 constant, batch 16, fp32)", "paper-lr1e-3-b16"),
+    ("fast recipe (3e-3, warm-up 100, cosine, batch 32, bf16; dropout 0.1 then)", "fast-lr3e-3-cos-b32-bf16"),
+]
 RECIPE_SEARCH_STEPS = (250, 750, 1250, 1750, 2250, 3000)
 
 
@@ -555,8 +813,9 @@ def recipe_search_table() -> str:
     for label, name in RECIPE_SEARCH:
         records = {r["step"]: r for r in whole_split(_jsonl(RESULTS / "recipe_search" / name / "metrics.jsonl"))}
         lines.append([label] + [f"{100 * records[step]['accuracy']:.1f}" for step in RECIPE_SEARCH_STEPS])
-    return _markdown(["val accuracy at step (the whole 5,000-image val split)"] + [f"{s:,}" for s in RECIPE_SEARCH_STEPS],
-                     lines)
+    return _markdown(
+        ["val accuracy at step (the whole 5,000-image val split)"] + [f"{s:,}" for s in RECIPE_SEARCH_STEPS], lines
+    )
 
 
 def lr_probe_table() -> str:
@@ -569,15 +828,20 @@ def lr_probe_table() -> str:
         test = _json(run / "evaluation.json")["splits"]["test"]
         label = f"lr {_rate(config['lr'])}" + (" (the recipe's)" if config["lr"] == 3e-3 else "")
         lines.append([label] + [_pct(r["accuracy"]) for r in records] + [_pct(test["accuracy"])])
-    return _markdown(["val accuracy at step"] + [f"{step:,} ({split})" for step, split in steps]
-                     + ["test, scored once at the end"], lines)
+    return _markdown(
+        ["val accuracy at step"] + [f"{step:,} ({split})" for step, split in steps] + ["test, scored once at the end"],
+        lines,
+    )
 
 
-DROPOUT_PROBE = [("Fashion-MNIST", "fashion", {"dropout": "0.1", "pooling": "last"}),
-                 ("Fashion-MNIST", "fashion", {"dropout": "0.1", "pooling": "mean"}),
-                 ("Fashion-MNIST", "fashion", {"dropout": "0.0", "pooling": "last"}),
-                 ("Fashion-MNIST", "fashion", {"dropout": "0.0", "pooling": "mean"}),
-                 ("MNIST", "mnist", {"dropout": "0.1"}), ("MNIST", "mnist", {"dropout": "0.0"})]
+DROPOUT_PROBE = [
+    ("Fashion-MNIST", "fashion", {"dropout": "0.1", "pooling": "last"}),
+    ("Fashion-MNIST", "fashion", {"dropout": "0.1", "pooling": "mean"}),
+    ("Fashion-MNIST", "fashion", {"dropout": "0.0", "pooling": "last"}),
+    ("Fashion-MNIST", "fashion", {"dropout": "0.0", "pooling": "mean"}),
+    ("MNIST", "mnist", {"dropout": "0.1"}),
+    ("MNIST", "mnist", {"dropout": "0.0"}),
+]
 
 
 def dropout_probe_table() -> str:
@@ -586,9 +850,16 @@ def dropout_probe_table() -> str:
         with open(RESULTS / "recipe_probe" / folder / "results.csv", newline="") as handle:
             row = next(r for r in csv.DictReader(handle) if all(r[k] == v for k, v in values.items()))
         pooling = {"last": "last token", "mean": "mean of tokens"}[values.get("pooling", "last")]
-        lines.append([f"{task}, dropout {float(values['dropout']):g}, {pooling}", _pct(float(row["eval_accuracy"])),
-                      _pct(float(row["accuracy"]))])
-    return _markdown(["fast recipe, 2,000 steps", "val at step 2,000 (all 5,000)", "test, scored once at the end"], lines)
+        lines.append(
+            [
+                f"{task}, dropout {float(values['dropout']):g}, {pooling}",
+                _pct(float(row["eval_accuracy"])),
+                _pct(float(row["accuracy"])),
+            ]
+        )
+    return _markdown(
+        ["fast recipe, 2,000 steps", "val at step 2,000 (all 5,000)", "test, scored once at the end"], lines
+    )
 
 
 HORIZONS = (96, 192, 336, 720)
@@ -615,8 +886,11 @@ def forecasting_table() -> str:
     end) beside the published figures (fpt.experiments.paper.PUBLISHED_FORECASTS)."""
     from fpt.experiments.paper import PUBLISHED_FORECASTS
 
-    naive = {row["horizon"]: row for row in _json(RESULTS / "forecasting" / "naive.json")["rows"]
-             if row["dataset"] == "ETTh1"}
+    naive = {
+        row["horizon"]: row
+        for row in _json(RESULTS / "forecasting" / "naive.json")["rows"]
+        if row["dataset"] == "ETTh1"
+    }
     linear = {h: _finished(sorted((RESULTS / "forecasting" / "linear").glob(f"ETTh1-h{h}-seed*"))) for h in HORIZONS}
     fpt_runs = {h: _finished(sorted(HEADLINE.glob(f"etth1-{h}-fpt-*"))) for h in HORIZONS}
 
@@ -624,17 +898,26 @@ def forecasting_table() -> str:
         figure = PUBLISHED_FORECASTS.get(("ett:ETTh1", key), {}).get(variant)
         return "-" if figure is None else f"{figure[1]:.3f} / {figure[2]:.3f} ({figure[0]})"
 
-    rows = [["last value (naive)"] + [f"{naive[h]['test_mse']:.3f} / {naive[h]['test_mae']:.3f}" for h in HORIZONS],
-            ["DLinear (`--model linear`), ours"] + [_forecast_cell(linear[h]) for h in HORIZONS],
-            ["DLinear, published"] + [published("linear", h) for h in HORIZONS],
-            ["fpt, frozen MiniLM, ours"] + [_forecast_cell(fpt_runs[h]) for h in HORIZONS],
-            ["One Fits All GPT2(6), published"] + [published("fpt", h) for h in HORIZONS]]
-    averages = {"DLinear, published": published("linear", "avg"), "One Fits All GPT2(6), published":
-                published("fpt", "avg"), "PatchTST, published": published("PatchTST", "avg")}
+    rows = [
+        ["last value (naive)"] + [f"{naive[h]['test_mse']:.3f} / {naive[h]['test_mae']:.3f}" for h in HORIZONS],
+        ["DLinear (`--model linear`), ours"] + [_forecast_cell(linear[h]) for h in HORIZONS],
+        ["DLinear, published"] + [published("linear", h) for h in HORIZONS],
+        ["fpt, frozen MiniLM, ours"] + [_forecast_cell(fpt_runs[h]) for h in HORIZONS],
+        ["One Fits All GPT2(6), published"] + [published("fpt", h) for h in HORIZONS],
+    ]
+    averages = {
+        "DLinear, published": published("linear", "avg"),
+        "One Fits All GPT2(6), published": published("fpt", "avg"),
+        "PatchTST, published": published("PatchTST", "avg"),
+    }
     header = ["ETTh1, test MSE / MAE"] + [f"H={h}" for h in HORIZONS]
-    lines = [_markdown(header, rows), "",
-             "Published four-horizon averages: " + "; ".join(f"{k.removesuffix(', published')} {v}"
-                                                             for k, v in averages.items()) + "."]
+    lines = [
+        _markdown(header, rows),
+        "",
+        "Published four-horizon averages: "
+        + "; ".join(f"{k.removesuffix(', published')} {v}" for k, v in averages.items())
+        + ".",
+    ]
     return "\n".join(lines)
 
 
@@ -649,10 +932,17 @@ def uea_table() -> str:
             continue
         summary, config = _json(run / "summary.json"), _json(run / "config.json")
         options = config["task_options"]
-        rows.append([config["task_options"]["dataset"], "z-normalised" if options.get("znorm", True) else "raw",
-                     str(config["seed"]), f"{config['steps']:,}", _pct(summary["final"]["accuracy"]),
-                     _pct(summary["test"]["test"]["accuracy"]),
-                     f"{PUBLISHED_UEA['ucr:JapaneseVowels']['fpt'][1]} ({PUBLISHED_UEA['ucr:JapaneseVowels']['fpt'][0]})"])
+        rows.append(
+            [
+                config["task_options"]["dataset"],
+                "z-normalised" if options.get("znorm", True) else "raw",
+                str(config["seed"]),
+                f"{config['steps']:,}",
+                _pct(summary["final"]["accuracy"]),
+                _pct(summary["test"]["test"]["accuracy"]),
+                f"{PUBLISHED_UEA['ucr:JapaneseVowels']['fpt'][1]} ({PUBLISHED_UEA['ucr:JapaneseVowels']['fpt'][0]})",
+            ]
+        )
     header = ["set", "series", "seed", "steps", "val (50 series)", "test (370)", "published"]
     return _markdown(header, rows)
 
@@ -707,8 +997,10 @@ def update(text: str, tables: dict[str, str]) -> str:
     for name, table in tables.items():
         pattern = _pattern(name)
         if pattern.search(text) is None:
-            raise SystemExit(f"README.md has no markers for table {name!r}: put <!-- table:{name} --> and "
-                             f"<!-- /table:{name} --> on lines of their own where it belongs")
+            raise SystemExit(
+                f"README.md has no markers for table {name!r}: put <!-- table:{name} --> and "
+                f"<!-- /table:{name} --> on lines of their own where it belongs"
+            )
         text = pattern.sub(lambda m: m.group(1) + table + m.group(3), text, count=1)
     return text
 
@@ -718,8 +1010,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     parser.add_argument("--print", dest="show", choices=list(TABLES), help="print one table")
     parser.add_argument("--readme", type=Path, default=README)
-    parser.add_argument("names", nargs="*", choices=[[]] + list(TABLES), metavar="NAME",
-                        help=f"only these tables (default: all): {', '.join(TABLES)}")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        choices=[[]] + list(TABLES),
+        metavar="NAME",
+        help=f"only these tables (default: all): {', '.join(TABLES)}",
+    )
     args = parser.parse_args(argv)
     if args.show:
         print(render([args.show])[args.show], end="")
@@ -731,7 +1028,7 @@ def main(argv: list[str]) -> int:
         for line in wrong:
             print(line, file=sys.stderr)
         if wrong:
-            print(f"rerun: python benchmarks/readme_tables.py (then read the diff)", file=sys.stderr)
+            print("rerun: python benchmarks/readme_tables.py (then read the diff)", file=sys.stderr)
         return 1 if wrong else 0
     new = update(text, tables)
     if new != text:

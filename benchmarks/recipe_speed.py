@@ -47,15 +47,34 @@ print(json.dumps({"dropout": config.dropout, "gaps": [b - a for a, b in zip(stam
 
 def measure(recipe: str, task: str, warmup: int, steps: int, threads: int, dropout: str) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
-        done = subprocess.run([sys.executable, "-c", _CHILD, recipe, task, str(warmup + steps), str(threads),
-                               dropout, str(Path(scratch) / "run")], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _CHILD,
+                recipe,
+                task,
+                str(warmup + steps),
+                str(threads),
+                dropout,
+                str(Path(scratch) / "run"),
+            ],
+            capture_output=True,
+            text=True,
+        )
     if done.returncode != 0:
         sys.exit(f"timing {recipe} on {task} failed: {done.stderr.strip().splitlines()[-1:]}")
     timed = json.loads(done.stdout.strip().splitlines()[-1])
     gaps = timed["gaps"][warmup:]  # gap i: the time of step i + 2
-    return {"recipe": recipe, "task": task, "threads": threads, "dropout": timed["dropout"], "steps_timed": len(gaps),
-            "ms_per_step": round(1000 * statistics.median(gaps), 1),
-            "ms_spread": [round(1000 * min(gaps), 1), round(1000 * max(gaps), 1)]}
+    return {
+        "recipe": recipe,
+        "task": task,
+        "threads": threads,
+        "dropout": timed["dropout"],
+        "steps_timed": len(gaps),
+        "ms_per_step": round(1000 * statistics.median(gaps), 1),
+        "ms_spread": [round(1000 * min(gaps), 1), round(1000 * max(gaps), 1)],
+    }
 
 
 def main() -> int:
@@ -64,26 +83,37 @@ def main() -> int:
     parser.add_argument("--recipes", default=",".join(RECIPES))
     parser.add_argument("--threads", default=",".join(str(n) for n in sorted({1, usable_cores()})))
     # dropout changes the step time: without it, attention may take another kernel (fpt.devices)
-    parser.add_argument("--dropouts", default="recipe", help="comma list of --dropout values to time "
-                        "(default: each recipe's own)")
+    parser.add_argument(
+        "--dropouts", default="recipe", help="comma list of --dropout values to time (default: each recipe's own)"
+    )
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args()
     if args.warmup < 0 or args.steps < 1:
         parser.error("--warmup must be at least 0 and --steps at least 1")
-    rows = [measure(recipe, args.task, args.warmup, args.steps, int(threads), dropout)
-            for threads in args.threads.split(",") for recipe in args.recipes.split(",")
-            for dropout in args.dropouts.split(",")]
-    record = {"machine": cpu_model(), "bf16": bf16_note(), "cores": usable_cores(),
-              "date": time.strftime("%Y-%m-%d"), "rows": rows}
+    rows = [
+        measure(recipe, args.task, args.warmup, args.steps, int(threads), dropout)
+        for threads in args.threads.split(",")
+        for recipe in args.recipes.split(",")
+        for dropout in args.dropouts.split(",")
+    ]
+    record = {
+        "machine": cpu_model(),
+        "bf16": bf16_note(),
+        "cores": usable_cores(),
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": rows,
+    }
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     previous[args.task] = record
     RESULTS.write_text(json.dumps(previous, indent=2) + "\n")
     print(f"{record['machine']}; {record['bf16']}")
     print("| recipe | dropout | threads | ms per step (median) | min - max |\n|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['recipe']} | {row['dropout']:g} | {row['threads']} | {row['ms_per_step']} | "
-              f"{row['ms_spread'][0]} - {row['ms_spread'][1]} |")
+        print(
+            f"| {row['recipe']} | {row['dropout']:g} | {row['threads']} | {row['ms_per_step']} | "
+            f"{row['ms_spread'][0]} - {row['ms_spread'][1]} |"
+        )
     return 0
 
 

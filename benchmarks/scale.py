@@ -41,9 +41,30 @@ LINKS = {  # (bandwidth in bytes/s one rank can push, latency per hop in s): rou
 
 
 def train(out: Path, nproc: int, threads: int, args: argparse.Namespace) -> None:
-    command = [sys.executable, "-m", "fpt", "train", "--task", args.task, "--backbone", args.backbone,
-               "--steps", str(2 * args.steps), "--eval-every", str(args.steps), "--batch-size", str(args.batch_size),
-               "--dropout", "0", "--out", str(out), "--no-progress", "--device", "cpu", *args.task_args]
+    command = [
+        sys.executable,
+        "-m",
+        "fpt",
+        "train",
+        "--task",
+        args.task,
+        "--backbone",
+        args.backbone,
+        "--steps",
+        str(2 * args.steps),
+        "--eval-every",
+        str(args.steps),
+        "--batch-size",
+        str(args.batch_size),
+        "--dropout",
+        "0",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--device",
+        "cpu",
+        *args.task_args,
+    ]
     command += ["--nproc", str(nproc)] if nproc > 1 else ["--threads", str(threads)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
     subprocess.run(command, env=env, check=True, capture_output=True)
@@ -89,11 +110,17 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     result = {
-        "task": args.task, "backbone": args.backbone, "batch_size": args.batch_size, "steps_timed": args.steps,
+        "task": args.task,
+        "backbone": args.backbone,
+        "batch_size": args.batch_size,
+        "steps_timed": args.steps,
         "machine": f"{cpu_model()}, {cores} cores, torch {torch.__version__}; {bf16_note()}",
         "one_process": {"threads": cores, "step_s": round(t1, 4), "examples_per_s": round(args.batch_size / t1, 1)},
-        f"{args.nproc}_ranks": {"threads_each": max(1, cores // args.nproc), "step_s": round(tn, 4),
-                                "examples_per_s": round(args.batch_size / tn, 1)},
+        f"{args.nproc}_ranks": {
+            "threads_each": max(1, cores // args.nproc),
+            "step_s": round(tn, 4),
+            "examples_per_s": round(args.batch_size / tn, 1),
+        },
         "max_parameter_difference": difference,
         "bytes_all_reduced_per_step": grad_bytes,
         "projected_efficiency_8_ranks": {

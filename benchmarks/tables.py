@@ -22,8 +22,8 @@ from fpt.cli import main as fpt
 
 
 def main(argv: list[str]) -> int:
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", required=True, help="comma list, e.g. bit-xor,mnist")
     parser.add_argument("--tables", default="table1,table2,table3,table6,table18")
@@ -35,8 +35,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "tables")
     args = parser.parse_args(argv)
     settings = [f"{key.lstrip('-')}={value}" for key, value in zip(extra[0::2], extra[1::2])]
-    command = ["reproduce", args.tables, "--tasks", args.tasks, "--budget", str(args.budget), "--seeds",
-               str(args.seeds), "--backbone", args.backbone, "--parallel", str(args.parallel), "--out", str(args.out)]
+    command = [
+        "reproduce",
+        args.tables,
+        "--tasks",
+        args.tasks,
+        "--budget",
+        str(args.budget),
+        "--seeds",
+        str(args.seeds),
+        "--backbone",
+        args.backbone,
+        "--parallel",
+        str(args.parallel),
+        "--out",
+        str(args.out),
+    ]
     if "table6" not in args.tables.split(","):
         # Four points per learning curve: a fixed 1000-example subset in between (MNIST's 10,000
         # test images take a minute), the whole split at the end. Table 6 evaluates as its task says.

@@ -25,8 +25,10 @@ def train_accuracy(run_dir: Path, examples: int, batch_size: int = 256) -> dict:
     task, train = run.task, run.task.train
     count = min(examples, len(train))
     # the task's own evaluation batches (no augmentation; variable-length rows masked as in training)
-    batches = [task.make_batch(train, torch.arange(start, min(start + batch_size, count)), None)
-               for start in range(0, count, batch_size)]
+    batches = [
+        task.make_batch(train, torch.arange(start, min(start + batch_size, count)), None)
+        for start in range(0, count, batch_size)
+    ]
     probabilities = predict_probabilities(run.model, batches)
     accuracy = (probabilities[:, 0].argmax(-1) == train.y[:count]).float().mean().item()
     return {"step": run.trainer.step, "examples": count, "accuracy": round(accuracy, 4)}
@@ -45,8 +47,10 @@ def main() -> None:
         result = train_accuracy(run_dir, args.examples)
         text = json.dumps(result, indent=2) + "\n"
         atomic_write(run_dir / "train_fit.json", lambda tmp: tmp.write_text(text))
-        print(f"{run_dir}: {result['accuracy']:.2%} on its first {result['examples']} training examples "
-              f"at step {result['step']}")
+        print(
+            f"{run_dir}: {result['accuracy']:.2%} on its first {result['examples']} training examples "
+            f"at step {result['step']}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,14 +13,28 @@ def tiny_config(family: str):
     from transformers import BertConfig, GPT2Config, LlamaConfig
 
     if family == "gpt2":
-        return GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, vocab_size=64,
-                          bos_token_id=0, eos_token_id=0)
+        return GPT2Config(
+            n_embd=32, n_layer=2, n_head=2, n_positions=128, vocab_size=64, bos_token_id=0, eos_token_id=0
+        )
     if family == "bert":
-        return BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                          max_position_embeddings=128, vocab_size=64)
+        return BertConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+            vocab_size=64,
+        )
     if family == "llama":
-        return LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                           intermediate_size=64, vocab_size=64, max_position_embeddings=128)
+        return LlamaConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            intermediate_size=64,
+            vocab_size=64,
+            max_position_embeddings=128,
+        )
     raise ValueError(family)
 
 
@@ -49,8 +63,9 @@ def tiny_gpt2(tiny_backbones):
 @pytest.fixture
 def finished_run(tiny_gpt2, tmp_path):
     """A finished 2-step `fpt train` run of the tiny GPT-2 on Bit XOR (helpers.train_argv)."""
-    from fpt.cli import main
     from helpers import train_argv
+
+    from fpt.cli import main
 
     out = tmp_path / "run"
     assert main(train_argv(tiny_gpt2, out, "--steps", "2", "--eval-every", "1")) == 0

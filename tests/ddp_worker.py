@@ -28,20 +28,34 @@ def main() -> int:
         size = int(os.environ["WORLD_SIZE"])
         return cli.main(["train", "--backbone", rest[rank], *rest[size:], "--out", str(out)])
     if scenario == "crash":  # rest: a backbone; rank 1 dies at step 2, rank 0 would wait for it
+
         def on_step(step: int, loss: float) -> None:
             if rank == 1 and step == 2:
                 os._exit(3)
 
-        train(TrainConfig(task="bit-xor", task_options={"n_bits": 8}, backbone=rest[0], steps=50,
-                          batch_size=4, eval_every=25), out=out, progress=False, on_step=on_step)
+        train(
+            TrainConfig(
+                task="bit-xor", task_options={"n_bits": 8}, backbone=rest[0], steps=50, batch_size=4, eval_every=25
+            ),
+            out=out,
+            progress=False,
+            on_step=on_step,
+        )
         return 0
     if scenario == "sigterm":  # rest: a backbone and the rank that gets SIGTERM after step 3 (-1: none)
+
         def on_step(step: int, loss: float) -> None:
             if rank == int(rest[1]) and step == 3:
                 os.kill(os.getpid(), signal.SIGTERM)
 
-        config = TrainConfig(task="bit-xor", task_options={"n_bits": 8, "eval_size": 100}, backbone=rest[0], steps=8,
-                             batch_size=8, eval_every=6)
+        config = TrainConfig(
+            task="bit-xor",
+            task_options={"n_bits": 8, "eval_size": 100},
+            backbone=rest[0],
+            steps=8,
+            batch_size=8,
+            eval_every=6,
+        )
         try:
             train(config, out=out, progress=False, on_step=on_step)
         except StopRequested as stopped:

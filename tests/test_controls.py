@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from helpers import one_line_error, train_argv, write_mnist
 
 from fpt.backbones import load_backbone
 from fpt.backbones.controls import ControlBody
@@ -26,21 +27,23 @@ from fpt.tasks import create_task
 from fpt.tasks.base import training_share
 from fpt.tasks.shuffle import ShuffledTask, shuffle_rows
 from fpt.training import Trainer, build, evaluate, resume, train
-from helpers import one_line_error, train_argv, write_mnist
 
 CONTROLS = ("none", "attention", "block")
 FAMILIES = ("gpt2", "bert", "llama")
 FORECAST = dict(lookback=16, horizon=4, patch_size=4, patch_stride=4)
-needs_sktime = pytest.mark.skipif(importlib.util.find_spec("sktime") is None,
-                                  reason="the ucr task reads .ts files with sktime (pip install sktime)")
+needs_sktime = pytest.mark.skipif(
+    importlib.util.find_spec("sktime") is None, reason="the ucr task reads .ts files with sktime (pip install sktime)"
+)
 
 
 def _bits(backbone: str, body: str, **more) -> TrainConfig:
-    return TrainConfig(task="bit-xor", task_options={"n_bits": 4, "eval_size": 8}, backbone=backbone, body=body,
-                       batch_size=4, **more)
+    return TrainConfig(
+        task="bit-xor", task_options={"n_bits": 4, "eval_size": 8}, backbone=backbone, body=body, batch_size=4, **more
+    )
 
 
 # ---- what each control trains ---------------------------------------------------------------------
+
 
 def _info_table(capsys, argv: list[str]) -> tuple[str, dict[str, tuple[int, bool]], int]:
     """`fpt info`: its header lines, {group: (params, trained)} and the trained total."""
@@ -93,8 +96,11 @@ def test_a_control_keeps_the_backbones_own_position_table(tiny_backbones, family
     loaded = load_backbone(tiny_backbones[family], seq_len=8)
     table = loaded.model.get_submodule(position_table_path(loaded.model, family)).weight
     control = load_backbone(tiny_backbones[family], seq_len=8, body=body)
-    rows = (control.model.positions.weight if isinstance(control.model, ControlBody)
-            else control.model.get_submodule(position_table_path(control.model, family)).weight)
+    rows = (
+        control.model.positions.weight
+        if isinstance(control.model, ControlBody)
+        else control.model.get_submodule(position_table_path(control.model, family)).weight
+    )
     assert torch.equal(rows, table)
     # and the fresh layers are seeded: the same seed builds the same control, another seed another
     again = load_backbone(tiny_backbones[family], seq_len=8, body=body)
@@ -113,7 +119,11 @@ def test_a_rotary_backbone_gets_a_learned_table_where_nothing_else_gives_order(t
 
 def test_the_attention_control_attends_the_way_the_backbone_does(tiny_backbones):
     def causal(family, attention=None):
-        return load_backbone(tiny_backbones[family], seq_len=8, body="attention", attention=attention).model.layers[0].causal
+        return (
+            load_backbone(tiny_backbones[family], seq_len=8, body="attention", attention=attention)
+            .model.layers[0]
+            .causal
+        )
 
     assert causal("gpt2") and causal("llama") and not causal("bert") and causal("bert", "causal")
     # causal: changing a later token leaves the earlier tokens' states as they were
@@ -136,6 +146,7 @@ def test_the_attention_control_attends_the_way_the_backbone_does(tiny_backbones)
 
 # ---- every control on every task family ---------------------------------------------------------
 
+
 def _listops(folder):
     sources = ["[MAX 2 9 ]", "[MIN 4 [SM 3 5 ] 1 ]", "[MED 1 [MAX 2 [MIN 3 4 ] 5 ] 7 ]", "[SM 1 2 ]"]
     for split in ("train", "val", "test"):
@@ -154,8 +165,16 @@ def _series_csv(path, rows: int = 200, seed: int = 0):
 def _ts(path, cases: list[tuple[list[float], str]]):
     """A univariate equal-length .ts file as timeseriesclassification.com writes it."""
     labels = " ".join(sorted({label for _, label in cases}))
-    header = ["@problemName Tiny", "@timeStamps false", "@missing false", "@univariate true",
-              "@equalLength true", f"@seriesLength {len(cases[0][0])}", f"@classLabel true {labels}", "@data"]
+    header = [
+        "@problemName Tiny",
+        "@timeStamps false",
+        "@missing false",
+        "@univariate true",
+        "@equalLength true",
+        f"@seriesLength {len(cases[0][0])}",
+        f"@classLabel true {labels}",
+        "@data",
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(header + [",".join(map(repr, v)) + f":{label}" for v, label in cases]) + "\n")
 
@@ -202,6 +221,7 @@ def test_every_control_trains_on_every_task_family_and_backbone_family(tiny_back
 
 # ---- resume ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("body", CONTROLS)
 def test_a_killed_and_resumed_control_equals_an_uninterrupted_one(tiny_gpt2, tmp_path, body):
     def config():  # dropout stays on: the resumed run must also restore the RNG state
@@ -228,6 +248,7 @@ def test_a_killed_and_resumed_control_equals_an_uninterrupted_one(tiny_gpt2, tmp
 
 
 # ---- --train-fraction ----------------------------------------------------------------------------
+
 
 def test_the_share_is_floor_of_the_fraction_as_written():
     assert training_share(0.1, 50, "examples") == 5
@@ -298,6 +319,7 @@ def test_train_fraction_is_refused_for_a_generated_task_and_out_of_range(tiny_gp
 
 # ---- --shuffle tokens ----------------------------------------------------------------------------
 
+
 def test_shuffling_permutes_each_inputs_real_tokens_and_nothing_else():
     x = torch.arange(4 * 6).reshape(4, 6)
     mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 3 + [0] * 3, [1] + [0] * 5]).bool()
@@ -311,7 +333,9 @@ def test_shuffling_permutes_each_inputs_real_tokens_and_nothing_else():
     moved = shuffle_rows(vectors, None, seed=1)
     for row in range(3):
         assert sorted(map(tuple, moved[row].tolist())) == sorted(map(tuple, vectors[row].tolist()))
-    assert torch.equal(shuffle_rows(x, mask, seed=0), shuffled) and not torch.equal(shuffle_rows(x, mask, seed=1), shuffled)
+    assert torch.equal(shuffle_rows(x, mask, seed=0), shuffled) and not torch.equal(
+        shuffle_rows(x, mask, seed=1), shuffled
+    )
 
 
 def test_a_shuffled_split_does_not_depend_on_the_batching(tmp_path):
@@ -328,7 +352,7 @@ def test_a_shuffled_split_does_not_depend_on_the_batching(tmp_path):
     (x1, m1, y1), (x3, m3, y3) = rows(1), rows(3)
     assert torch.equal(x1, x3) and torch.equal(m1, m3) and torch.equal(y1, y3)
     plain = next(task.eval_batches(4, "test"))
-    assert torch.equal(m1[:, :plain.mask.shape[1]], plain.mask) and torch.equal(y1, plain.y)
+    assert torch.equal(m1[:, : plain.mask.shape[1]], plain.mask) and torch.equal(y1, plain.y)
 
 
 def test_a_forecasts_window_is_shuffled_in_time_before_patching(tmp_path):
@@ -355,12 +379,16 @@ def test_fpt_evaluate_reports_the_shuffled_score_beside_the_ordered_one(tiny_gpt
 
 # ---- refused in one line -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("more, words", [
-    (["--body", "lstm"], "unknown --body 'lstm'; choose one of backbone, none, attention, block"),
-    (["--body", "attention", "--policy", "output-only"], "leave --policy unset"),
-    (["--body", "block", "--layers", "1"], "leave --layers unset"),
-    (["--body", "none", "--model", "lstm"], "apply to transformer models"),
-])
+
+@pytest.mark.parametrize(
+    "more, words",
+    [
+        (["--body", "lstm"], "unknown --body 'lstm'; choose one of backbone, none, attention, block"),
+        (["--body", "attention", "--policy", "output-only"], "leave --policy unset"),
+        (["--body", "block", "--layers", "1"], "leave --layers unset"),
+        (["--body", "none", "--model", "lstm"], "apply to transformer models"),
+    ],
+)
 def test_bad_control_options_are_one_line_and_exit_2(tiny_gpt2, tmp_path, capsys, more, words):
     assert main(train_argv(tiny_gpt2, tmp_path / "run", *more)) == 2
     assert words in one_line_error(capsys)
@@ -371,16 +399,22 @@ def test_bad_shuffle_options_and_commands_a_control_cannot_serve_are_one_line(ti
     out = tmp_path / "run"
     assert main(train_argv(tiny_gpt2, out, "--steps", "1", "--body", "none")) == 0
     capsys.readouterr()
-    for argv, words in [(["evaluate", str(out), "--shuffle", "rows"], "unknown --shuffle 'rows'; choose tokens"),
-                        (["evaluate", str(out), "--shuffle-seed", "1"], "--shuffle-seed goes with --shuffle tokens"),
-                        (["evaluate", str(out), "--shuffle", "tokens", "--shuffle-seed", "-1"], "--shuffle-seed must be"),
-                        (["attention", str(out)], "no attention layer to plot"),
-                        (["export", str(out), "--format", "hf", "--out", str(tmp_path / "x")], "no pretrained backbone"),
-                        (["export-backbone", str(out), "--out", str(tmp_path / "b.safetensors")], "control")]:
+    for argv, words in [
+        (["evaluate", str(out), "--shuffle", "rows"], "unknown --shuffle 'rows'; choose tokens"),
+        (["evaluate", str(out), "--shuffle-seed", "1"], "--shuffle-seed goes with --shuffle tokens"),
+        (["evaluate", str(out), "--shuffle", "tokens", "--shuffle-seed", "-1"], "--shuffle-seed must be"),
+        (["attention", str(out)], "no attention layer to plot"),
+        (["export", str(out), "--format", "hf", "--out", str(tmp_path / "x")], "no pretrained backbone"),
+        (["export-backbone", str(out), "--out", str(tmp_path / "b.safetensors")], "control"),
+    ]:
         assert main(argv) == 2, argv
         assert words in one_line_error(capsys), argv
 
 
 def test_body_and_train_fraction_are_sweep_axes_and_reach_fpt_train():
-    assert train_args({}, {"body": "attention", "train_fraction": 0.1}) == ["--body", "attention",
-                                                                              "--train-fraction", "0.1"]
+    assert train_args({}, {"body": "attention", "train_fraction": 0.1}) == [
+        "--body",
+        "attention",
+        "--train-fraction",
+        "0.1",
+    ]

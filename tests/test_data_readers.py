@@ -12,23 +12,32 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from helpers import (cifar_batch, homology_records, idx_bytes, raises_naming, write_binary_batches, write_idx,
-                     write_mnist)
+from helpers import (
+    cifar_batch,
+    homology_records,
+    idx_bytes,
+    raises_naming,
+    write_binary_batches,
+    write_idx,
+    write_mnist,
+)
 
 from fpt.data import cifar, idx, lra_tsv, npz, safe_pickle, tape
 from fpt.errors import FptError
 
-
 # ---------------------------------------------------------------- IDX (MNIST)
 
+
 @pytest.mark.parametrize("name", ["a-idx-ubyte", "a-idx-ubyte.gz"])
-@pytest.mark.parametrize("array", [
-    np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4),
-    np.array([[-70000, 3], [5, 2**30]], dtype=np.int32),
-    np.array([1.5, -2.25, 1e-3], dtype=np.float32),
-    np.array([-1, 2], dtype=np.int16),
-])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4),
+        np.array([[-70000, 3], [5, 2**30]], dtype=np.int32),
+        np.array([1.5, -2.25, 1e-3], dtype=np.float32),
+        np.array([-1, 2], dtype=np.int16),
+    ],
+)
 def test_read_idx_round_trips_every_dtype_plain_and_gz(tmp_path, name, array):
     out = idx.read_idx(write_idx(tmp_path / name, array))
     np.testing.assert_array_equal(out, array)
@@ -51,7 +60,9 @@ def test_read_idx_rejects_trailing_bytes_bad_magic_and_dtype(tmp_path):
     raises_naming(lambda: idx.read_idx(path), path, "0x07")
     path.write_bytes(bytes([0, 0, 0x08, 3]) + b"\0\0")
     raises_naming(lambda: idx.read_idx(path), path, "header")
-    path.write_bytes(bytes([0, 0, 0x08, 3]) + struct.pack(">III", 2**31, 2**31, 4))  # sizes whose product wraps in int64
+    path.write_bytes(
+        bytes([0, 0, 0x08, 3]) + struct.pack(">III", 2**31, 2**31, 4)
+    )  # sizes whose product wraps in int64
     raises_naming(lambda: idx.read_idx(path), path, "truncated")
 
 
@@ -97,6 +108,7 @@ def test_load_mnist_dir_errors_say_what_and_where(tmp_path):
 
 # ---------------------------------------------------------------- CIFAR-10
 
+
 def _binstring(b: bytes) -> bytes:  # a Python 2 str: read back as bytes under encoding="bytes"
     return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
 
@@ -107,21 +119,56 @@ def _int(i: int) -> bytes:
 
 def py2_pickle(data: np.ndarray, labels) -> bytes:
     """A batch dict as Python 2's cPickle wrote CIFAR-10's python release (protocol 2)."""
-    dtype = (b"cnumpy\ndtype\n" + _binstring(b"u1") + _int(0) + _int(1) + b"\x87R"
-             + b"(" + _int(3) + _binstring(b"|") + b"NNN" + b"J\xff\xff\xff\xff" * 2 + _int(0) + b"tb")
-    array = (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n" + _int(0) + b"\x85" + _binstring(b"b")
-             + b"\x87R(" + _int(1) + _int(data.shape[0]) + _int(data.shape[1]) + b"\x86" + dtype + b"\x89"
-             + _binstring(data.tobytes()) + b"tb")
-    return (b"\x80\x02}(" + _binstring(b"batch_label") + _binstring(b"training batch")
-            + _binstring(b"data") + array
-            + _binstring(b"labels") + b"](" + b"".join(_int(int(i)) for i in labels) + b"eu.")
+    dtype = (
+        b"cnumpy\ndtype\n"
+        + _binstring(b"u1")
+        + _int(0)
+        + _int(1)
+        + b"\x87R"
+        + b"("
+        + _int(3)
+        + _binstring(b"|")
+        + b"NNN"
+        + b"J\xff\xff\xff\xff" * 2
+        + _int(0)
+        + b"tb"
+    )
+    array = (
+        b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n"
+        + _int(0)
+        + b"\x85"
+        + _binstring(b"b")
+        + b"\x87R("
+        + _int(1)
+        + _int(data.shape[0])
+        + _int(data.shape[1])
+        + b"\x86"
+        + dtype
+        + b"\x89"
+        + _binstring(data.tobytes())
+        + b"tb"
+    )
+    return (
+        b"\x80\x02}("
+        + _binstring(b"batch_label")
+        + _binstring(b"training batch")
+        + _binstring(b"data")
+        + array
+        + _binstring(b"labels")
+        + b"]("
+        + b"".join(_int(int(i)) for i in labels)
+        + b"eu."
+    )
 
 
 def write_python_batches(directory: Path, batches, python2: bool = True) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name, (data, labels) in batches.items():
-        blob = (py2_pickle(data, labels) if python2 else
-                pickle.dumps({b"data": data, b"labels": [int(i) for i in labels]}, protocol=4))
+        blob = (
+            py2_pickle(data, labels)
+            if python2
+            else pickle.dumps({b"data": data, b"labels": [int(i) for i in labels]}, protocol=4)
+        )
         (directory / name).write_bytes(blob)
 
 
@@ -193,14 +240,19 @@ def test_malicious_pickles_are_refused_not_run(tmp_path, protocol):
     batch.write_bytes(pickle.dumps({b"data": _Exploit(marker), b"labels": []}, protocol=protocol))
     raises_naming(lambda: cifar.read_python_batch(batch), batch, "system")
     assert not marker.exists()
-    raises_naming(lambda: safe_pickle.safe_loads(pickle.dumps(_EvalExploit(), protocol=protocol), "blob"),
-                  "blob", "eval")
+    raises_naming(
+        lambda: safe_pickle.safe_loads(pickle.dumps(_EvalExploit(), protocol=protocol), "blob"), "blob", "eval"
+    )
 
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_safe_loads_keeps_plain_values_and_numpy_arrays(protocol):
-    value = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.int64(7), "t": (1, 2.5, "x", None),
-             "l": [True, b"raw", {"n": np.array(["ab"], dtype="U2")}]}
+    value = {
+        "a": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "s": np.int64(7),
+        "t": (1, 2.5, "x", None),
+        "l": [True, b"raw", {"n": np.array(["ab"], dtype="U2")}],
+    }
     out = safe_pickle.safe_loads(pickle.dumps(value, protocol=protocol), "blob")
     np.testing.assert_array_equal(out["a"], value["a"])
     assert out["s"] == 7 and out["t"] == value["t"] and out["l"][:2] == [True, b"raw"]
@@ -214,6 +266,7 @@ def test_safe_loads_refuses_object_arrays_of_callables():
 
 # ---------------------------------------------------------------- LRA ListOps TSV
 
+
 def test_listops_tsv_round_trip_atomic_and_lra_crlf(tmp_path):
     sources = ["( ( ( [MAX 2 ) 9 ) ] )", "( ( ( [SM 5 ) 7 ) ] )"]
     path = tmp_path / "basic_val.tsv"
@@ -226,7 +279,8 @@ def test_listops_tsv_round_trip_atomic_and_lra_crlf(tmp_path):
     # LRA wrote its files with csv.writer's default "\r\n" line ends.
     (tmp_path / "listops-1000").mkdir()
     (tmp_path / "listops-1000" / "basic_test.tsv").write_bytes(
-        b"Source\tTarget\r\n( ( ( [MIN 4 ) 1 ) ] )\t1\r\n( ( [MED 3 ) ] )\t3\r\n")
+        b"Source\tTarget\r\n( ( ( [MIN 4 ) 1 ) ] )\t1\r\n( ( [MED 3 ) ] )\t3\r\n"
+    )
     got_sources, labels = lra_tsv.load_listops_dir(tmp_path, "test")
     assert got_sources == ["( ( ( [MIN 4 ) 1 ) ] )", "( ( [MED 3 ) ] )"] and labels.tolist() == [1, 3]
 
@@ -247,8 +301,24 @@ def test_listops_tsv_rejects_bad_files(tmp_path):
 
 
 def test_listops_vocabulary_is_fixed():
-    assert lra_tsv.VOCAB == ("<pad>", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
-                             "[MIN", "[MAX", "[MED", "[SM", "]")
+    assert lra_tsv.VOCAB == (
+        "<pad>",
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+        "7",
+        "8",
+        "9",
+        "[MIN",
+        "[MAX",
+        "[MED",
+        "[SM",
+        "]",
+    )
 
 
 def test_tokenize_listops_lra_protocol_ids_mask_and_truncation():
@@ -284,6 +354,7 @@ def test_tokenize_listops_names_unknown_tokens(bad):
 
 # ---------------------------------------------------------------- TAPE remote homology
 
+
 def write_lmdb(path: Path, values: list[bytes], count: int | None = None) -> Path:
     import lmdb
 
@@ -315,8 +386,10 @@ def test_tape_lmdb_and_json_splits(tmp_path):
 def test_tape_rejects_unsafe_corrupt_and_invalid_data(tmp_path):
     folder = tmp_path / "remote_homology"
     marker = tmp_path / "pwned"
-    path = write_lmdb(folder / "remote_homology_train.lmdb",
-                      [pickle.dumps(homology_records(1)[0]), pickle.dumps({"primary": _Exploit(marker)})])
+    path = write_lmdb(
+        folder / "remote_homology_train.lmdb",
+        [pickle.dumps(homology_records(1)[0]), pickle.dumps({"primary": _Exploit(marker)})],
+    )
     raises_naming(lambda: tape.load_remote_homology(tmp_path, "train"), path, "record 1", "system")
     assert not marker.exists()
 
@@ -333,16 +406,22 @@ def test_tape_rejects_unsafe_corrupt_and_invalid_data(tmp_path):
     raises_naming(lambda: tape.load_remote_homology(tmp_path, "test_family_holdout"), corrupt, "LMDB")
 
     (folder / "remote_homology_test_superfamily_holdout.json").write_text('[{"primary": "MKV", "fold')
-    raises_naming(lambda: tape.load_remote_homology(tmp_path, "test_superfamily_holdout"),
-                  "remote_homology_test_superfamily_holdout.json")
-    raises_naming(lambda: tape.load_remote_homology(tmp_path / "none", "train"),
-                  "remote_homology_train.lmdb", "remote_homology.tar.gz")
+    raises_naming(
+        lambda: tape.load_remote_homology(tmp_path, "test_superfamily_holdout"),
+        "remote_homology_test_superfamily_holdout.json",
+    )
+    raises_naming(
+        lambda: tape.load_remote_homology(tmp_path / "none", "train"),
+        "remote_homology_train.lmdb",
+        "remote_homology.tar.gz",
+    )
     raises_naming(lambda: tape.load_remote_homology(tmp_path, "test"), "test_fold_holdout")
     for length in ("x", {}, 2.5):
         record = {"primary": "MKV", "fold_label": 3, "protein_length": length}
         (folder / "remote_homology_test_superfamily_holdout.json").write_text(json.dumps([record]))
-        raises_naming(lambda: tape.load_remote_homology(tmp_path, "test_superfamily_holdout"), "record 0",
-                      "protein_length")
+        raises_naming(
+            lambda: tape.load_remote_homology(tmp_path, "test_superfamily_holdout"), "record 0", "protein_length"
+        )
 
 
 def test_iupac_vocabulary_and_encode_proteins():
@@ -350,12 +429,16 @@ def test_iupac_vocabulary_and_encode_proteins():
     assert tape.TOKEN_IDS["A"] == 5 and tape.TOKEN_IDS["K"] == 14 and tape.TOKEN_IDS["Z"] == 29
     ids, mask, n_cut = tape.encode_proteins(["MKV", "AJ", "ACDEFGHIK"], max_len=6)
     t = tape.TOKEN_IDS
-    assert ids.tolist() == [[2, t["M"], t["K"], t["V"], 3, 0], [2, t["A"], t["<unk>"], 3, 0, 0],
-                            [2, t["A"], t["C"], t["D"], t["E"], 3]]
+    assert ids.tolist() == [
+        [2, t["M"], t["K"], t["V"], 3, 0],
+        [2, t["A"], t["<unk>"], 3, 0, 0],
+        [2, t["A"], t["C"], t["D"], t["E"], 3],
+    ]
     assert n_cut == 1 and mask.sum(axis=1).tolist() == [5, 4, 6] and ids.dtype == np.int64
 
 
 # ---------------------------------------------------------------- npz tasks
+
 
 def test_npz_task_float_and_token_inputs(tmp_path):
     x = np.random.default_rng(0).random((4, 5, 3)).astype(np.float32)
@@ -369,17 +452,20 @@ def test_npz_task_float_and_token_inputs(tmp_path):
     assert x.shape == (2, 4) and y.tolist() == [3, 0] and mask.shape == (2, 4) and mask.all()
 
 
-@pytest.mark.parametrize("arrays, words", [
-    ({"x": np.zeros((2, 3, 1))}, ["missing", "y"]),
-    ({"x": np.zeros((2, 3)), "y": np.zeros(2, int)}, ["(N, L, D)"]),
-    ({"x": np.zeros((2, 3, 4), int), "y": np.zeros(2, int)}, ["(N, L)"]),
-    ({"x": np.zeros((2, 3)), "y": np.zeros(3, int)}, ["(N, L, D)"]),
-    ({"x": np.zeros((2, 3), int), "y": np.zeros(3, int)}, ["2 examples", "3"]),
-    ({"x": np.zeros((2, 3), int), "y": np.array([0, -1])}, ["-1"]),
-    ({"x": np.zeros((2, 3), int), "y": np.array([0.0, 1.0])}, ["integer"]),
-    ({"x": np.zeros((2, 3), int), "y": np.zeros(2, int), "mask": np.ones((2, 4), bool)}, ["mask"]),
-    ({"x": np.array([[None, 1]], dtype=object), "y": np.zeros(1, int)}, ["unreadable"]),
-])
+@pytest.mark.parametrize(
+    "arrays, words",
+    [
+        ({"x": np.zeros((2, 3, 1))}, ["missing", "y"]),
+        ({"x": np.zeros((2, 3)), "y": np.zeros(2, int)}, ["(N, L, D)"]),
+        ({"x": np.zeros((2, 3, 4), int), "y": np.zeros(2, int)}, ["(N, L)"]),
+        ({"x": np.zeros((2, 3)), "y": np.zeros(3, int)}, ["(N, L, D)"]),
+        ({"x": np.zeros((2, 3), int), "y": np.zeros(3, int)}, ["2 examples", "3"]),
+        ({"x": np.zeros((2, 3), int), "y": np.array([0, -1])}, ["-1"]),
+        ({"x": np.zeros((2, 3), int), "y": np.array([0.0, 1.0])}, ["integer"]),
+        ({"x": np.zeros((2, 3), int), "y": np.zeros(2, int), "mask": np.ones((2, 4), bool)}, ["mask"]),
+        ({"x": np.array([[None, 1]], dtype=object), "y": np.zeros(1, int)}, ["unreadable"]),
+    ],
+)
 def test_npz_task_rejects_bad_arrays(tmp_path, arrays, words):
     path = tmp_path / "task.npz"
     np.savez(path, **arrays)

@@ -8,18 +8,20 @@ import torch
 from helpers import homology_records, write_binary_batches, write_mnist
 
 from fpt.cli import main
+from fpt.config import TrainConfig
 from fpt.data.lra_tsv import write_listops_tsv
 from fpt.errors import FptError
 from fpt.tasks import create_task
 from fpt.tasks.images import shift_and_flip, shift_and_mirror_clothes
-from fpt.config import TrainConfig
 from fpt.training import build, evaluate
 
 
 @pytest.fixture
 def mnist_dir(tmp_path):
-    images = {split: write_mnist(tmp_path / "mnist", split, n, seed=i)
-              for i, (split, n) in enumerate([("train", 10), ("test", 7)])}
+    images = {
+        split: write_mnist(tmp_path / "mnist", split, n, seed=i)
+        for i, (split, n) in enumerate([("train", 10), ("test", 7)])
+    }
     return tmp_path / "mnist", images
 
 
@@ -195,8 +197,29 @@ def test_confusion_matrix_and_per_class_accuracy(mnist_dir, tiny_gpt2):
 def test_train_and_evaluate_mnist_through_the_cli(mnist_dir, tiny_gpt2, tmp_path, capsys):
     folder, _ = mnist_dir
     run = tmp_path / "run"
-    assert main(["train", "--task", "mnist", "--data-dir", str(folder), "--backbone", tiny_gpt2, "--steps", "4",
-                 "--eval-every", "2", "--batch-size", "4", "--out", str(run), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "mnist",
+                "--data-dir",
+                str(folder),
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "4",
+                "--eval-every",
+                "2",
+                "--batch-size",
+                "4",
+                "--out",
+                str(run),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["evaluate", str(run)]) == 0
     evaluation = json.loads((run / "evaluation.json").read_text())["splits"]["test"]
     assert evaluation["examples"] == 7 and len(evaluation["per_class_accuracy"]) == 10

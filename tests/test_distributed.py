@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import save_tiny
 
 from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
 from fpt.config import TrainConfig
 from fpt.runs import RunDir
 from fpt.training import Trainer, build, evaluate, load_run, train
-
-from conftest import save_tiny
 
 WORKER = str(Path(__file__).with_name("ddp_worker.py"))
 TASK = ["--task", "bit-xor", "--n-bits", "8", "--eval-size", "100", "--batch-size", "8"]
@@ -46,16 +45,34 @@ def _trained(run_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def _one_process(backbone: str, out: Path, **overrides) -> Path:
-    config = TrainConfig(task="bit-xor", task_options={"n_bits": 8, "eval_size": 100}, backbone=backbone,
-                         batch_size=8, **overrides)
+    config = TrainConfig(
+        task="bit-xor", task_options={"n_bits": 8, "eval_size": 100}, backbone=backbone, batch_size=8, **overrides
+    )
     return train(config, out=out, progress=False)[1]
 
 
 @pytest.mark.slow
 def test_two_ranks_compute_what_one_process_computes(tiny_gpt2, tmp_path):
     single = _one_process(tiny_gpt2, tmp_path / "single", steps=6, eval_every=3, dropout=0.0)
-    _fpt("train", *TASK, "--backbone", tiny_gpt2, "--steps", "6", "--eval-every", "3", "--dropout", "0",
-         "--out", str(tmp_path / "ranks"), "--nproc", "2", "--no-progress", "--report-to", "tensorboard")
+    _fpt(
+        "train",
+        *TASK,
+        "--backbone",
+        tiny_gpt2,
+        "--steps",
+        "6",
+        "--eval-every",
+        "3",
+        "--dropout",
+        "0",
+        "--out",
+        str(tmp_path / "ranks"),
+        "--nproc",
+        "2",
+        "--no-progress",
+        "--report-to",
+        "tensorboard",
+    )
     one, two = _trained(single), _trained(tmp_path / "ranks")
     assert set(one) == set(two)
     for name in one:
@@ -65,7 +82,10 @@ def test_two_ranks_compute_what_one_process_computes(tiny_gpt2, tmp_path):
     summary = json.loads((tmp_path / "ranks" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["step"] == 6
     # only rank 0 wrote and tracked, once: one metrics line and one tracked value per evaluation
-    assert [json.loads(line)["step"] for line in (tmp_path / "ranks" / "metrics.jsonl").read_text().splitlines()] == [3, 6]
+    assert [json.loads(line)["step"] for line in (tmp_path / "ranks" / "metrics.jsonl").read_text().splitlines()] == [
+        3,
+        6,
+    ]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path / "ranks" / "tb"))
@@ -110,8 +130,21 @@ def test_a_resumed_two_rank_run_ends_bit_identical(tiny_gpt2, tmp_path):
 
 @pytest.mark.slow
 def test_resuming_with_another_world_size_is_refused_in_one_line(tiny_gpt2, tmp_path, capsys):
-    _fpt("train", *TASK, "--backbone", tiny_gpt2, "--steps", "2", "--eval-every", "2", "--nproc", "2",
-         "--out", str(tmp_path / "run"), "--no-progress")
+    _fpt(
+        "train",
+        *TASK,
+        "--backbone",
+        tiny_gpt2,
+        "--steps",
+        "2",
+        "--eval-every",
+        "2",
+        "--nproc",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+    )
     before = (tmp_path / "run" / RunDir.CHECKPOINT).read_bytes()
     for extra in ([], ["--nproc", "3"]):
         assert main(["train", "--resume", str(tmp_path / "run"), "--steps", "4", *extra]) == 2
@@ -126,12 +159,34 @@ def test_two_nodes_on_one_machine_meet_through_c10d(tiny_gpt2, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     single = _one_process(tiny_gpt2, tmp_path / "single", steps=4, eval_every=4, dropout=0.0)
-    node = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=fpt-test",
-            "-m", "fpt", "train", *TASK, "--backbone", tiny_gpt2, "--steps", "4", "--eval-every", "4",
-            "--dropout", "0", "--out", str(tmp_path / "nodes"), "--no-progress"]
-    nodes = [subprocess.Popen(node, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    node = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc-per-node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        "--rdzv-id=fpt-test",
+        "-m",
+        "fpt",
+        "train",
+        *TASK,
+        "--backbone",
+        tiny_gpt2,
+        "--steps",
+        "4",
+        "--eval-every",
+        "4",
+        "--dropout",
+        "0",
+        "--out",
+        str(tmp_path / "nodes"),
+        "--no-progress",
+    ]
+    nodes = [
+        subprocess.Popen(node, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outputs = [process.communicate(timeout=180) for process in nodes]
     assert [process.returncode for process in nodes] == [0, 0], [err[-1500:] for _, err in outputs]
     one, two = _trained(single), _trained(tmp_path / "nodes")
@@ -167,12 +222,15 @@ def test_ranks_stop_together_on_one_ranks_sigterm_and_resume_bit_identical(tiny_
     assert all(torch.equal(a[name], b[name]) for name in a)
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--batch-size", "7", "--nproc", "2"], ["--batch-size 7", "multiple of 2"]),
-    (["--nproc", "0"], ["--nproc must be at least 1"]),
-    (["--ddp-backend", "mpi"], ["unknown --ddp-backend 'mpi'"]),
-    (["--device", "cuda:7", "--nproc", "2"], ["--device cuda:7 is not on this machine"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--batch-size", "7", "--nproc", "2"], ["--batch-size 7", "multiple of 2"]),
+        (["--nproc", "0"], ["--nproc must be at least 1"]),
+        (["--ddp-backend", "mpi"], ["unknown --ddp-backend 'mpi'"]),
+        (["--device", "cuda:7", "--nproc", "2"], ["--device cuda:7 is not on this machine"]),
+    ],
+)
 def test_bad_launches_are_one_line_before_anything_runs(tiny_gpt2, tmp_path, capsys, args, words):
     if "cuda:7" in args and torch.cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
@@ -207,11 +265,13 @@ def test_launch_variables_that_are_not_counts_are_one_line(tiny_gpt2, tmp_path, 
     done = subprocess.run([sys.executable, "-m", "fpt", "backbones"], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "WORLD_SIZE=''" in done.stderr, done.stderr
     train = ["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--out", str(tmp_path / "run")]
-    for variables, words in (({"WORLD_SIZE": "2"}, "no RANK"),
-                             ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "x"}, "LOCAL_RANK='x'"),
-                             ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "abc"}, "FPT_DDP_TIMEOUT_S"),
-                             ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "0"}, "1 to 10^7 seconds"),
-                             ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK=2 with WORLD_SIZE=2")):
+    for variables, words in (
+        ({"WORLD_SIZE": "2"}, "no RANK"),
+        ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "x"}, "LOCAL_RANK='x'"),
+        ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "abc"}, "FPT_DDP_TIMEOUT_S"),
+        ({"WORLD_SIZE": "2", "RANK": "0", "FPT_DDP_TIMEOUT_S": "0"}, "1 to 10^7 seconds"),
+        ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK=2 with WORLD_SIZE=2"),
+    ):
         for name in ("RANK", "LOCAL_RANK", "FPT_DDP_TIMEOUT_S"):
             monkeypatch.delenv(name, raising=False)
         for name, value in variables.items():
@@ -224,8 +284,15 @@ def test_launch_variables_that_are_not_counts_are_one_line(tiny_gpt2, tmp_path, 
 
 def test_the_fp16_loss_scale_is_checkpointed_and_resumed(tiny_gpt2, tmp_path):
     # fp16 runs on CUDA only; the scaler's bookkeeping is the same on the CPU, tested here
-    config = TrainConfig(task="bit-xor", task_options={"n_bits": 8, "eval_size": 20}, backbone=tiny_gpt2,
-                         steps=4, eval_every=2, batch_size=4, dropout=0.0)
+    config = TrainConfig(
+        task="bit-xor",
+        task_options={"n_bits": 8, "eval_size": 20},
+        backbone=tiny_gpt2,
+        steps=4,
+        eval_every=2,
+        batch_size=4,
+        dropout=0.0,
+    )
     task, model = build(config)
     config.precision = "fp16"
     trainer = Trainer(model, task, config, RunDir.create(tmp_path / "run"), progress=False)
@@ -242,8 +309,24 @@ def test_the_fp16_loss_scale_is_checkpointed_and_resumed(tiny_gpt2, tmp_path):
 def test_fp16_is_refused_off_cuda(tiny_gpt2, tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("CUDA is here")
-    assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--precision", "fp16",
-                 "--device", "cpu", "--out", str(tmp_path / "run")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--backbone",
+                tiny_gpt2,
+                "--precision",
+                "fp16",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     assert "fp16 (with a loss scaler) is for CUDA GPUs" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
@@ -252,10 +335,12 @@ def test_a_rank_leaves_with_its_status_after_atexit_handlers_and_flushed_output(
     # exit_rank skips the native teardown (os._exit, so no SystemExit to catch), which would also drop
     # Python's exit work: buffered output (stdout and stderr are pipes here, the partial line stays
     # buffered) and atexit handlers such as a tracker's must still run
-    script = ("import atexit, sys\nfrom fpt.distributed import exit_rank\n"
-              "atexit.register(lambda: print('handler ran'))\nprint('buffered', end=' ')\n"
-              "sys.stderr.write('partial')\n"
-              "try:\n    exit_rank(7)\nexcept SystemExit:\n    print('raised instead')\n")
+    script = (
+        "import atexit, sys\nfrom fpt.distributed import exit_rank\n"
+        "atexit.register(lambda: print('handler ran'))\nprint('buffered', end=' ')\n"
+        "sys.stderr.write('partial')\n"
+        "try:\n    exit_rank(7)\nexcept SystemExit:\n    print('raised instead')\n"
+    )
     env = {key: value for key, value in _env().items() if key != "PYTHONUNBUFFERED"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 7 and done.stdout == "buffered handler ran\n", (done.stdout, done.stderr)

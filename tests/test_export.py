@@ -20,8 +20,27 @@ BIT_XOR = ["--task", "bit-xor", "--n-bits", "4", "--eval-size", "8"]
 
 def _train(backbone, out, *extra):
     # a large lr, so that the trained norms and positions are far from the published ones
-    assert main(["train", *BIT_XOR, "--backbone", backbone, "--steps", "3", "--eval-every", "3", "--lr", "0.05",
-                 "--no-progress", "--out", str(out), *extra]) == 0
+    assert (
+        main(
+            [
+                "train",
+                *BIT_XOR,
+                "--backbone",
+                backbone,
+                "--steps",
+                "3",
+                "--eval-every",
+                "3",
+                "--lr",
+                "0.05",
+                "--no-progress",
+                "--out",
+                str(out),
+                *extra,
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -37,8 +56,9 @@ def _nothing_left_beside(path):
 
 
 @pytest.mark.filterwarnings("ignore:Unsupported layer type", "ignore:`is_gradient_checkpointing`")  # peft's own
-@pytest.mark.parametrize("family, extra", [("bert", []), ("gpt2", ["--precision", "bf16"]),
-                                           ("llama", ["--extra-positions"])])
+@pytest.mark.parametrize(
+    "family, extra", [("bert", []), ("gpt2", ["--precision", "bf16"]), ("llama", ["--extra-positions"])]
+)
 def test_a_peft_adapter_on_the_base_model_gives_the_runs_logits(tiny_backbones, tmp_path, family, extra):
     from peft import PeftModel
     from transformers import AutoModel
@@ -60,11 +80,14 @@ def test_a_peft_adapter_on_the_base_model_gives_the_runs_logits(tiny_backbones, 
     assert (plain - expected).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("extra, why", [
-    (["--layers", "1"], "first 1 blocks (--layers)"),
-    (["--n-bits", "70"], "grew the position table from 128 to 140 rows"),  # 140 tokens, the table holds 128
-    (["--init", "random"], "--init random"),
-])
+@pytest.mark.parametrize(
+    "extra, why",
+    [
+        (["--layers", "1"], "first 1 blocks (--layers)"),
+        (["--n-bits", "70"], "grew the position table from 128 to 140 rows"),  # 140 tokens, the table holds 128
+        (["--init", "random"], "--init random"),
+    ],
+)
 def test_runs_an_adapter_cannot_express_are_refused_and_export_whole_instead(tiny_gpt2, tmp_path, capsys, extra, why):
     run = _train(tiny_gpt2, tmp_path / "run", *extra)
     capsys.readouterr()
@@ -84,8 +107,29 @@ def test_an_hf_export_rebuilds_offline_without_the_run_and_predicts_as_the_run(t
     write_mnist(data, "train", 20, seed=1)
     images, _ = write_mnist(data, "test", 12, seed=2)
     run = tmp_path / "run"
-    assert main(["train", "--task", "mnist", "--data-dir", str(data), "--backbone", tiny_gpt2, "--steps", "2",
-                 "--batch-size", "4", "--lr", "0.05", "--no-progress", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "mnist",
+                "--data-dir",
+                str(data),
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--lr",
+                "0.05",
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     np.savez(tmp_path / "new.npz", x=images)
     assert main(["predict", str(run), "--input", str(tmp_path / "new.npz"), "--out", str(tmp_path / "run.npy")]) == 0
     batch, expected = _logits_of_run(run)
@@ -112,13 +156,18 @@ def gpt2_run(tiny_gpt2, tmp_path):
     return _train(tiny_gpt2, tmp_path / "run")
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda tmp, run: ["nothing", "hf", "out"], ["does not exist"]),
-    (lambda tmp, run: [run, "onnx", "out"], ["unknown --format 'onnx'", "peft, hf"]),
-    (lambda tmp, run: [run, "hf", (tmp / "full").mkdir() or (tmp / "full" / "a").touch() or "full"],
-     ["exists and is not an empty folder"]),
-    (lambda tmp, run: [run, "hf", (tmp / "file").touch() or "file"], ["exists and is not an empty folder"]),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda tmp, run: ["nothing", "hf", "out"], ["does not exist"]),
+        (lambda tmp, run: [run, "onnx", "out"], ["unknown --format 'onnx'", "peft, hf"]),
+        (
+            lambda tmp, run: [run, "hf", (tmp / "full").mkdir() or (tmp / "full" / "a").touch() or "full"],
+            ["exists and is not an empty folder"],
+        ),
+        (lambda tmp, run: [run, "hf", (tmp / "file").touch() or "file"], ["exists and is not an empty folder"]),
+    ],
+)
 def test_bad_exports_are_one_line_and_write_nothing(gpt2_run, tmp_path, capsys, make, words):
     source, fmt, out = make(tmp_path, gpt2_run)
     before = sorted(tmp_path.iterdir())
@@ -159,11 +208,14 @@ def test_what_is_not_an_export_is_refused_in_one_line(gpt2_run, tmp_path):
     assert export_run(gpt2_run, "hf", tmp_path / "hf") == tmp_path / "hf"
     config_path = tmp_path / "hf" / "config.json"
     good = json.loads(config_path.read_text())
-    for damage, words in (({"n_embd": "32"}, "cannot rebuild backbone"), ({"n_inner": -1}, "cannot rebuild backbone"),
-                          ({"fpt": {**good["fpt"], "policy": 5}}, "fpt settings damaged"),
-                          ({"fpt": {**good["fpt"], "backbone_dropout": 5}}, "saved dropout rates (5, "),
-                          ({"fpt": {**good["fpt"], "dropout": "0.1"}}, "fpt settings damaged"),
-                          ({"fpt": {**good["fpt"], "pooling": "max"}}, "pooling 'max'); export the run again")):
+    for damage, words in (
+        ({"n_embd": "32"}, "cannot rebuild backbone"),
+        ({"n_inner": -1}, "cannot rebuild backbone"),
+        ({"fpt": {**good["fpt"], "policy": 5}}, "fpt settings damaged"),
+        ({"fpt": {**good["fpt"], "backbone_dropout": 5}}, "saved dropout rates (5, "),
+        ({"fpt": {**good["fpt"], "dropout": "0.1"}}, "fpt settings damaged"),
+        ({"fpt": {**good["fpt"], "pooling": "max"}}, "pooling 'max'); export the run again"),
+    ):
         config_path.write_text(json.dumps({**good, **damage}))
         raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), words)
     from fpt.prediction import load_saved_model
@@ -176,12 +228,19 @@ def test_what_is_not_an_export_is_refused_in_one_line(gpt2_run, tmp_path):
     raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), "truncated")
 
 
-
 def test_a_vit_run_exports_whole_with_its_grown_positions_but_not_as_an_adapter(tmp_path, capsys):
     from transformers import ViTConfig, ViTModel
 
-    ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                       image_size=16, patch_size=4)).save_pretrained(tmp_path / "vit")
+    ViTModel(
+        ViTConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=16,
+            patch_size=4,
+        )
+    ).save_pretrained(tmp_path / "vit")
     run = _train(str(tmp_path / "vit"), tmp_path / "run", "--n-bits", "40")  # 80 tokens; the ViT has 16 positions
     capsys.readouterr()
     assert main(["export", str(run), "--format", "peft", "--out", str(tmp_path / "peft")]) == 2

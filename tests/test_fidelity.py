@@ -4,8 +4,8 @@ convergence, Table 12's rows, the split each cell holds, and a chart of ours bes
 import json
 
 import numpy as np
-
 import pytest
+from helpers import homology_records
 
 from fpt.cli import main
 from fpt.errors import TOO_SHALLOW, FptError
@@ -14,7 +14,6 @@ from fpt.experiments.paper import FINETUNE_LR, VARIANTS
 from fpt.experiments.reproduce import Reproduction, run_reproduction, table_rows
 from fpt.experiments.sweep import load_spec, run_sweep, train_args
 from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
-from helpers import homology_records
 
 
 def _flags(args):
@@ -74,7 +73,9 @@ def test_a_run_still_rising_at_the_end_has_not_converged(tmp_path):
     rising = [0.5 + 0.025 * i for i in range(20)]
     result = convergence(_history(rising))
     assert not result.converged and result.why_not == "still improving at the end"
-    assert "| fpt | not converged within 200 steps (0/1: still improving at the end)" in _steps_table(tmp_path, {"fpt": [rising]})
+    assert "| fpt | not converged within 200 steps (0/1: still improving at the end)" in _steps_table(
+        tmp_path, {"fpt": [rising]}
+    )
 
 
 def test_noise_does_not_decide_where_a_run_converged():
@@ -96,10 +97,22 @@ def _steps_table(folder, curves: dict) -> str:
         for seed, accuracies in enumerate(runs):
             run = folder / f"{variant}-{seed}-{len(list(folder.iterdir()))}"
             run.mkdir()
-            (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "split": "heldout", "accuracy": a}) + "\n"
-                                                       for s, a in _history(accuracies)))
-            rows.append({"task": "bit-memory", "variant": variant, "status": "done", "step": 200,
-                         "split": "heldout", "eval_split": "heldout", "run_dir": str(run)})
+            (run / "metrics.jsonl").write_text(
+                "".join(
+                    json.dumps({"step": s, "split": "heldout", "accuracy": a}) + "\n" for s, a in _history(accuracies)
+                )
+            )
+            rows.append(
+                {
+                    "task": "bit-memory",
+                    "variant": variant,
+                    "status": "done",
+                    "step": 200,
+                    "split": "heldout",
+                    "eval_split": "heldout",
+                    "run_dir": str(run),
+                }
+            )
     return steps_table(rows, "table6")
 
 
@@ -133,9 +146,18 @@ def test_table12_plans_the_papers_rows_and_marks_those_the_backbone_is_too_shall
     assert [r["layers"] for r in minilm] == [12] and "needs a 12-layer backbone; minilm has 6" in minilm[0]["error"]
 
     rows = [{**r, "sweep": "listops-table12-output-only"} for r in too_deep]
-    rows += [{"task": "listops", "variant": v, "layers": k, "status": "done", "sweep": f"listops-table12-{v}",
-              "split": "test", "accuracy:test": 0.2} for v, k in [("output-only", 1), ("random-output-only", 12),
-                                                                ("random-output-only", 24)]]
+    rows += [
+        {
+            "task": "listops",
+            "variant": v,
+            "layers": k,
+            "status": "done",
+            "sweep": f"listops-table12-{v}",
+            "split": "test",
+            "accuracy:test": 0.2,
+        }
+        for v, k in [("output-only", 1), ("random-output-only", 12), ("random-output-only", 24)]
+    ]
     table = markdown_table(table_rows("table12", rows), "table12", "table12", "row")
     assert "| pretrained, 1 layer | 20.0 (n=1) (paper 12) |" in table
     assert "| pretrained, 12 layers | needs a 12-layer backbone (paper 33) |" in table
@@ -147,13 +169,23 @@ def test_table12_plans_the_papers_rows_and_marks_those_the_backbone_is_too_shall
 
 
 def test_columns_and_titles_name_the_split_they_report():
-    rows = [{"task": "remote-homology", "variant": "fpt", "status": "done", "split": "test_fold_holdout",
-             "accuracy:test_fold_holdout": 0.1, "accuracy:test_superfamily_holdout": 0.2, "accuracy:test_family_holdout": 0.3},
-            {"task": "listops", "variant": "fpt", "status": "done", "split": "test", "accuracy:test": 0.4}]
+    rows = [
+        {
+            "task": "remote-homology",
+            "variant": "fpt",
+            "status": "done",
+            "split": "test_fold_holdout",
+            "accuracy:test_fold_holdout": 0.1,
+            "accuracy:test_superfamily_holdout": 0.2,
+            "accuracy:test_family_holdout": 0.3,
+        },
+        {"task": "listops", "variant": "fpt", "status": "done", "split": "test", "accuracy:test": 0.4},
+    ]
     table = markdown_table(rows, "table1: " + split_title(rows), "table1")
     assert "### table1: test accuracy in %" in table
-    assert ("| | ListOps, test | Homology, test (fold) | Homology, test (superfamily) | Homology, test (family) |"
-            in table)
+    assert (
+        "| | ListOps, test | Homology, test (fold) | Homology, test (superfamily) | Homology, test (family) |" in table
+    )
     assert "| fpt | 40.0 (n=1) (paper 38.4) | 10.0 (n=1) (paper 12.7) | 20.0 (n=1) (paper 12.7) |" in table
     assert "validation-split scores" in table  # the paper's ListOps and homology figures are not test scores
     bits = [{"task": "bit-xor", "variant": "fpt", "status": "done", "split": "heldout", "accuracy:heldout": 1.0}]
@@ -165,7 +197,9 @@ def test_columns_and_titles_name_the_split_they_report():
 def homology_dir(tmp_path):
     folder = tmp_path / "homology" / "remote_homology"
     folder.mkdir(parents=True)
-    for i, split in enumerate(("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")):
+    for i, split in enumerate(
+        ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
+    ):
         records = homology_records(6, seed=i)
         for r in records:
             r.pop("evolutionary")
@@ -176,8 +210,10 @@ def homology_dir(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_scores_each_test_holdout_once_at_the_end(tiny_gpt2, homology_dir, tmp_path):
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"grid:\n  task: [remote-homology]\noptions:\n  steps: 2\n  eval_every: 1\n  batch_size: 2\n"
-                    f"  max_len: 8\n  backbone: {tiny_gpt2}\n  data_dir: {homology_dir}\n")
+    spec.write_text(
+        f"grid:\n  task: [remote-homology]\noptions:\n  steps: 2\n  eval_every: 1\n  batch_size: 2\n"
+        f"  max_len: 8\n  backbone: {tiny_gpt2}\n  data_dir: {homology_dir}\n"
+    )
     (row,) = run_sweep(load_spec(spec), tmp_path / "sweep", progress=False)
     assert row["status"] == "done" and row["error"] == "" and row["eval_split"] == "valid"
     assert row["split"] == "test_fold_holdout"  # the first holdout, in the task's order
@@ -189,24 +225,60 @@ def test_a_sweep_scores_each_test_holdout_once_at_the_end(tiny_gpt2, homology_di
     # validation stays the curve watched during training
     metrics = (tmp_path / "sweep" / "runs" / "task=remote-homology" / "metrics.jsonl").read_text()
     assert metrics.count('"split": "valid"') == 2 and "holdout" not in metrics
-    assert ("| | Homology, test (fold) | Homology, test (superfamily) | Homology, test (family) |"
-            in markdown_table([row], "t", row_key="task"))
+    assert "| | Homology, test (fold) | Homology, test (superfamily) | Homology, test (family) |" in markdown_table(
+        [row], "t", row_key="task"
+    )
 
 
 def test_evaluate_takes_the_splits_to_score(tiny_gpt2, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--steps", "1", "--eval-size", "8",
-                 "--no-progress", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "1",
+                "--eval-size",
+                "8",
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert main(["evaluate", str(run), "--splits", "heldout"]) == 0
     assert main(["evaluate", str(run), "--splits", "test"]) == 0  # the bit tasks' second fixed draw
     assert set(json.loads((run / "evaluation.json").read_text())["splits"]) == {"test"}
     assert main(["evaluate", str(run), "--splits", "valid"]) == 2
     assert "has no split valid; it has heldout, test" in capsys.readouterr().err
-    np.savez(tmp_path / "rows.npz", x=np.random.default_rng(0).normal(size=(20, 3, 2)).astype(np.float32),
-             y=np.arange(20) % 2)
+    np.savez(
+        tmp_path / "rows.npz",
+        x=np.random.default_rng(0).normal(size=(20, 3, 2)).astype(np.float32),
+        y=np.arange(20) % 2,
+    )
     held = tmp_path / "held"
-    assert main(["train", "--task", f"npz:{tmp_path / 'rows.npz'}", "--backbone", tiny_gpt2, "--steps", "1",
-                 "--no-progress", "--out", str(held)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                f"npz:{tmp_path / 'rows.npz'}",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "1",
+                "--no-progress",
+                "--out",
+                str(held),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["evaluate", str(held), "--splits", "test"]) == 2
     assert "has no test split (it has heldout); use --splits all" in capsys.readouterr().err
@@ -217,8 +289,15 @@ def test_evaluate_takes_the_splits_to_score(tiny_gpt2, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_each_table_gets_a_chart_beside_the_paper_and_the_report_shows_it(tiny_gpt2, tmp_path):
-    plan = Reproduction(["table1", "table6"], tasks=["bit-xor"], budget=4, seeds=1, backbone=tiny_gpt2,
-                        skip_variants=("full", "lstm", "finetune"), options={"eval_size": 8, "eval_every": 1})
+    plan = Reproduction(
+        ["table1", "table6"],
+        tasks=["bit-xor"],
+        budget=4,
+        seeds=1,
+        backbone=tiny_gpt2,
+        skip_variants=("full", "lstm", "finetune"),
+        options={"eval_size": 8, "eval_every": 1},
+    )
     out = tmp_path / "r"
     run_reproduction(plan, out, progress=False)
     assert (out / "table1.png").read_bytes()[:4] == b"\x89PNG"
@@ -237,8 +316,11 @@ def test_charts_draw_bars_with_error_bars_beside_the_papers_figures(tmp_path):
 
     from fpt.experiments.plots import steps_chart, table_chart
 
-    rows = [{"task": t, "variant": v, "status": "done", "split": "test", "accuracy:test": a}
-            for t in ("mnist", "listops") for v, a in (("fpt", 0.9), ("fpt", 0.8), ("random", 0.5))]
+    rows = [
+        {"task": t, "variant": v, "status": "done", "split": "test", "accuracy:test": a}
+        for t in ("mnist", "listops")
+        for v, a in (("fpt", 0.9), ("fpt", 0.8), ("random", 0.5))
+    ]
     assert table_chart(rows, tmp_path / "t.png", "t", "table2") == tmp_path / "t.png"
     assert imread(tmp_path / "t.png").std() > 0.05
     assert table_chart([{**r, "status": "failed"} for r in rows], tmp_path / "none.png", "t") is None
@@ -252,10 +334,12 @@ def test_charts_draw_bars_with_error_bars_beside_the_papers_figures(tmp_path):
 def test_learning_curves_keep_the_subset_scores_in_between_and_the_whole_split_where_a_step_has_it():
     from fpt.experiments.plots import curve_points
 
-    records = [{"step": 50, "split": "test[:1000]", "accuracy": 0.2, "examples": 1000},
-               {"step": 100, "split": "test[:1000]", "accuracy": 0.4, "examples": 1000},
-               {"step": 100, "split": "test", "accuracy": 0.39, "examples": 10000},  # a target confirmed
-               {"step": 200, "split": "test", "accuracy": 0.5, "examples": 10000}]
+    records = [
+        {"step": 50, "split": "test[:1000]", "accuracy": 0.2, "examples": 1000},
+        {"step": 100, "split": "test[:1000]", "accuracy": 0.4, "examples": 1000},
+        {"step": 100, "split": "test", "accuracy": 0.39, "examples": 10000},  # a target confirmed
+        {"step": 200, "split": "test", "accuracy": 0.5, "examples": 10000},
+    ]
     points = curve_points(records)
     assert [(p["step"], p["split"]) for p in points] == [(50, "test[:1000]"), (100, "test"), (200, "test")]
 
@@ -276,12 +360,30 @@ def test_a_flat_run_at_chance_has_not_converged_but_a_plateau_above_it_has(tiny_
     assert not convergence(stuck, chance=(0.1135, 10000)).converged
     # every evaluation records its split's majority share, and Table 6 reads it from the run
     run = tmp_path / "run"
-    assert main(["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--steps", "1", "--eval-size", "8",
-                 "--no-progress", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "1",
+                "--eval-size",
+                "8",
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     record = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert 0.5 <= record["majority_share"] <= 1 and record["examples"] == 8
-    (run / "metrics.jsonl").write_text("".join(
-        json.dumps({**record, "step": s, "accuracy": a}) + "\n" for s, a in at_chance))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({**record, "step": s, "accuracy": a}) + "\n" for s, a in at_chance)
+    )
     assert run_convergence(run).why_not.startswith("never left chance")
 
 
@@ -290,8 +392,11 @@ def test_a_run_scored_only_on_its_subset_so_far_still_gets_a_curve(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "split": "test[:2000]", "accuracy": a,
-                                                           "examples": 2000}) + "\n"
-                                               for s, a in [(500, 0.8), (1000, 0.9)]))
+    (run / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "split": "test[:2000]", "accuracy": a, "examples": 2000}) + "\n"
+            for s, a in [(500, 0.8), (1000, 0.9)]
+        )
+    )
     rows = [{"task": "mnist", "variant": "fpt, fast recipe", "status": "done", "run_dir": str(run)}]
     assert learning_curves(rows, tmp_path / "curves.png") is not None and (tmp_path / "curves.png").stat().st_size

@@ -6,17 +6,16 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers import one_line_error, raises_naming, write_ett_csv
 
 from fpt.baselines import build_baseline
 from fpt.baselines.forecast import DLinear, NaiveForecast, moving_average
 from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
 from fpt.config import TrainConfig
-from fpt.errors import FptError
 from fpt.runs import RunDir
 from fpt.tasks import create_task
 from fpt.training import build, evaluate, resume, train
-from helpers import one_line_error, raises_naming, write_ett_csv
 
 WINDOW = dict(lookback=32, horizon=8, patch_size=8, patch_stride=4)
 
@@ -26,18 +25,32 @@ def write_sine_csv(path, rows: int = 400, seed: int = 0):
     model on the look-back learns to forecast."""
     rng = np.random.default_rng(seed)
     t = np.arange(rows)
-    values = np.stack([np.sin(2 * np.pi * t / period) * scale + rng.normal(0, 0.1, rows)
-                       for period, scale in ((24, 2.0), (12, 1.0), (48, 3.0))], axis=1)
+    values = np.stack(
+        [
+            np.sin(2 * np.pi * t / period) * scale + rng.normal(0, 0.1, rows)
+            for period, scale in ((24, 2.0), (12, 1.0), (48, 3.0))
+        ],
+        axis=1,
+    )
     dates = np.datetime64("2020-01-01T00:00:00") + t * np.timedelta64(1, "h")
-    lines = ["date,a,b,c"] + [",".join([str(d).replace("T", " "), *map(repr, row.tolist())])
-                              for d, row in zip(dates, values)]
+    lines = ["date,a,b,c"] + [
+        ",".join([str(d).replace("T", " "), *map(repr, row.tolist())]) for d, row in zip(dates, values)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def linear_config(csv, **overrides):
-    base = dict(task="forecast:" + str(csv), task_options=dict(WINDOW), model="linear", steps=30, batch_size=16,
-                eval_every=10, lr=5e-3, seed=1)
+    base = dict(
+        task="forecast:" + str(csv),
+        task_options=dict(WINDOW),
+        model="linear",
+        steps=30,
+        batch_size=16,
+        eval_every=10,
+        lr=5e-3,
+        seed=1,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -54,7 +67,7 @@ def test_moving_average_pads_with_the_edge_values():
     assert torch.allclose(moving_average(x, 3), expected)
     # DLinear's kernel 25 on a 5-step window: 12 copies each side, so step 0 averages 12 + 1 + ... firsts
     padded = [1.0] * 12 + x[0].tolist() + [16.0] * 12
-    expected25 = torch.tensor([[sum(padded[i:i + 25]) / 25 for i in range(5)]])
+    expected25 = torch.tensor([[sum(padded[i : i + 25]) / 25 for i in range(5)]])
     assert torch.allclose(moving_average(x), expected25)
     with pytest.raises(ValueError):
         DLinear(32, 8, kernel=24)
@@ -71,9 +84,37 @@ def test_dlinear_sums_a_linear_map_of_the_trend_and_one_of_the_rest():
 def test_fpt_train_model_linear_learns_and_scores_the_test_split_at_the_end(tmp_path):
     csv = write_sine_csv(tmp_path / "sine.csv")
     out = tmp_path / "run"
-    assert main(["train", "--task", f"forecast:{csv}", "--lookback", "32", "--horizon", "8", "--patch-size", "8",
-                 "--patch-stride", "4", "--model", "linear", "--steps", "30", "--eval-every", "10",
-                 "--batch-size", "16", "--lr", "5e-3", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                f"forecast:{csv}",
+                "--lookback",
+                "32",
+                "--horizon",
+                "8",
+                "--patch-size",
+                "8",
+                "--patch-stride",
+                "4",
+                "--model",
+                "linear",
+                "--steps",
+                "30",
+                "--eval-every",
+                "10",
+                "--batch-size",
+                "16",
+                "--lr",
+                "5e-3",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [10, 20, 30] and all(m["split"] == "val" for m in metrics)
@@ -112,8 +153,9 @@ def test_the_naive_forecast_is_exact_on_a_series_constant_in_each_window(tmp_pat
     values = np.stack([np.full(rows, 3.0), np.full(rows, -1.5)], axis=1)
     dates = np.datetime64("2020-01-01T00:00:00") + t * np.timedelta64(1, "h")
     csv = tmp_path / "flat.csv"
-    csv.write_text("date,a,b\n" + "".join(f"{str(d).replace('T', ' ')},{a!r},{b!r}\n"
-                                           for d, (a, b) in zip(dates, values.tolist())))
+    csv.write_text(
+        "date,a,b\n" + "".join(f"{str(d).replace('T', ' ')},{a!r},{b!r}\n" for d, (a, b) in zip(dates, values.tolist()))
+    )
     task = create_task("forecast:" + str(csv), **WINDOW)
     for split in ("val", "test"):
         result = evaluate(NaiveForecast(8), task, split=split)
@@ -132,8 +174,11 @@ def test_the_naive_forecast_repeats_the_last_value_of_each_window(tmp_path):
 
 
 def test_linear_is_refused_on_a_classification_task():
-    raises_naming(lambda: build(TrainConfig(task="bit-xor", task_options={"n_bits": 4}, model="linear")),
-                  "--model linear", "bit-xor")
+    raises_naming(
+        lambda: build(TrainConfig(task="bit-xor", task_options={"n_bits": 4}, model="linear")),
+        "--model linear",
+        "bit-xor",
+    )
 
 
 @pytest.mark.parametrize("model", ["lstm", "lstm*-frozen", "cnn"])
@@ -145,6 +190,23 @@ def test_classification_baselines_are_refused_on_a_forecast(tmp_path, model):
 def test_the_cli_refuses_lstm_on_ett_in_one_line(tmp_path, capsys):
     write_ett_csv(tmp_path / "ETTh1.csv", hours=20 * 30 * 24, seed=0)
     out = tmp_path / "run"
-    assert main(["train", "--task", "ett:ETTh1", "--data-dir", str(tmp_path), "--model", "lstm", "--steps", "2",
-                 "--no-progress", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "ett:ETTh1",
+                "--data-dir",
+                str(tmp_path),
+                "--model",
+                "lstm",
+                "--steps",
+                "2",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "--model linear" in one_line_error(capsys) and not out.exists()

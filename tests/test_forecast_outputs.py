@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers import one_line_error
 
 from fpt.cli import main
 from fpt.experiments.convergence import convergence
@@ -17,20 +18,26 @@ from fpt.experiments.tables import markdown_table, run_convergence, split_title,
 from fpt.model import FrozenPretrainedTransformer
 from fpt.runs import RunDir
 from fpt.training import load_run, train
-from helpers import one_line_error
 
 SMALL = dict(lookback=48, horizon=24, patch_size=8, patch_stride=4)
 FLAGS = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()]
 COLUMNS = ("load", "temp")
 
 
-def _series_csv(path, rows: int, step=np.timedelta64(1, "h"), start="2020-01-01T00:00", seed=0,
-                date_text=lambda d: str(d).replace("T", " ")) -> tuple[np.ndarray, np.ndarray]:
+def _series_csv(
+    path,
+    rows: int,
+    step=np.timedelta64(1, "h"),
+    start="2020-01-01T00:00",
+    seed=0,
+    date_text=lambda d: str(d).replace("T", " "),
+) -> tuple[np.ndarray, np.ndarray]:
     """A random walk per column, far from 0 and 1 in scale, so that units matter; (dates, values)."""
     values = np.random.default_rng(seed).normal(size=(rows, len(COLUMNS))).cumsum(0) * [3.0, 0.5] + [200.0, -20.0]
     dates = np.datetime64(start, "s") + np.arange(rows) * step
-    lines = ["date," + ",".join(COLUMNS)] + [f"{date_text(d)}," + ",".join(repr(float(v)) for v in row)
-                                             for d, row in zip(dates, values)]
+    lines = ["date," + ",".join(COLUMNS)] + [
+        f"{date_text(d)}," + ",".join(repr(float(v)) for v in row) for d, row in zip(dates, values)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return dates, values
 
@@ -40,8 +47,28 @@ def forecast_run(tiny_backbones, tmp_path_factory):
     folder = tmp_path_factory.mktemp("forecast")
     _series_csv(folder / "series.csv", 400)
     run = folder / "run"
-    assert main(["train", "--task", f"forecast:{folder / 'series.csv'}", *FLAGS, "--backbone", tiny_backbones["gpt2"],
-                 "--steps", "4", "--batch-size", "8", "--eval-every", "2", "--no-progress", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                f"forecast:{folder / 'series.csv'}",
+                *FLAGS,
+                "--backbone",
+                tiny_backbones["gpt2"],
+                "--steps",
+                "4",
+                "--batch-size",
+                "8",
+                "--eval-every",
+                "2",
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     return run
 
 
@@ -68,8 +95,10 @@ def test_predict_windows_from_an_npz_with_targets_reports_mse_and_mae(forecast_r
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(5, 48)).cumsum(1), rng.normal(size=(5, 24))
     np.savez(tmp_path / "windows.npz", x=x, y=y)
-    assert main(["predict", str(forecast_run), "--input", str(tmp_path / "windows.npz"),
-                 "--out", str(tmp_path / "f.npy")]) == 0
+    assert (
+        main(["predict", str(forecast_run), "--input", str(tmp_path / "windows.npz"), "--out", str(tmp_path / "f.npy")])
+        == 0
+    )
     out = capsys.readouterr().out
     expected = _model_values(forecast_run, x)
     values = np.load(tmp_path / "f.npy")
@@ -86,12 +115,15 @@ def test_predict_windows_from_an_npz_with_targets_reports_mse_and_mae(forecast_r
     np.testing.assert_allclose(np.array(rows[1:], dtype=float)[:, 1:], expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("arrays, words", [
-    (dict(x=np.zeros((3, 40))), ["(N, 48)", "--lookback"]),
-    (dict(x=np.zeros((3, 48)), y=np.zeros((3, 12))), ["(N, 24)", "--horizon"]),
-    (dict(x=np.full((3, 48), np.nan)), ["NaN"]),
-    (dict(x=np.zeros((3, 48)), y=np.zeros((2, 24))), ["3 windows", "2 targets"]),
-])
+@pytest.mark.parametrize(
+    "arrays, words",
+    [
+        (dict(x=np.zeros((3, 40))), ["(N, 48)", "--lookback"]),
+        (dict(x=np.zeros((3, 48)), y=np.zeros((3, 12))), ["(N, 24)", "--horizon"]),
+        (dict(x=np.full((3, 48), np.nan)), ["NaN"]),
+        (dict(x=np.zeros((3, 48)), y=np.zeros((2, 24))), ["3 windows", "2 targets"]),
+    ],
+)
 def test_windows_that_do_not_fit_the_run_are_one_line(forecast_run, tmp_path, capsys, arrays, words):
     np.savez(tmp_path / "bad.npz", **arrays)
     out = tmp_path / "f.csv"
@@ -103,10 +135,27 @@ def test_windows_that_do_not_fit_the_run_are_one_line(forecast_run, tmp_path, ca
 
 def test_predict_continues_a_csv_series_in_its_units_and_its_step(forecast_run, tmp_path, capsys):
     # a daily series, two days a step, dates without times: the forecast follows all three
-    dates, values = _series_csv(tmp_path / "recent.csv", 60, step=np.timedelta64(2, "D"), start="2021-03-01", seed=9,
-                                date_text=lambda d: str(d)[:10])
-    assert main(["predict", str(forecast_run), "--input", str(tmp_path / "recent.csv"),
-                 "--out", str(tmp_path / "forecast.csv")]) == 0
+    dates, values = _series_csv(
+        tmp_path / "recent.csv",
+        60,
+        step=np.timedelta64(2, "D"),
+        start="2021-03-01",
+        seed=9,
+        date_text=lambda d: str(d)[:10],
+    )
+    assert (
+        main(
+            [
+                "predict",
+                str(forecast_run),
+                "--input",
+                str(tmp_path / "recent.csv"),
+                "--out",
+                str(tmp_path / "forecast.csv"),
+            ]
+        )
+        == 0
+    )
     assert "forecast of 24 steps (2021-06-29 to 2021-08-14) for load, temp" in capsys.readouterr().out
     with open(tmp_path / "forecast.csv", newline="") as handle:
         rows = list(csv.reader(handle))
@@ -126,17 +175,24 @@ def test_predict_continues_a_csv_series_in_its_units_and_its_step(forecast_run, 
 
 def test_an_hourly_csv_forecast_continues_its_hours(forecast_run, tmp_path):
     dates, _ = _series_csv(tmp_path / "recent.csv", 50, seed=4)
-    assert main(["predict", str(forecast_run), "--input", str(tmp_path / "recent.csv"),
-                 "--out", str(tmp_path / "f.jsonl")]) == 0
+    assert (
+        main(
+            ["predict", str(forecast_run), "--input", str(tmp_path / "recent.csv"), "--out", str(tmp_path / "f.jsonl")]
+        )
+        == 0
+    )
     records = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
     assert [r["date"] for r in records[:2]] == ["2020-01-03 02:00:00", "2020-01-03 03:00:00"]  # 50 hours on
     assert len(records) == 24 and set(records[0]) == {"date", *COLUMNS}
 
 
-@pytest.mark.parametrize("text, words", [
-    ("date,load\n2020-01-01,1\n2020-01-02,2\n", ["no column 'temp'", "load, temp"]),
-    (None, ["10 rows", "48", "--lookback"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("date,load\n2020-01-01,1\n2020-01-02,2\n", ["no column 'temp'", "load, temp"]),
+        (None, ["10 rows", "48", "--lookback"]),
+    ],
+)
 def test_a_csv_that_does_not_fit_the_run_is_one_line(forecast_run, tmp_path, capsys, text, words):
     path = tmp_path / "recent.csv"
     if text is None:
@@ -163,7 +219,9 @@ def test_an_hf_export_keeps_the_forecast_spec_and_predicts_as_the_run(forecast_r
     assert "accuracy" not in settings["run"]
     _series_csv(tmp_path / "recent.csv", 60, seed=2)
     for source, name in ((forecast_run, "run.csv"), (export, "export.csv")):
-        assert main(["predict", str(source), "--input", str(tmp_path / "recent.csv"), "--out", str(tmp_path / name)]) == 0
+        assert (
+            main(["predict", str(source), "--input", str(tmp_path / "recent.csv"), "--out", str(tmp_path / name)]) == 0
+        )
     assert (tmp_path / "run.csv").read_text() == (tmp_path / "export.csv").read_text()
 
 
@@ -187,28 +245,55 @@ def test_learning_curves_of_a_forecast_plot_mse(forecast_run, tmp_path, monkeypa
 
     labels = []
     real_save = plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, path: (labels.append(fig.axes[0].get_ylabel()), real_save(fig, path))[1])
+    monkeypatch.setattr(
+        plots, "_save", lambda fig, path: (labels.append(fig.axes[0].get_ylabel()), real_save(fig, path))[1]
+    )
     row = {"task": "forecast", "status": "done", "run_dir": str(forecast_run), "variant": "fpt"}
     assert plots.learning_curves([row], tmp_path / "curve.png") is not None
     assert labels == ["val MSE, during training"]
 
 
 def _forecast_row(label: str, mse: float, mae: float, seed: int = 0) -> dict:
-    return {"task": "forecast:series.csv", "row": label, "seed": seed, "status": "done", "split": "test",
-            "mse": mse, "mae": mae, "mse:test": mse, "mae:test": mae, "eval_split": "val"}
+    return {
+        "task": "forecast:series.csv",
+        "row": label,
+        "seed": seed,
+        "status": "done",
+        "split": "test",
+        "mse": mse,
+        "mae": mae,
+        "mse:test": mse,
+        "mae:test": mae,
+        "eval_split": "val",
+    }
 
 
 def test_a_table_of_forecasts_shows_mse_and_mae_the_lowest_in_bold():
-    rows = [_forecast_row("fpt", 0.40, 0.42), _forecast_row("fpt", 0.44, 0.44, seed=1),
-            _forecast_row("linear", 0.45, 0.46), _forecast_row("naive", 0.70, 0.55)]
+    rows = [
+        _forecast_row("fpt", 0.40, 0.42),
+        _forecast_row("fpt", 0.44, 0.44, seed=1),
+        _forecast_row("linear", 0.45, 0.46),
+        _forecast_row("naive", 0.70, 0.55),
+    ]
     title = split_title(rows)
     assert title == "test MSE / MAE (lower is better)"
     table = markdown_table(rows, title, None, "row")
     assert "| fpt | **0.420 ± 0.028 / 0.430** (n=2) |" in table
     assert "| linear | 0.450 / 0.460 (n=1) |" in table and "| naive | 0.700 / 0.550 (n=1) |" in table
     # beside a classification task, each column keeps its own metric
-    mixed = rows + [{"task": "bit-xor", "row": "fpt", "seed": 0, "status": "done", "split": "heldout",
-                     "accuracy": 0.75, "accuracy:heldout": 0.75, "mse": "", "mse:test": ""}]
+    mixed = rows + [
+        {
+            "task": "bit-xor",
+            "row": "fpt",
+            "seed": 0,
+            "status": "done",
+            "split": "heldout",
+            "accuracy": 0.75,
+            "accuracy:heldout": 0.75,
+            "mse": "",
+            "mse:test": "",
+        }
+    ]
     assert "MSE / MAE for a forecast" in split_title(mixed)
     assert "75.0 (n=1)" in markdown_table(mixed, "t", None, "row")
 
@@ -235,15 +320,21 @@ def test_table6_of_forecast_runs_reads_their_mse(tmp_path):
         run.mkdir()
         (run / "config.json").write_text("{}")
         shift = 0 if variant == "fpt" else 2  # random gets there 20 steps later
-        curve = falling[:1] * shift + falling[:len(falling) - shift]
-        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": 10 * (i + 1), "split": "val", "loss": m, "mse": m,
-                                                                "mae": m, "examples": 100}) + "\n"
-                                                    for i, m in enumerate(curve)))
+        curve = falling[:1] * shift + falling[: len(falling) - shift]
+        (run / "metrics.jsonl").write_text(
+            "".join(
+                json.dumps({"step": 10 * (i + 1), "split": "val", "loss": m, "mse": m, "mae": m, "examples": 100})
+                + "\n"
+                for i, m in enumerate(curve)
+            )
+        )
         rows.append({**_forecast_row(variant, 0.4, 0.4), "variant": variant, "run_dir": str(run)})
     assert run_convergence(tmp_path / "fpt").score == pytest.approx(0.404)
     table = steps_table(rows, "steps")
     assert "MSE, lower is better" in table and "MSE during training, on the val split" in table
-    assert "| fpt | 70 (1/1 converged, to MSE 0.404)" in table and "| random | 90 (1/1 converged, to MSE 0.404)" in table
+    assert (
+        "| fpt | 70 (1/1 converged, to MSE 0.404)" in table and "| random | 90 (1/1 converged, to MSE 0.404)" in table
+    )
     assert "| speedup random/fpt | 1.3x |" in table
 
 
@@ -254,8 +345,14 @@ def test_a_tracker_logs_a_forecasts_mse_and_mae(tiny_gpt2, tmp_path):
     from fpt.tracking import build_tracker
 
     _series_csv(tmp_path / "series.csv", 400)
-    config = TrainConfig(task=f"forecast:{tmp_path / 'series.csv'}", task_options=SMALL, backbone=tiny_gpt2, steps=4,
-                         batch_size=8, eval_every=2)
+    config = TrainConfig(
+        task=f"forecast:{tmp_path / 'series.csv'}",
+        task_options=SMALL,
+        backbone=tiny_gpt2,
+        steps=4,
+        batch_size=8,
+        eval_every=2,
+    )
     _, run_dir = train(config, out=tmp_path / "run", progress=False, tracker=build_tracker("tensorboard"))
     events = EventAccumulator(str(run_dir / "tb"))
     events.Reload()
@@ -271,8 +368,10 @@ def test_a_sweep_of_forecasts_has_mse_and_mae_rows_and_a_report(tiny_gpt2, tmp_p
     _series_csv(tmp_path / "series.csv", 400)
     spec = tmp_path / "spec.yaml"
     options = "".join(f"  {key}: {value}\n" for key, value in SMALL.items())
-    spec.write_text(f"name: fc\ngrid:\n  task: ['forecast:{tmp_path / 'series.csv'}']\n  lr: [0.001, 0.01]\n"
-                    f"options:\n  steps: 2\n  eval_every: 1\n  batch_size: 8\n  backbone: {tiny_gpt2}\n{options}")
+    spec.write_text(
+        f"name: fc\ngrid:\n  task: ['forecast:{tmp_path / 'series.csv'}']\n  lr: [0.001, 0.01]\n"
+        f"options:\n  steps: 2\n  eval_every: 1\n  batch_size: 8\n  backbone: {tiny_gpt2}\n{options}"
+    )
     sweep = tmp_path / "sweep"
     assert main(["sweep", str(spec), "--out", str(sweep), "--no-progress"]) == 0
     with open(sweep / "results.csv", newline="") as handle:

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers import ETT_COLUMNS, one_line_error, write_ett_csv
 
 from fpt.cli import main
 from fpt.config import TrainConfig
@@ -17,7 +18,6 @@ from fpt.tasks import create_task
 from fpt.tasks.base import series_tokens
 from fpt.tasks.forecasting import ETT_HOURS
 from fpt.training import build, evaluate, resume, train
-from helpers import ETT_COLUMNS, one_line_error, write_ett_csv
 
 ETT_ROWS = sum(ETT_HOURS.values()) + 100  # 20 months and a few days the protocol leaves unused
 SMALL = dict(lookback=48, horizon=24, patch_size=8, patch_stride=4)
@@ -33,8 +33,9 @@ def ett_dir(tmp_path_factory):
 def _csv(path, rows: int, columns=("a", "b"), seed=0) -> np.ndarray:
     values = np.random.default_rng(seed).normal(size=(rows, len(columns))).cumsum(0)
     dates = np.datetime64("2020-01-01T00:00") + np.arange(rows) * np.timedelta64(1, "h")
-    lines = [",".join(["date", *columns])] + [",".join([str(d), *map(repr, row.tolist())])
-                                              for d, row in zip(dates, values)]
+    lines = [",".join(["date", *columns])] + [
+        ",".join([str(d), *map(repr, row.tolist())]) for d, row in zip(dates, values)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return values
 
@@ -44,8 +45,11 @@ def test_ett_splits_by_months_with_the_lookback_reaching_back(ett_dir):
     task = create_task("ett:ETTh1", data_dir=str(folder), **SMALL)
     lookback, horizon = SMALL["lookback"], SMALL["horizon"]
     train_end, val_end = ETT_HOURS["train"], ETT_HOURS["train"] + ETT_HOURS["val"]
-    assert task.notes["windows"] == {"train": train_end - lookback - horizon + 1,
-                                     "val": ETT_HOURS["val"] - horizon + 1, "test": ETT_HOURS["test"] - horizon + 1}
+    assert task.notes["windows"] == {
+        "train": train_end - lookback - horizon + 1,
+        "val": ETT_HOURS["val"] - horizon + 1,
+        "test": ETT_HOURS["test"] - horizon + 1,
+    }
     assert task.notes["first_target_date"]["val"] == str(dates[train_end])
     assert task.notes["first_target_date"]["test"] == str(dates[val_end])
     # the scaler saw the training months only
@@ -57,8 +61,8 @@ def test_ett_splits_by_months_with_the_lookback_reaching_back(ett_dir):
     scaled = (values - mean) / std
     first = val_end - lookback
     np.testing.assert_allclose(batch.x[0].numpy(), scaled[first:val_end, 0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(batch.y[0].numpy(), scaled[val_end:val_end + horizon, 0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(batch.x[1].numpy(), scaled[first + 5:val_end + 5, 3], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(batch.y[0].numpy(), scaled[val_end : val_end + horizon, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(batch.x[1].numpy(), scaled[first + 5 : val_end + 5, 3], rtol=1e-5, atol=1e-5)
     assert task.spec.regression and task.spec.num_outputs == horizon and task.spec.window_norm
     assert task.spec.seq_len == series_tokens(lookback, 8, 4) == 12
 
@@ -81,7 +85,9 @@ def test_every_test_window_is_scored_whatever_the_batch(tmp_path, tiny_gpt2):
     for batch_size in (7, 64, whole + 5):
         result = evaluate(model, task, batch_size, split="test")
         assert result["examples"] == whole and set(result) >= {"mse", "mae", "loss"}
-    assert evaluate(model, task, 7, split="test")["mse"] == pytest.approx(evaluate(model, task, 64, split="test")["mse"])
+    assert evaluate(model, task, 7, split="test")["mse"] == pytest.approx(
+        evaluate(model, task, 64, split="test")["mse"]
+    )
 
 
 def test_patches_cover_the_window_and_its_padded_end():
@@ -106,8 +112,15 @@ def test_window_norm_makes_forecasts_follow_the_windows_level_and_scale(tmp_path
 
 def test_a_forecast_trains_scores_test_once_and_resumes_exactly(tmp_path, tiny_gpt2):
     _csv(tmp_path / "mine.csv", 400)
-    config = dict(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2, steps=10,
-                  batch_size=8, eval_every=5, seed=2)
+    config = dict(
+        task=f"forecast:{tmp_path / 'mine.csv'}",
+        task_options=SMALL,
+        backbone=tiny_gpt2,
+        steps=10,
+        batch_size=8,
+        eval_every=5,
+        seed=2,
+    )
     straight, _ = train(TrainConfig(**config), out=tmp_path / "straight", progress=False)
     assert straight["final"]["split"] == "val" and set(straight["test"]) == {"test"}
     assert straight["test"]["test"]["mse"] > 0 and straight["test"]["test"]["mae"] > 0
@@ -126,27 +139,44 @@ def test_a_forecast_trains_scores_test_once_and_resumes_exactly(tmp_path, tiny_g
 
 def test_target_mse_stops_a_run(tmp_path, tiny_gpt2):
     _csv(tmp_path / "mine.csv", 400)
-    summary, _ = train(TrainConfig(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2,
-                                   steps=20, batch_size=8, eval_every=5, target_mse=1e6), out=tmp_path / "run",
-                       progress=False)
+    summary, _ = train(
+        TrainConfig(
+            task=f"forecast:{tmp_path / 'mine.csv'}",
+            task_options=SMALL,
+            backbone=tiny_gpt2,
+            steps=20,
+            batch_size=8,
+            eval_every=5,
+            target_mse=1e6,
+        ),
+        out=tmp_path / "run",
+        progress=False,
+    )
     assert summary["status"] == "target_reached" and summary["step"] == 5
 
 
-@pytest.mark.parametrize("make, options, names", [
-    (lambda p: p.write_text("when,a\nx,1\ny,2\n"), {}, ["--date-column"]),
-    (lambda p: p.write_text("date,a\n2020-01-01,1\n2020-01-02,high\n"), {}, ["a", "high"]),
-    (lambda p: p.write_text("date,a\n2020-01-01,1\n2020-01-02,\n2020-01-03,3\n"), {}, ["gap"]),
-    (lambda p: _csv(p, 60), {}, ["--lookback", "--horizon"]),
-    (lambda p: _csv(p, 400), {"horizon": 0}, ["--horizon"]),
-    (lambda p: _csv(p, 400), {"patch_size": 64}, ["--patch-size", "--lookback"]),
-])
+@pytest.mark.parametrize(
+    "make, options, names",
+    [
+        (lambda p: p.write_text("when,a\nx,1\ny,2\n"), {}, ["--date-column"]),
+        (lambda p: p.write_text("date,a\n2020-01-01,1\n2020-01-02,high\n"), {}, ["a", "high"]),
+        (lambda p: p.write_text("date,a\n2020-01-01,1\n2020-01-02,\n2020-01-03,3\n"), {}, ["gap"]),
+        (lambda p: _csv(p, 60), {}, ["--lookback", "--horizon"]),
+        (lambda p: _csv(p, 400), {"horizon": 0}, ["--horizon"]),
+        (lambda p: _csv(p, 400), {"patch_size": 64}, ["--patch-size", "--lookback"]),
+    ],
+)
 def test_bad_series_are_one_line_and_write_nothing(tmp_path, capsys, tiny_gpt2, make, options, names):
     path = tmp_path / "bad.csv"
     make(path)
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in {**SMALL, **options}.items()]
     out = tmp_path / "run"
-    assert main(["train", "--task", f"forecast:{path}", *flags, "--backbone", tiny_gpt2, "--out", str(out),
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            ["train", "--task", f"forecast:{path}", *flags, "--backbone", tiny_gpt2, "--out", str(out), "--no-progress"]
+        )
+        == 2
+    )
     message = one_line_error(capsys)
     assert all(name in message for name in names), message
     assert not out.exists()
@@ -169,8 +199,28 @@ def test_a_run_refuses_its_csv_once_the_file_has_changed(tmp_path, tiny_gpt2, ca
     _csv(path, 400)
     out = tmp_path / "run"
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()]
-    assert main(["train", "--task", f"forecast:{path}", *flags, "--backbone", tiny_gpt2, "--steps", "2",
-                 "--eval-every", "1", "--batch-size", "4", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                f"forecast:{path}",
+                *flags,
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "2",
+                "--eval-every",
+                "1",
+                "--batch-size",
+                "4",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert len(json.loads((out / "config.json").read_text())["task_options"]["sha256"]) == 64
     capsys.readouterr()
     _csv(path, 500)  # grown: its 70% boundary would move, former test rows would train
@@ -183,6 +233,21 @@ def test_a_target_of_the_other_kind_is_refused(tmp_path, tiny_gpt2, capsys, task
     _csv(tmp_path / "mine.csv", 400)
     name = f"forecast:{tmp_path / 'mine.csv'}" if task == "forecast" else task
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()] if task == "forecast" else []
-    assert main(["train", "--task", name, *flags, flag, "--backbone", tiny_gpt2, "--out", str(tmp_path / "run"),
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                name,
+                *flags,
+                flag,
+                "--backbone",
+                tiny_gpt2,
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "--target-" in one_line_error(capsys) and not (tmp_path / "run").exists()

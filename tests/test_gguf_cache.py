@@ -34,9 +34,15 @@ def write_tiny_llama_gguf(path: Path, seed: int = 0) -> LlamaForCausalLM:
     """
     gguf = pytest.importorskip("gguf")
     config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=128,
-        rms_norm_eps=1e-5, tie_word_embeddings=True,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        max_position_embeddings=128,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()

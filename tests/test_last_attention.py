@@ -1,7 +1,5 @@
 """The last-attention group: the last block's attention, trainable alone (the paper's "finetuning more")."""
 
-
-
 from fpt.backbones import load_backbone
 from fpt.config import TrainConfig
 from fpt.policy import classify_backbone, parse_policy
@@ -13,6 +11,7 @@ def _trained(model):
 
 
 # --- last attention layer ---------------------------------------------------------------------
+
 
 def test_last_attention_is_the_last_blocks_attention_only(tiny_backbones):
     groups = classify_backbone(load_backbone(tiny_backbones["gpt2"]).model, "gpt2")

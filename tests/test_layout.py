@@ -12,15 +12,26 @@ SOURCE = Path(fpt.__file__).parent
 # Each part of the package and its level: a module imports only its own part or a lower level.
 LEVELS = {
     "errors": -1,  # the one error type, below everything: even paths raises it
-    "paths": 0, "runtime": 0, "scores": 0,
-    "data": 1, "devices": 1, "distributed": 1,
+    "paths": 0,
+    "runtime": 0,
+    "scores": 0,
+    "data": 1,
+    "devices": 1,
+    "distributed": 1,
     "families": 2,
-    "tasks": 3, "backbones": 3, "policy": 3,
+    "tasks": 3,
+    "backbones": 3,
+    "policy": 3,
     "model": 4,
     "baselines": 5,
-    "config": 6, "checkpoint": 6, "runs": 6, "prediction": 6, "tracking": 6,
+    "config": 6,
+    "checkpoint": 6,
+    "runs": 6,
+    "prediction": 6,
+    "tracking": 6,
     "training": 7,
-    "experiments": 8, "export": 8,
+    "experiments": 8,
+    "export": 8,
     "cli": 9,
 }
 
@@ -44,8 +55,10 @@ def _imports(path: Path) -> set[str]:
 
 
 def _modules() -> dict[str, Path]:
-    return {".".join(("fpt",) + path.relative_to(SOURCE).with_suffix("").parts).removesuffix(".__init__"): path
-            for path in SOURCE.rglob("*.py")}
+    return {
+        ".".join(("fpt",) + path.relative_to(SOURCE).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in SOURCE.rglob("*.py")
+    }
 
 
 def test_every_module_belongs_to_a_level():
@@ -76,9 +89,27 @@ def test_data_and_tasks_never_import_backbones_and_nothing_imports_cli():
 
 
 def test_the_readme_python_api_is_importable():
-    for name in ("train", "resume", "load_run", "evaluate", "predict", "TrainConfig", "Trainer", "load_backbone",
-                 "list_backbones", "create_task", "list_tasks", "FrozenPretrainedTransformer", "FptError",
-                 "GROUPS", "POLICIES", "format_group_table", "register_backbone", "register_task", "TrainableModel"):
+    for name in (
+        "train",
+        "resume",
+        "load_run",
+        "evaluate",
+        "predict",
+        "TrainConfig",
+        "Trainer",
+        "load_backbone",
+        "list_backbones",
+        "create_task",
+        "list_tasks",
+        "FrozenPretrainedTransformer",
+        "FptError",
+        "GROUPS",
+        "POLICIES",
+        "format_group_table",
+        "register_backbone",
+        "register_task",
+        "TrainableModel",
+    ):
         assert hasattr(fpt, name), name
     assert callable(fpt.train) and fpt.train.__module__ == "fpt.training"
 
@@ -117,7 +148,7 @@ def test_there_is_no_import_cycle():
         state[node] = "open"
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                cycles.append(trail[trail.index(nxt):] + [nxt])
+                cycles.append(trail[trail.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, trail + [nxt])
         state[node] = "done"

@@ -142,8 +142,11 @@ def summary(sources: list[str]) -> dict[str, float]:
         arities += node_arities
         lengths.append(lra_length(source))
         ops += [t for t in source.split() if t in OPS]
-    return {"length": float(np.mean(lengths)), "arity": float(np.mean(arities)),
-            **{op: ops.count(op) / len(ops) for op in OPS}}
+    return {
+        "length": float(np.mean(lengths)),
+        "arity": float(np.mean(arities)),
+        **{op: ops.count(op) / len(ops) for op in OPS},
+    }
 
 
 @pytest.mark.slow

@@ -86,11 +86,20 @@ def test_attention_dropout_out_of_range_is_one_clear_error(tiny_gpt2):
 
 def test_load_backbone_applies_the_papers_dropout_by_default_and_keeps_published_rates_on_request(tiny_backbones):
     llama = load_backbone(tiny_backbones["llama"])  # published attention dropout 0.0
-    rates = [m.attention_dropout for m in llama.model.modules() if isinstance(getattr(m, "attention_dropout", None), float)]
+    rates = [
+        m.attention_dropout for m in llama.model.modules() if isinstance(getattr(m, "attention_dropout", None), float)
+    ]
     assert rates and all(rate == 0.1 for rate in rates)
     kept = load_backbone(tiny_backbones["llama"], dropout=None)
-    assert all(m.attention_dropout == 0.0 for m in kept.model.modules()
-               if isinstance(getattr(m, "attention_dropout", None), float))
+    assert all(
+        m.attention_dropout == 0.0
+        for m in kept.model.modules()
+        if isinstance(getattr(m, "attention_dropout", None), float)
+    )
     only_attention = load_backbone(tiny_backbones["bert"], dropout=None, attention_dropout=0.3)
-    ps = {type(m).__name__: m.dropout.p for m in only_attention.model.modules() if type(m).__name__.endswith("SelfAttention")}
+    ps = {
+        type(m).__name__: m.dropout.p
+        for m in only_attention.model.modules()
+        if type(m).__name__.endswith("SelfAttention")
+    }
     assert ps and set(ps.values()) == {0.3}

@@ -3,11 +3,11 @@ import torch
 from torch import nn
 
 from fpt.backbones import load_backbone
-from fpt.errors import FptError
-from fpt.policy import GROUPS, POLICIES, classify_backbone, parse_policy
-from fpt.model import FrozenPretrainedTransformer
-from fpt.tasks import create_task
 from fpt.config import TrainConfig
+from fpt.errors import FptError
+from fpt.model import FrozenPretrainedTransformer
+from fpt.policy import GROUPS, POLICIES, classify_backbone, parse_policy
+from fpt.tasks import create_task
 from fpt.training import Trainer
 
 FAMILIES = ("gpt2", "bert", "llama")
@@ -81,8 +81,9 @@ def _snapshot(model):
 @pytest.mark.parametrize("policy", ["fpt", "output+layernorm", "input,output,feedforward"])
 def test_only_policy_groups_train_and_frozen_weights_stay_bit_identical(tiny_backbones, family, policy):
     task = create_task("bit-memory", n_bits=8, n_strings=2, patch_size=4, eval_size=4)
-    model = FrozenPretrainedTransformer(load_backbone(tiny_backbones[family]), task.spec, policy=policy,
-                                        extra_positions=family == "llama")
+    model = FrozenPretrainedTransformer(
+        load_backbone(tiny_backbones[family]), task.spec, policy=policy, extra_positions=family == "llama"
+    )
     trained_groups = parse_policy(policy)
     before = _snapshot(model)
     trainer = Trainer(model, task, TrainConfig(lr=1e-2), progress=False)

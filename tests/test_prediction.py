@@ -18,8 +18,27 @@ def mnist_run(tiny_gpt2, tmp_path):
     write_mnist(data, "train", 20, seed=1)
     write_mnist(data, "test", 12, seed=2)
     out = tmp_path / "run"
-    assert main(["train", "--task", "mnist", "--data-dir", str(data), "--backbone", tiny_gpt2, "--steps", "2",
-                 "--batch-size", "4", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "mnist",
+                "--data-dir",
+                str(data),
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out, data
 
 
@@ -50,11 +69,14 @@ def test_npz_inputs_without_labels_and_other_output_formats(mnist_run, capsys):
     assert np.load(out / "p.npy").shape == (5, 1, 10)
 
 
-@pytest.mark.parametrize("arrays, words", [
-    (dict(x=np.zeros((3, 32, 32), dtype=np.uint8)), "rows of shape (32, 32)"),
-    (dict(x=np.full((3, 28, 28), 0.5)), "integers 0..255"),
-    (dict(x=np.zeros((3, 28, 28), dtype=np.uint8), y=np.array([0, 1, 12])), "labels y must be"),
-])
+@pytest.mark.parametrize(
+    "arrays, words",
+    [
+        (dict(x=np.zeros((3, 32, 32), dtype=np.uint8)), "rows of shape (32, 32)"),
+        (dict(x=np.full((3, 28, 28), 0.5)), "integers 0..255"),
+        (dict(x=np.zeros((3, 28, 28), dtype=np.uint8), y=np.array([0, 1, 12])), "labels y must be"),
+    ],
+)
 def test_inputs_that_do_not_fit_the_run_are_one_line(mnist_run, capsys, arrays, words):
     out, _ = mnist_run
     np.savez(out / "bad.npz", **arrays)
@@ -66,19 +88,40 @@ def test_inputs_that_do_not_fit_the_run_are_one_line(mnist_run, capsys, arrays, 
 def test_a_listops_tsv_for_an_image_run_and_a_bad_out_are_refused(mnist_run, capsys, tmp_path):
     out, _ = mnist_run
     write_listops_tsv(tmp_path / "x.tsv", ["[MAX 1 2 ]"], [2])
-    for argv, words in ((["--input", str(tmp_path / "x.tsv")], "not a format the mnist task reads"),
-                        (["--input", str(tmp_path / "x.tsv"), "--out", str(tmp_path / "p.txt")], "write predictions as")):
+    for argv, words in (
+        (["--input", str(tmp_path / "x.tsv")], "not a format the mnist task reads"),
+        (["--input", str(tmp_path / "x.tsv"), "--out", str(tmp_path / "p.txt")], "write predictions as"),
+    ):
         assert main(["predict", str(out), *argv]) == 2
         assert words in capsys.readouterr().err
 
 
 def test_token_ids_beyond_the_runs_vocabulary_are_refused(tiny_gpt2, tmp_path, capsys):
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "seq.npz", x=rng.integers(1, 6, (12, 8)), y=np.arange(12) % 2,
-             mask=np.arange(8)[None] < rng.integers(2, 9, (12, 1)))
+    np.savez(
+        tmp_path / "seq.npz",
+        x=rng.integers(1, 6, (12, 8)),
+        y=np.arange(12) % 2,
+        mask=np.arange(8)[None] < rng.integers(2, 9, (12, 1)),
+    )
     out = tmp_path / "run"
-    assert main(["train", "--task", f"npz:{tmp_path / 'seq.npz'}", "--backbone", tiny_gpt2, "--steps", "1",
-                 "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                f"npz:{tmp_path / 'seq.npz'}",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "1",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     for big in (99, 300):  # ids are stored as uint8 like pixels, but are not checked as pixels
         np.savez(tmp_path / "new.npz", x=np.array([[1, 2, big]]), mask=np.array([[True, True, True]]))
         assert main(["predict", str(out), "--input", str(tmp_path / "new.npz"), "--out", str(tmp_path / "p.csv")]) == 2
@@ -96,25 +139,77 @@ def test_runs_trained_with_bucketing_predict_too_and_bad_token_rows_are_refused(
     mask = np.arange(8)[None] < lengths[:, None]
     np.savez(tmp_path / "seq.npz", x=np.where(mask, rng.integers(1, 6, (16, 8)), 0), y=np.arange(16) % 2, mask=mask)
     out = tmp_path / "run"
-    assert main(["train", "--task", f"npz:{tmp_path / 'seq.npz'}", "--backbone", tiny_gpt2, "--steps", "2",
-                 "--batch-size", "4", "--bucket-window", "2", "--no-progress", "--out", str(out)]) == 0
-    assert main(["predict", str(out), "--input", str(tmp_path / "seq.npz"), "--out", str(tmp_path / "p.csv"),
-                 "--batch-size", "3"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                f"npz:{tmp_path / 'seq.npz'}",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--bucket-window",
+                "2",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "predict",
+                str(out),
+                "--input",
+                str(tmp_path / "seq.npz"),
+                "--out",
+                str(tmp_path / "p.csv"),
+                "--batch-size",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert len((tmp_path / "p.csv").read_text().splitlines()) == 17
     assert load_run(out).predict(np.array([[1, 2, 3]])).shape == (1, 1, 2)
     for name, arrays, words in (
-            ("flat", dict(x=np.array([1, 2, 3])), "axes"),
-            ("left", dict(x=np.array([[0, 1, 2]]), mask=np.array([[False, True, True]])), "right-padded"),
-            ("text", dict(x=np.array([[1, 2]]), y=np.array(["a"])), "labels y must be integers")):
+        ("flat", dict(x=np.array([1, 2, 3])), "axes"),
+        ("left", dict(x=np.array([[0, 1, 2]]), mask=np.array([[False, True, True]])), "right-padded"),
+        ("text", dict(x=np.array([[1, 2]]), y=np.array(["a"])), "labels y must be integers"),
+    ):
         np.savez(tmp_path / f"{name}.npz", **arrays)
-        assert main(["predict", str(out), "--input", str(tmp_path / f"{name}.npz"), "--out", str(tmp_path / "q.csv")]) == 2
+        assert (
+            main(["predict", str(out), "--input", str(tmp_path / f"{name}.npz"), "--out", str(tmp_path / "q.csv")]) == 2
+        )
         assert words in capsys.readouterr().err
 
 
 def test_read_only_commands_need_a_checkpoint(tiny_gpt2, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", "--backbone", tiny_gpt2, "--n-bits", "4", "--eval-size", "8", "--steps", "1",
-                 "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--backbone",
+                tiny_gpt2,
+                "--n-bits",
+                "4",
+                "--eval-size",
+                "8",
+                "--steps",
+                "1",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (out / "checkpoint.safetensors").unlink()
     assert main(["evaluate", str(out)]) == 2
     assert "no checkpoint" in capsys.readouterr().err
@@ -129,15 +224,40 @@ def test_a_config_written_before_devices_existed_resumes_on_the_cpu():
 
 def test_a_bit_xor_run_predicts_rows_of_bits_and_refuses_other_rows(tiny_gpt2, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--backbone", tiny_gpt2,
-                 "--steps", "1", "--batch-size", "4", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--n-bits",
+                "4",
+                "--eval-size",
+                "8",
+                "--backbone",
+                tiny_gpt2,
+                "--steps",
+                "1",
+                "--batch-size",
+                "4",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     bits = np.random.default_rng(0).integers(0, 2, (5, 8))
     np.savez(tmp_path / "bits.npz", x=bits)
     assert main(["predict", str(out), "--input", str(tmp_path / "bits.npz"), "--out", str(tmp_path / "p.npy")]) == 0
     assert np.load(tmp_path / "p.npy").shape == (5, 4, 2)  # one answer per bit of the XOR
-    for x, words in ((np.array(5), "no examples"), (bits * 2, "token ids must be integers in 0..1"),
-                     (np.zeros((5, 0), int), "empty rows"), (bits[..., None], "3 axes"),
-                     (bits[:, :6], "takes (N, 8)")):
+    for x, words in (
+        (np.array(5), "no examples"),
+        (bits * 2, "token ids must be integers in 0..1"),
+        (np.zeros((5, 0), int), "empty rows"),
+        (bits[..., None], "3 axes"),
+        (bits[:, :6], "takes (N, 8)"),
+    ):
         np.savez(tmp_path / "bad.npz", x=x)
         assert main(["predict", str(out), "--input", str(tmp_path / "bad.npz"), "--out", str(tmp_path / "q.npy")]) == 2
         err = capsys.readouterr().err

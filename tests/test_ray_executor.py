@@ -15,8 +15,10 @@ from fpt.experiments.sweep import load_spec, run_sweep
 
 def _spec(tmp_path, backbone):
     path = tmp_path / "spec.yaml"
-    path.write_text(f"name: tiny\ngrid:\n  task: [bit-xor]\n  seed: [0, 1]\n"
-                    f"options:\n  steps: 4\n  eval_every: 2\n  eval_size: 16\n  backbone: {backbone}\nparallel: 2\n")
+    path.write_text(
+        f"name: tiny\ngrid:\n  task: [bit-xor]\n  seed: [0, 1]\n"
+        f"options:\n  steps: 4\n  eval_every: 2\n  eval_size: 16\n  backbone: {backbone}\nparallel: 2\n"
+    )
     return path
 
 
@@ -77,7 +79,9 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     monkeypatch.setattr(sweep, "run_cell", in_this_process)
     monkeypatch.setattr(ray_executor, "run_cell", in_this_process)
     monkeypatch.chdir(tmp_path)  # a relative --out is read in the driver's folder, not the worker's
-    assert main(["sweep", "spec.yaml", "--out", "ray", "--executor", "ray", "--cpus-per-run", "1", "--no-progress"]) == 0
+    assert (
+        main(["sweep", "spec.yaml", "--out", "ray", "--executor", "ray", "--cpus-per-run", "1", "--no-progress"]) == 0
+    )
     assert local_ray.is_initialized()  # joined, not started, by the command: left running
 
     rows = _rows(tmp_path / "ray")
@@ -100,19 +104,22 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     assert done.stat().st_mtime_ns == before
 
 
-@pytest.mark.parametrize("flags, names", [
-    (["--ray-address", "auto"], ["--ray-address", "--executor ray"]),
-    (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
-    (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "1 to 1024"]),
-    (["--executor", "ray", "--cpus-per-run", "2000"], ["--cpus-per-run", "1 to 1024"]),
-    (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "must be 0, a share"]),
-    (["--executor", "ray", "--gpus-per-run", "nan"], ["--gpus-per-run", "got nan"]),
-    (["--executor", "ray", "--gpus-per-run", "0.00001"], ["--gpus-per-run", "0.0001 to 1"]),
-    (["--executor", "ray", "--gpus-per-run", "1.5"], ["--gpus-per-run", "whole number"]),
-    # nothing listens on port 1 here (a privileged port no test machine serves)
-    (["--executor", "ray", "--ray-address", "127.0.0.1:1"], ["--ray-address 127.0.0.1:1", "no Ray cluster"]),
-    (["--executor", "ray", "--ray-address", "headnode"], ["--ray-address 'headnode'", "HOST:PORT"]),
-])
+@pytest.mark.parametrize(
+    "flags, names",
+    [
+        (["--ray-address", "auto"], ["--ray-address", "--executor ray"]),
+        (["--cpus-per-run", "2"], ["--cpus-per-run", "--executor ray"]),
+        (["--executor", "ray", "--cpus-per-run", "0"], ["--cpus-per-run", "1 to 1024"]),
+        (["--executor", "ray", "--cpus-per-run", "2000"], ["--cpus-per-run", "1 to 1024"]),
+        (["--executor", "ray", "--gpus-per-run", "-1"], ["--gpus-per-run", "must be 0, a share"]),
+        (["--executor", "ray", "--gpus-per-run", "nan"], ["--gpus-per-run", "got nan"]),
+        (["--executor", "ray", "--gpus-per-run", "0.00001"], ["--gpus-per-run", "0.0001 to 1"]),
+        (["--executor", "ray", "--gpus-per-run", "1.5"], ["--gpus-per-run", "whole number"]),
+        # nothing listens on port 1 here (a privileged port no test machine serves)
+        (["--executor", "ray", "--ray-address", "127.0.0.1:1"], ["--ray-address 127.0.0.1:1", "no Ray cluster"]),
+        (["--executor", "ray", "--ray-address", "headnode"], ["--ray-address 'headnode'", "HOST:PORT"]),
+    ],
+)
 @pytest.mark.parametrize("command", ["sweep", "reproduce"])
 def test_bad_executor_flags_are_one_line_before_anything_runs(tmp_path, capsys, flags, names, command):
     target = str(_spec(tmp_path, "minilm")) if command == "sweep" else "table1"
@@ -130,12 +137,21 @@ def test_without_ray_the_error_names_the_extra(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("address, refused", [
-    ("auto", None), ("local", None), ("anyscale://cluster", None),  # Ray's to resolve
-    ("headnode:99999", "is not auto"), ("headnode:", "is not auto"), (":6379", "is not auto"),
-    ("headnode:6379x", "is not auto"), ("127.0.0.1:1", "no Ray cluster"), ("ray://127.0.0.1:1", "no Ray cluster"),
-    ("[::1]:1", "no Ray cluster"),
-])
+@pytest.mark.parametrize(
+    "address, refused",
+    [
+        ("auto", None),
+        ("local", None),
+        ("anyscale://cluster", None),  # Ray's to resolve
+        ("headnode:99999", "is not auto"),
+        ("headnode:", "is not auto"),
+        (":6379", "is not auto"),
+        ("headnode:6379x", "is not auto"),
+        ("127.0.0.1:1", "no Ray cluster"),
+        ("ray://127.0.0.1:1", "no Ray cluster"),
+        ("[::1]:1", "no Ray cluster"),
+    ],
+)
 def test_ray_address_is_checked_without_ray(address, refused):
     from fpt.errors import FptError
     from fpt.experiments.ray_executor import check_reachable

@@ -26,7 +26,9 @@ def rendered(readme_tables):
 
 def test_every_readme_table_is_what_the_committed_files_give(readme_tables, rendered):
     wrong = readme_tables.differences((ROOT / "README.md").read_text(), rendered)
-    assert not wrong, "README.md and benchmarks/results/ disagree (rerun benchmarks/readme_tables.py):\n" + "\n".join(wrong)
+    assert not wrong, "README.md and benchmarks/results/ disagree (rerun benchmarks/readme_tables.py):\n" + "\n".join(
+        wrong
+    )
 
 
 def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_tables, rendered, tmp_path):
@@ -53,5 +55,7 @@ def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_t
 
 def test_the_speed_table_divides_the_medians_it_shows(rendered):
     # the example: Bit Memory at 806 / 757 ms is 1.06x (the mean throughputs gave 1.14x)
-    row = next(line for line in rendered["speed"].splitlines() if line.startswith("| MiniLM, Bit Memory") and "| fpt |" in line)
+    row = next(
+        line for line in rendered["speed"].splitlines() if line.startswith("| MiniLM, Bit Memory") and "| fpt |" in line
+    )
     assert "| 757 ms | 1.06x |" in row

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from helpers import raises_naming, write_mnist
 
 from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
@@ -14,12 +15,21 @@ from fpt.runs import RunDir
 from fpt.tasks import create_task
 from fpt.training import learning_rate, resume, train
 
-from helpers import raises_naming, write_mnist
-
 
 def _bits(backbone, **overrides) -> TrainConfig:
-    return TrainConfig(**{**dict(task="bit-xor", task_options={"n_bits": 8, "eval_size": 50}, backbone=backbone,
-                                 steps=8, batch_size=4, eval_every=4), **overrides})
+    return TrainConfig(
+        **{
+            **dict(
+                task="bit-xor",
+                task_options={"n_bits": 8, "eval_size": 50},
+                backbone=backbone,
+                steps=8,
+                batch_size=4,
+                eval_every=4,
+            ),
+            **overrides,
+        }
+    )
 
 
 def test_warm_up_then_cosine_decay_reaches_zero_at_the_last_step():
@@ -55,8 +65,9 @@ def test_evaluations_in_between_use_a_named_subset_and_the_end_the_whole_split(t
 
 
 def test_a_target_reached_on_the_subset_is_confirmed_on_the_whole_split(tiny_gpt2, tmp_path):
-    summary, run_dir = train(_bits(tiny_gpt2, eval_subset=20, target_accuracy=0.01), out=tmp_path / "run",
-                             progress=False)
+    summary, run_dir = train(
+        _bits(tiny_gpt2, eval_subset=20, target_accuracy=0.01), out=tmp_path / "run", progress=False
+    )
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], r["split"]) for r in records] == [(4, "heldout[:20]"), (4, "heldout")]
     assert summary["target_reached_at_step"] == 4 and summary["final"]["examples"] == 50
@@ -80,22 +91,57 @@ def test_a_recipe_fills_only_the_options_not_given_and_is_recorded(tiny_gpt2, tm
     assert recipe_defaults("fast")["precision"] == "fp32"  # bf16 only where the CPU has it natively
     monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
     assert recipe_defaults("fast")["precision"] == "bf16"
-    assert main(["train", "--task", "bit-xor", "--n-bits", "8", "--eval-size", "20", "--backbone", tiny_gpt2,
-                 "--recipe", "fast", "--lr", "5e-4", "--steps", "2", "--warmup-steps", "1", "--eval-every", "2", "--precision", "fp32",
-                 "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--n-bits",
+                "8",
+                "--eval-size",
+                "20",
+                "--backbone",
+                tiny_gpt2,
+                "--recipe",
+                "fast",
+                "--lr",
+                "5e-4",
+                "--steps",
+                "2",
+                "--warmup-steps",
+                "1",
+                "--eval-every",
+                "2",
+                "--precision",
+                "fp32",
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     fast = RECIPES["fast"]
     assert config["recipe"] == "fast" and config["lr"] == 5e-4  # the flag wins
     assert (config["lr_schedule"], config["warmup_steps"], config["batch_size"], config["dropout"]) == (
-        fast["lr_schedule"], 1, fast["batch_size"], 0.0)
+        fast["lr_schedule"],
+        1,
+        fast["batch_size"],
+        0.0,
+    )
 
 
-@pytest.mark.parametrize("options, words", [
-    (dict(recipe="slow"), ["unknown --recipe 'slow'", "paper or fast"]),
-    (dict(lr_schedule="step"), ["unknown --lr-schedule 'step'"]),
-    (dict(warmup_steps=-1), ["--warmup-steps must be at least 0"]),
-    (dict(eval_subset=0), ["--eval-subset must be at least 1"]),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (dict(recipe="slow"), ["unknown --recipe 'slow'", "paper or fast"]),
+        (dict(lr_schedule="step"), ["unknown --lr-schedule 'step'"]),
+        (dict(warmup_steps=-1), ["--warmup-steps must be at least 0"]),
+        (dict(eval_subset=0), ["--eval-subset must be at least 1"]),
+    ],
+)
 def test_bad_schedule_options_are_one_line(options, words):
     raises_naming(TrainConfig(**options).validate, *words)
 
@@ -180,6 +226,8 @@ def test_baselines_and_trained_bodies_keep_their_dropout_under_a_recipe(monkeypa
     assert config.dropout == TrainConfig().dropout  # no dropout suits a frozen body, not a trained one
     config.validate()
     for trains_body_weights in ("full", "fpt+feedforward", "input,output,last-attention"):
-        assert TrainConfig.from_recipe("fast", task="mnist", policy=trains_body_weights).dropout == TrainConfig().dropout
+        assert (
+            TrainConfig.from_recipe("fast", task="mnist", policy=trains_body_weights).dropout == TrainConfig().dropout
+        )
     for frozen_body in ("fpt", "output-only", "input,output,layernorm"):
         assert TrainConfig.from_recipe("fast", task="mnist", policy=frozen_body).dropout == 0.0

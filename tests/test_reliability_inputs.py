@@ -13,12 +13,17 @@ from fpt.cli import main
 from fpt.errors import FptError
 
 
-@pytest.mark.parametrize("arrays, words", [
-    (dict(x=np.zeros((4, 3), dtype=np.int64), y=np.zeros(4, dtype=np.int64)), "at least two classes"),
-    (dict(x=np.zeros((4, 0), dtype=np.int64), y=np.arange(4) % 2), "length 0"),
-    (dict(x=np.zeros((4, 3), dtype=np.int64), y=np.arange(4) % 2, mask=np.array([[1, 1, 0]] * 3 + [[0, 0, 0]])),
-     "no true token"),
-])
+@pytest.mark.parametrize(
+    "arrays, words",
+    [
+        (dict(x=np.zeros((4, 3), dtype=np.int64), y=np.zeros(4, dtype=np.int64)), "at least two classes"),
+        (dict(x=np.zeros((4, 0), dtype=np.int64), y=np.arange(4) % 2), "length 0"),
+        (
+            dict(x=np.zeros((4, 3), dtype=np.int64), y=np.arange(4) % 2, mask=np.array([[1, 1, 0]] * 3 + [[0, 0, 0]])),
+            "no true token",
+        ),
+    ],
+)
 def test_npz_files_that_cannot_train_are_refused_before_the_run_directory(tmp_path, capsys, arrays, words):
     np.savez(tmp_path / "d.npz", **arrays)
     out = tmp_path / "run"

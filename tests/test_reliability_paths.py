@@ -20,8 +20,7 @@ from fpt.runs import RunDir
 def test_output_paths_that_cannot_be_made_are_refused_before_loading(tiny_gpt2, tmp_path, capsys):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    for out, words in ((a_file, "is a file"), (a_file / "run", "which is a file"),
-                       (tmp_path / ("n" * 300), "255")):
+    for out, words in ((a_file, "is a file"), (a_file / "run", "which is a file"), (tmp_path / ("n" * 300), "255")):
         assert main(train_argv("no-such-backbone", out, "--steps", "1")) == 2  # refused before the backbone
         assert words in one_line_error(capsys)
     assert a_file.read_text() == "x"

@@ -58,14 +58,17 @@ def _rewrite_checkpoint(path, damage):
     save_file(tensors, str(path), metadata=metadata)
 
 
-@pytest.mark.parametrize("damage", [
-    lambda t, m: t.pop(next(k for k in t if k.startswith("param."))),
-    lambda t, m: t.update({k: torch.zeros(3) for k in t if k.endswith(".exp_avg")}),
-    lambda t, m: t.update({"rng.torch": torch.zeros(7)}),
-    lambda t, m: m.update(step="seven"),
-    lambda t, m: m.update(param_names="[\"torn"),
-    lambda t, m: m.update(elapsed_s="nan"),
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda t, m: t.pop(next(k for k in t if k.startswith("param."))),
+        lambda t, m: t.update({k: torch.zeros(3) for k in t if k.endswith(".exp_avg")}),
+        lambda t, m: t.update({"rng.torch": torch.zeros(7)}),
+        lambda t, m: m.update(step="seven"),
+        lambda t, m: m.update(param_names='["torn'),
+        lambda t, m: m.update(elapsed_s="nan"),
+    ],
+)
 def test_a_damaged_checkpoint_is_refused_in_one_line_naming_it(finished_run, capsys, damage):
     path = finished_run / RunDir.CHECKPOINT
     _rewrite_checkpoint(path, damage)
@@ -90,13 +93,16 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_torn_middle_one_refused(finis
         RunDir(finished_run).read_metrics()
 
 
-@pytest.mark.parametrize("name, text, command", [
-    ("summary.json", None, "report"),  # the real summary with a final of 1
-    ("summary.json", None, "export-backbone"),  # the real summary with a final accuracy of "x"
-    ("evaluation.json", '{"splits": {"test": {"accuracy": 0.5}}}', "report"),
-    ("config.json", None, "evaluate"),  # the real config with task_options {"n_bits": "4"}
-    ("config.json", '{"task": 5}', "report"),
-])
+@pytest.mark.parametrize(
+    "name, text, command",
+    [
+        ("summary.json", None, "report"),  # the real summary with a final of 1
+        ("summary.json", None, "export-backbone"),  # the real summary with a final accuracy of "x"
+        ("evaluation.json", '{"splits": {"test": {"accuracy": 0.5}}}', "report"),
+        ("config.json", None, "evaluate"),  # the real config with task_options {"n_bits": "4"}
+        ("config.json", '{"task": 5}', "report"),
+    ],
+)
 def test_damaged_run_files_are_one_line_naming_them(finished_run, tmp_path, capsys, name, text, command):
     path = finished_run / name
     if text is None:
@@ -109,8 +115,11 @@ def test_damaged_run_files_are_one_line_naming_them(finished_run, tmp_path, caps
             data["task_options"]["n_bits"] = "4"
         text = json.dumps(data)
     path.write_text(text)
-    argv = {"report": ["report", str(finished_run)], "evaluate": ["evaluate", str(finished_run)],
-            "export-backbone": ["export-backbone", str(finished_run), "--out", str(tmp_path / "b.safetensors")]}[command]
+    argv = {
+        "report": ["report", str(finished_run)],
+        "evaluate": ["evaluate", str(finished_run)],
+        "export-backbone": ["export-backbone", str(finished_run), "--out", str(tmp_path / "b.safetensors")],
+    }[command]
     assert main(argv) == 2
     error = one_line_error(capsys)
     assert name in error and ("train --resume" in error or "fpt evaluate" in error or name == "config.json")
@@ -155,8 +164,9 @@ def test_sigterm_under_the_cli_is_one_line_exit_143_and_the_run_resumes(tiny_gpt
     assert main(train_argv(tiny_gpt2, out, "--steps", "6", "--eval-every", "4")) == 128 + signal.SIGTERM
     notice, err = capsys.readouterr().err.strip().splitlines()  # the signal's receipt, then the stop
     assert notice.startswith("fpt: SIGTERM: stopping once the step under way is done") and "Traceback" not in err
-    assert err.startswith("fpt: stopped at step 3 of 6 on SIGTERM, checkpoint saved; continue with `fpt train "
-                          f"--resume {out}`"), err
+    assert err.startswith(
+        f"fpt: stopped at step 3 of 6 on SIGTERM, checkpoint saved; continue with `fpt train --resume {out}`"
+    ), err
     assert load_checkpoint(out / RunDir.CHECKPOINT).step == 3
     monkeypatch.setattr(training.Trainer, "train_step", step)
     assert main(["train", "--resume", str(out), "--no-progress"]) == 0
@@ -164,8 +174,10 @@ def test_sigterm_under_the_cli_is_one_line_exit_143_and_the_run_resumes(tiny_gpt
 
 
 def test_thread_counts_torch_cannot_take_and_a_resume_shorter_than_the_run_are_refused(finished_run, capsys):
-    for argv in (["evaluate", str(finished_run), "--threads", "2147483648"],
-                 ["train", "--resume", str(finished_run), "--threads", "0"]):
+    for argv in (
+        ["evaluate", str(finished_run), "--threads", "2147483648"],
+        ["train", "--resume", str(finished_run), "--threads", "0"],
+    ):
         assert main(argv) == 2
         assert "--threads must be 1 to 1024" in one_line_error(capsys)
     assert main(["train", "--resume", str(finished_run), "--steps", "1"]) == 2  # it is at step 2
@@ -192,7 +204,28 @@ def test_threads_given_to_evaluate_win_over_the_runs_saved_count(finished_run, m
 
 def test_a_baseline_run_has_no_attention_to_plot(tmp_path, capsys):
     out = tmp_path / "lstm"
-    assert main(["train", "--task", "bit-xor", "--n-bits", "4", "--eval-size", "8", "--model", "lstm",
-                 "--steps", "1", "--batch-size", "4", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "bit-xor",
+                "--n-bits",
+                "4",
+                "--eval-size",
+                "8",
+                "--model",
+                "lstm",
+                "--steps",
+                "1",
+                "--batch-size",
+                "4",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert main(["attention", str(out)]) == 2
     assert "no attention" in one_line_error(capsys) and not list(out.glob("attention*"))

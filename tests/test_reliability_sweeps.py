@@ -9,7 +9,6 @@ from helpers import one_line_error
 
 from fpt.cli import main
 
-
 # 9^8 = 43 million leaves if expanded; refused at the first nested value instead
 ALIAS_BOMB = """grid:
   task: [bit-xor]
@@ -20,23 +19,32 @@ ALIAS_BOMB = """grid:
 """
 
 
-@pytest.mark.parametrize("text, words", [
-    (ALIAS_BOMB, "seed must be int"),
-    ("grid:\n  task: [bit-xor]\n  seed: *s\n", "not valid YAML"),
-    ("grid:\n  task: [bit-xor]\n  seed: " + str(list(range(200))) + "\n  lr: " + str([0.001 * i for i in range(1, 101)]) + "\n",
-     "20,000 cells"),
-    ("grid:\n  task: [bit-xor]\nparallel: 0\n", "'parallel' must be an integer from 1"),
-    ("grid:\n  task: [bit-xor]\nparallel: 100000\n", "'parallel' must be an integer from 1"),
-    ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps must be int"),
-    ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed must be int"),
-    ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment must be bool"),
-    ("grid:\n  task: [bit-xor]\noptions: [steps, 5]\n", "'options' must map"),
-    ("name: 2024-05-01\ngrid:\n  task: [bit-xor]\n", "'name' must be a string"),
-    ("<<: {grid: {task: [bit-xor]}}\n", "not merged in"),
-    ("grid:\n  task: [bit-xor]\n  lr: [0.001, -1]\n", "cell task=bit-xor,lr=-1: --lr must be a positive number"),
-    ("grid:\n  task: [bit-xor]\noptions:\n  eval_every: 0\n", "--eval-every must be at least 1"),
-    ("grid:\n  task: [bit-xor]\noptions:\n  threads: 4294967297\n", "--threads must be 1 to 1024"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (ALIAS_BOMB, "seed must be int"),
+        ("grid:\n  task: [bit-xor]\n  seed: *s\n", "not valid YAML"),
+        (
+            "grid:\n  task: [bit-xor]\n  seed: "
+            + str(list(range(200)))
+            + "\n  lr: "
+            + str([0.001 * i for i in range(1, 101)])
+            + "\n",
+            "20,000 cells",
+        ),
+        ("grid:\n  task: [bit-xor]\nparallel: 0\n", "'parallel' must be an integer from 1"),
+        ("grid:\n  task: [bit-xor]\nparallel: 100000\n", "'parallel' must be an integer from 1"),
+        ("grid:\n  task: [bit-xor]\noptions:\n  steps: many\n", "steps must be int"),
+        ("grid:\n  task: [bit-xor]\n  seed: [[0, 1]]\n", "seed must be int"),
+        ("grid:\n  task: [bit-xor]\noptions:\n  augment: 3\n", "augment must be bool"),
+        ("grid:\n  task: [bit-xor]\noptions: [steps, 5]\n", "'options' must map"),
+        ("name: 2024-05-01\ngrid:\n  task: [bit-xor]\n", "'name' must be a string"),
+        ("<<: {grid: {task: [bit-xor]}}\n", "not merged in"),
+        ("grid:\n  task: [bit-xor]\n  lr: [0.001, -1]\n", "cell task=bit-xor,lr=-1: --lr must be a positive number"),
+        ("grid:\n  task: [bit-xor]\noptions:\n  eval_every: 0\n", "--eval-every must be at least 1"),
+        ("grid:\n  task: [bit-xor]\noptions:\n  threads: 4294967297\n", "--threads must be 1 to 1024"),
+    ],
+)
 def test_hostile_specs_are_refused_in_one_line_before_anything_runs(tmp_path, capsys, text, words):
     path = tmp_path / "spec.yaml"
     path.write_text(text)
@@ -55,11 +63,15 @@ def test_a_directory_a_binary_file_or_a_huge_file_as_spec_is_refused(tmp_path, c
 
 
 def test_reproduce_bounds_its_numbers(tmp_path, capsys):
-    for argv, words in ((["--seeds", "1000000000"], "at most"), (["--parallel", "0"], "--parallel from 1"),
-                        (["--set", "steps=many"], "steps must be int"), (["--set", "nope"], "KEY=VALUE"),
-                        (["--set", "lr=-1"], "--lr must be a positive number"),
-                        (["--set", "dropout=2"], "--dropout must be in [0, 1)"),
-                        (["--budget", "50", "--set", "recipe=fast"], "--warmup-steps must be at least 0 and below")):
+    for argv, words in (
+        (["--seeds", "1000000000"], "at most"),
+        (["--parallel", "0"], "--parallel from 1"),
+        (["--set", "steps=many"], "steps must be int"),
+        (["--set", "nope"], "KEY=VALUE"),
+        (["--set", "lr=-1"], "--lr must be a positive number"),
+        (["--set", "dropout=2"], "--dropout must be in [0, 1)"),
+        (["--budget", "50", "--set", "recipe=fast"], "--warmup-steps must be at least 0 and below"),
+    ):
         assert main(["reproduce", "table1", "--out", str(tmp_path / "r"), *argv]) == 2
         assert words in one_line_error(capsys)
     assert not (tmp_path / "r").exists()

@@ -34,12 +34,16 @@ def test_a_huge_learning_rate_never_keeps_a_non_finite_checkpoint(tiny_gpt2, tmp
         assert not out.exists()  # diverged before anything worth keeping: nothing half-made
 
 
-@pytest.mark.parametrize("error, words", [
-    (RuntimeError("probability tensor contains either inf, nan or element < 0"), "training failed"),
-    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 99 GB"), "out of memory"),
-])
-def test_an_exception_inside_a_step_is_one_line_and_leaves_no_directory(tiny_gpt2, tmp_path, capsys, monkeypatch,
-                                                                         error, words):
+@pytest.mark.parametrize(
+    "error, words",
+    [
+        (RuntimeError("probability tensor contains either inf, nan or element < 0"), "training failed"),
+        (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 99 GB"), "out of memory"),
+    ],
+)
+def test_an_exception_inside_a_step_is_one_line_and_leaves_no_directory(
+    tiny_gpt2, tmp_path, capsys, monkeypatch, error, words
+):
     def failing(self, batch):
         raise error
 

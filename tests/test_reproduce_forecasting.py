@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import write_ett_csv
 
 from fpt.cli import main
 from fpt.errors import FptError
@@ -12,7 +13,6 @@ from fpt.experiments.paper import FORECAST_HORIZONS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.sweep import train_args
 from fpt.tasks import task_options
-from helpers import write_ett_csv
 
 
 def _flags(args):
@@ -23,15 +23,19 @@ def test_forecasting_runs_every_task_variant_and_horizon_and_set_picks_one_horiz
     sweeps = Reproduction(["forecasting"], seeds=2).sweeps()
     assert [folder for folder, _, _ in sweeps] == ["ett-ETTh1", "ett-ETTh2"]
     for (_, spec, _), task in zip(sweeps, ["ett:ETTh1", "ett:ETTh2"]):
-        assert spec.grid == {"task": [task], "variant": ["fpt", "random", "linear"], "horizon": FORECAST_HORIZONS,
-                             "seed": [0, 1]}
+        assert spec.grid == {
+            "task": [task],
+            "variant": ["fpt", "random", "linear"],
+            "horizon": FORECAST_HORIZONS,
+            "seed": [0, 1],
+        }
     linear = _flags(train_args(sweeps[0][1].options, {"task": "ett:ETTh1", "variant": "linear", "horizon": 336}))
     assert linear["--model"] == "linear" and linear["--horizon"] == "336"
     random = _flags(train_args(sweeps[0][1].options, {"task": "ett:ETTh1", "variant": "random", "horizon": 96}))
     assert random["--init"] == "random" and random["--policy"] == "fpt"
     plan = Reproduction(["forecasting"], tasks=["ett:ETTh2"], seeds=1, options={"horizon": "24"})
     plan.check()
-    (folder, spec, _), = plan.sweeps()
+    ((folder, spec, _),) = plan.sweeps()
     assert folder == "ett-ETTh2" and spec.grid["horizon"] == [24]
     with pytest.raises(FptError, match="has no task ETTh1"):
         Reproduction(["forecasting"], tasks=["ETTh1"]).check()
@@ -39,12 +43,14 @@ def test_forecasting_runs_every_task_variant_and_horizon_and_set_picks_one_horiz
 
 def test_uea_holds_out_validation_from_train_and_set_overrides_it():
     sweeps = Reproduction(["uea"], seeds=1).sweeps()
-    assert {folder: spec.options["val_size"] for folder, spec, _ in sweeps} == \
-        {"ucr-JapaneseVowels": 50, "ucr-BasicMotions": 8}
+    assert {folder: spec.options["val_size"] for folder, spec, _ in sweeps} == {
+        "ucr-JapaneseVowels": 50,
+        "ucr-BasicMotions": 8,
+    }
     assert all(spec.grid["variant"] == ["fpt", "random"] for _, spec, _ in sweeps)
     plan = Reproduction(["uea"], tasks=["ucr:BasicMotions"], options={"val_size": "4"})
     plan.check()
-    (_, spec, _), = plan.sweeps()
+    ((_, spec, _),) = plan.sweeps()
     assert spec.options["val_size"] == 4
     assert task_options("ucr:BasicMotions", {})["dataset"] == "BasicMotions"  # --task ucr:NAME names the set
 
@@ -57,8 +63,21 @@ def _runs(sweep: Path) -> list[Path]:
 def test_reproduce_forecasting_prints_test_mse_mae_beside_published_figures(tiny_gpt2, tmp_path):
     write_ett_csv(tmp_path / "data" / "ETTh1.csv", hours=14500)
     out = tmp_path / "out"
-    argv = ["reproduce", "forecasting", "--tasks", "ett:ETTh1", "--budget", "2", "--seeds", "1", "--backbone", tiny_gpt2,
-            "--out", str(out), "--no-progress"]
+    argv = [
+        "reproduce",
+        "forecasting",
+        "--tasks",
+        "ett:ETTh1",
+        "--budget",
+        "2",
+        "--seeds",
+        "1",
+        "--backbone",
+        tiny_gpt2,
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     for option in (f"data_dir={tmp_path / 'data'}", "lookback=48", "horizon=96", "patch_size=8", "patch_stride=4"):
         argv += ["--set", option]
     assert main(argv) == 0
@@ -88,8 +107,26 @@ def test_reproduce_forecasting_prints_test_mse_mae_beside_published_figures(tiny
 @pytest.mark.slow
 def test_reproduce_uea_prints_test_accuracy_beside_published_figures(tiny_gpt2, tmp_path):
     out = tmp_path / "out"
-    assert main(["reproduce", "uea", "--tasks", "ucr:BasicMotions", "--budget", "2", "--seeds", "1",
-                 "--backbone", tiny_gpt2, "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "uea",
+                "--tasks",
+                "ucr:BasicMotions",
+                "--budget",
+                "2",
+                "--seeds",
+                "1",
+                "--backbone",
+                tiny_gpt2,
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = (out / "uea.md").read_text()
     assert "test accuracy in %" in text and "--val-size: BasicMotions 8" in text
     for run in _runs(out / "ucr-BasicMotions"):

@@ -37,8 +37,10 @@ def test_spreadsheet_export_quirks_are_read(tmp_path):
     text = '\ufeffDate , "load"\r\n2021/01/01 00:00,"1.5"\r\n2021/01/01 00:30, -2e3\r\n\r\n\r\n'
     table = read_series_csv(csv_file(tmp_path, text))
     assert table.columns == ["load"]
-    assert table.dates.tolist() == [np.datetime64("2021-01-01T00:00:00").item(),
-                                    np.datetime64("2021-01-01T00:30:00").item()]
+    assert table.dates.tolist() == [
+        np.datetime64("2021-01-01T00:00:00").item(),
+        np.datetime64("2021-01-01T00:30:00").item(),
+    ]
     assert table.values[:, 0].tolist() == [1.5, -2000.0]
 
 
@@ -48,11 +50,14 @@ def test_time_zones_become_utc(tmp_path):
     assert table.dates.astype(str).tolist() == ["2021-01-01T00:00:00", "2021-01-01T00:30:00"]
 
 
-@pytest.mark.parametrize("header, date_column, expected", [
-    ("x,DATE,y", None, ["x", "y"]),           # a column named date, any case, anywhere
-    ("timestamp,x,y", None, ["x", "y"]),      # else the first column, all of it dates
-    ("x,when,y", "when", ["x", "y"]),         # or named
-])
+@pytest.mark.parametrize(
+    "header, date_column, expected",
+    [
+        ("x,DATE,y", None, ["x", "y"]),  # a column named date, any case, anywhere
+        ("timestamp,x,y", None, ["x", "y"]),  # else the first column, all of it dates
+        ("x,when,y", "when", ["x", "y"]),  # or named
+    ],
+)
 def test_the_date_column_is_found(tmp_path, header, date_column, expected):
     names = header.split(",")
     rows = []
@@ -80,29 +85,43 @@ def test_column_selection_keeps_file_order_and_skips_other_columns(tmp_path):
 GOOD_HEAD = "date,a,b\n2020-01-01 00:00,1,2\n"
 
 
-@pytest.mark.parametrize("text, names", [
-    ("", ["is empty", "header line"]),
-    ("date,a,b\n", ["header but no rows", "at least 2"]),
-    ("date,a,b\n2020-01-01,1,2\n", ["only 1 row", "at least 2"]),
-    ("a,b\n1,2\n3,4\n", ["no date column", "'a'", "'1' on line 2", "name the date column 'date'", "--date-column"]),
-    (GOOD_HEAD + "2020-01-01 01:00,1,2\n2020-13-01 02:00,3,4\n",
-     ["line 4", "'2020-13-01 02:00'", "does not parse", "ISO 8601"]),
-    (GOOD_HEAD + ",1,2\n", ["line 3 has no date", "fill or drop the gap first"]),
-    (GOOD_HEAD + "2020-01-01 02:00,1,2\n2020-01-01 01:00,3,4\n",
-     ["line 4", "'2020-01-01 01:00'", "not after '2020-01-01 02:00' on line 3", "sort the rows by date"]),
-    (GOOD_HEAD + "2020-01-01 00:00,1,2\n", ["line 3", "not after", "drop repeated times"]),
-    (GOOD_HEAD + "2020-01-01 01:00,1,x7\n", ["column 'b' is not numeric", "line 3 holds 'x7'", "leave the column out"]),
-    (GOOD_HEAD + "2020-01-01 01:00,,2\n", ["column 'a'", "missing value on line 3", "empty cell",
-                                           "fill or drop the gap first"]),
-    (GOOD_HEAD + "2020-01-01 01:00,NaN,2\n", ["column 'a'", "line 3", "'NaN'", "fill or drop the gap first"]),
-    (GOOD_HEAD + "2020-01-01 01:00,1,NA\n2020-01-01 02:00,1,oops\n", ["column 'b'", "line 3", "'NA'",
-                                                                         "fill or drop the gap first"]),
-    (GOOD_HEAD + "2020-01-01 01:00,1,inf\n", ["column 'b'", "'inf'", "not a finite number"]),
-    ("date,a,a\n2020-01-01,1,2\n2020-01-02,3,4\n", ["'a' appears twice", "rename one"]),
-    ("date,,b\n2020-01-01,1,2\n2020-01-02,3,4\n", ["column 2 of the header has no name"]),
-    ("date;a;b\n2020-01-01;1;2\n", ["separated by ';'", "commas"]),
-    (GOOD_HEAD + "2020-01-01 01:00,1\n", ["line 3 has 2 cells, the header 3"]),
-])
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("", ["is empty", "header line"]),
+        ("date,a,b\n", ["header but no rows", "at least 2"]),
+        ("date,a,b\n2020-01-01,1,2\n", ["only 1 row", "at least 2"]),
+        ("a,b\n1,2\n3,4\n", ["no date column", "'a'", "'1' on line 2", "name the date column 'date'", "--date-column"]),
+        (
+            GOOD_HEAD + "2020-01-01 01:00,1,2\n2020-13-01 02:00,3,4\n",
+            ["line 4", "'2020-13-01 02:00'", "does not parse", "ISO 8601"],
+        ),
+        (GOOD_HEAD + ",1,2\n", ["line 3 has no date", "fill or drop the gap first"]),
+        (
+            GOOD_HEAD + "2020-01-01 02:00,1,2\n2020-01-01 01:00,3,4\n",
+            ["line 4", "'2020-01-01 01:00'", "not after '2020-01-01 02:00' on line 3", "sort the rows by date"],
+        ),
+        (GOOD_HEAD + "2020-01-01 00:00,1,2\n", ["line 3", "not after", "drop repeated times"]),
+        (
+            GOOD_HEAD + "2020-01-01 01:00,1,x7\n",
+            ["column 'b' is not numeric", "line 3 holds 'x7'", "leave the column out"],
+        ),
+        (
+            GOOD_HEAD + "2020-01-01 01:00,,2\n",
+            ["column 'a'", "missing value on line 3", "empty cell", "fill or drop the gap first"],
+        ),
+        (GOOD_HEAD + "2020-01-01 01:00,NaN,2\n", ["column 'a'", "line 3", "'NaN'", "fill or drop the gap first"]),
+        (
+            GOOD_HEAD + "2020-01-01 01:00,1,NA\n2020-01-01 02:00,1,oops\n",
+            ["column 'b'", "line 3", "'NA'", "fill or drop the gap first"],
+        ),
+        (GOOD_HEAD + "2020-01-01 01:00,1,inf\n", ["column 'b'", "'inf'", "not a finite number"]),
+        ("date,a,a\n2020-01-01,1,2\n2020-01-02,3,4\n", ["'a' appears twice", "rename one"]),
+        ("date,,b\n2020-01-01,1,2\n2020-01-02,3,4\n", ["column 2 of the header has no name"]),
+        ("date;a;b\n2020-01-01;1;2\n", ["separated by ';'", "commas"]),
+        (GOOD_HEAD + "2020-01-01 01:00,1\n", ["line 3 has 2 cells, the header 3"]),
+    ],
+)
 def test_bad_files_are_refused_in_one_line(tmp_path, text, names):
     path = csv_file(tmp_path, text)
     raises_naming(lambda: read_series_csv(path), path, *names)
@@ -114,8 +133,9 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
     raises_naming(lambda: read_series_csv(tmp_path), tmp_path, "is a folder")
     path = tmp_path / "ETTh1.csv"
     write_ett_csv(path, hours=4)
-    raises_naming(lambda: read_series_csv(path, columns=["OT", "oil"]), path, "no column 'oil'", "HUFL, HULL",
-                  "--columns")
+    raises_naming(
+        lambda: read_series_csv(path, columns=["OT", "oil"]), path, "no column 'oil'", "HUFL, HULL", "--columns"
+    )
     raises_naming(lambda: read_series_csv(path, date_column="time"), "no column 'time'", "--date-column")
     raises_naming(lambda: read_series_csv(path, columns=["OT", "OT"]), "named twice")
     raises_naming(lambda: read_series_csv(path, columns=["date", "OT"]), "'date' is the date column")

@@ -8,21 +8,27 @@ import numpy as np
 import pytest
 import torch
 
+from fpt.backbones.surgery import is_norm
+from fpt.config import TrainConfig
 from fpt.devices import PLAIN_ATTENTION_MAX_TOKENS, attention_kernel
 from fpt.errors import FptError
-from fpt.backbones.surgery import is_norm
-from fpt.tasks.bucketing import LengthBucketedTask
-from fpt.training import predict
 from fpt.tasks import create_task
-from fpt.config import TrainConfig
-from fpt.training import Trainer, build, evaluate, train
+from fpt.tasks.bucketing import LengthBucketedTask
+from fpt.training import Trainer, build, evaluate, predict, train
 
 FAMILIES = ("gpt2", "bert", "llama")
 
 
 def _config(backbone, **overrides):
-    base = dict(task="bit-memory", task_options=dict(n_bits=8, n_strings=2, patch_size=4, eval_size=20),
-                backbone=backbone, steps=6, batch_size=4, eval_every=100, seed=3)
+    base = dict(
+        task="bit-memory",
+        task_options=dict(n_bits=8, n_strings=2, patch_size=4, eval_size=20),
+        backbone=backbone,
+        steps=6,
+        batch_size=4,
+        eval_every=100,
+        seed=3,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -30,7 +36,9 @@ def _losses(config, steps=6):
     task, model = build(config)
     trainer = Trainer(model, task, config, progress=False)
     model.train()
-    return [trainer.train_step(task.train_batch(step, config.batch_size, config.seed))[0] for step in range(steps)], model
+    return [
+        trainer.train_step(task.train_batch(step, config.batch_size, config.seed))[0] for step in range(steps)
+    ], model
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -138,8 +146,11 @@ def test_bucketed_prediction_is_per_example_in_the_original_order(tmp_path, tiny
 
 
 def test_speed_options_fail_in_one_line(tiny_gpt2):
-    for bad, words in (({"precision": "fp8"}, "--precision"), ({"bucket_window": 0}, "--bucket-window"),
-                       ({"threads": 0}, "--threads")):
+    for bad, words in (
+        ({"precision": "fp8"}, "--precision"),
+        ({"bucket_window": 0}, "--bucket-window"),
+        ({"threads": 0}, "--threads"),
+    ):
         with pytest.raises(FptError, match=words):
             _config(tiny_gpt2, **bad).validate()
     with pytest.raises(FptError, match="variable-length"):
@@ -155,7 +166,9 @@ def test_loading_skips_the_token_table_and_keeps_every_other_weight(tiny_backbon
     plain = AutoModel.from_pretrained(tiny_backbones[family]).state_dict()
     loaded = load_backbone(tiny_backbones[family]).model
     state = loaded.state_dict()
-    assert set(plain) - set(state) == {k for k in plain if any(w in k for w in ("wte", "word_embeddings", "embed_tokens", "pooler"))}
+    assert set(plain) - set(state) == {
+        k for k in plain if any(w in k for w in ("wte", "word_embeddings", "embed_tokens", "pooler"))
+    }
     for key, tensor in state.items():
         assert torch.equal(tensor, plain[key]), key
     assert loaded.config.vocab_size == 64
@@ -204,9 +217,17 @@ def test_long_inputs_with_attention_dropout_get_checkpointing_and_micro_batches_
     # what was chosen is recorded in config.json, so a resumed run makes the same choice
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "long.npz", x=rng.integers(0, 5, (8, 600)), y=np.arange(8) % 2)
-    _, run_dir = train(TrainConfig(task=f"npz:{tmp_path / 'long.npz'}", backbone=tiny_backbones["bert"], steps=1,
-                                   batch_size=2, task_options={"heldout_fraction": 0.25}), out=tmp_path / "run",
-                       progress=False)
+    _, run_dir = train(
+        TrainConfig(
+            task=f"npz:{tmp_path / 'long.npz'}",
+            backbone=tiny_backbones["bert"],
+            steps=1,
+            batch_size=2,
+            task_options={"heldout_fraction": 0.25},
+        ),
+        out=tmp_path / "run",
+        progress=False,
+    )
     assert json.loads((run_dir / "config.json").read_text())["checkpointing"] is True
 
 
@@ -235,12 +256,17 @@ def _allowed_fused_kernel(monkeypatch) -> list[bool]:
     return seen
 
 
-def test_short_bf16_training_takes_the_plain_attention_kernel_and_everything_else_torchs_choice(tiny_backbones,
-                                                                                                  monkeypatch):
+def test_short_bf16_training_takes_the_plain_attention_kernel_and_everything_else_torchs_choice(
+    tiny_backbones, monkeypatch
+):
     # torch's fused CPU kernel is several times slower in bf16 backward on short inputs (fpt.devices)
     allowed_fused = _allowed_fused_kernel(monkeypatch)
-    for precision, grad, policy, expected in (("bf16", True, "fpt", False), ("bf16", False, "fpt", True),
-                                              ("fp32", True, "fpt", True), ("bf16", True, "output-only", True)):
+    for precision, grad, policy, expected in (
+        ("bf16", True, "fpt", False),
+        ("bf16", False, "fpt", True),
+        ("fp32", True, "fpt", True),
+        ("bf16", True, "output-only", True),
+    ):
         task, model = build(_config(tiny_backbones["bert"], dropout=0.0, precision=precision, policy=policy))
         x = task.train_batch(0, 4, 0).x
         allowed_fused.clear()

@@ -70,8 +70,10 @@ def test_a_killed_cell_is_resumed_from_its_checkpoint(tiny_gpt2, tmp_path):
 @pytest.mark.slow
 def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     path = tmp_path / "spec.yaml"
-    path.write_text(f"grid:\n  task: [bit-xor, mnist]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n"
-                    f"  data_dir: {tmp_path / 'no-data'}\n")
+    path.write_text(
+        f"grid:\n  task: [bit-xor, mnist]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n"
+        f"  data_dir: {tmp_path / 'no-data'}\n"
+    )
     rows = run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
     by_task = {r["task"]: r for r in rows}
     assert by_task["bit-xor"]["status"] == "failed"  # bit-xor takes no data_dir: a clear error, not a crash
@@ -87,29 +89,61 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
 def test_a_sweep_with_a_failed_run_exits_1_naming_what_failed(tiny_gpt2, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))  # no Bit backbone made here
     path = tmp_path / "spec.yaml"
-    path.write_text(f"grid:\n  task: [bit-xor]\n  variant: [fpt, bit]\noptions:\n  steps: 2\n  eval_every: 2\n"
-                    f"  eval_size: 16\n  backbone: {tiny_gpt2}\n")
+    path.write_text(
+        f"grid:\n  task: [bit-xor]\n  variant: [fpt, bit]\noptions:\n  steps: 2\n  eval_every: 2\n"
+        f"  eval_size: 16\n  backbone: {tiny_gpt2}\n"
+    )
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep"), "--no-progress"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("fpt: 1 of 2 runs failed [no Bit backbone yet (fpt export-backbone): 1]")
     assert str(tmp_path / "sweep" / "results.md") in err
     assert {r["variant"]: r["status"] for r in _rows(tmp_path / "sweep")} == {"fpt": "done", "bit": "failed"}
-    assert main(["reproduce", "table2", "--tasks", "bit-xor", "--budget", "2", "--seeds", "1", "--backbone", tiny_gpt2,
-                 "--skip-variants", "fpt,random,vit", "--set", "eval_size=8", "--out", str(tmp_path / "r"),
-                 "--no-progress"]) == 1  # skipped cells are not failures, nor counted as runs
+    assert (
+        main(
+            [
+                "reproduce",
+                "table2",
+                "--tasks",
+                "bit-xor",
+                "--budget",
+                "2",
+                "--seeds",
+                "1",
+                "--backbone",
+                tiny_gpt2,
+                "--skip-variants",
+                "fpt,random,vit",
+                "--set",
+                "eval_size=8",
+                "--out",
+                str(tmp_path / "r"),
+                "--no-progress",
+            ]
+        )
+        == 1
+    )  # skipped cells are not failures, nor counted as runs
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("fpt: 1 of 1 runs failed [no Bit backbone")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("grid:\n  task: [bit-xor]\nbogus: 1\n", "line 3: unknown key 'bogus'"),
-    ("grid:\n  task: [bit-xor]\n  colour: [red]\n", "line 3: unknown grid key 'colour'"),
-    ("grid:\n  task: [bit-xor, bit-nand]\n", "line 2: unknown task 'bit-nand'"),
-    ("grid:\n  task: [bit-xor]\n  variant: [fpt, gpt5]\n", "line 3: unknown variant 'gpt5'"),
-    ("options:\n  steps: 3\ngrid:\n  task: bit-xor\n", "line 4: grid values of 'task' must be a non-empty list"),
-    ("grid: [1, 2\n", "not valid YAML"),
-    ("grid:\n  seed: [0]\noptions:\n  task: bit-xor\n", "line 4: 'task' names the cells of a sweep; list it under grid"),
-    ("grid:\n  seed: [0, 1]\noptions:\n  steps: 1\n", "the grid names no task; list it there"),  # ran, then a KeyError
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("grid:\n  task: [bit-xor]\nbogus: 1\n", "line 3: unknown key 'bogus'"),
+        ("grid:\n  task: [bit-xor]\n  colour: [red]\n", "line 3: unknown grid key 'colour'"),
+        ("grid:\n  task: [bit-xor, bit-nand]\n", "line 2: unknown task 'bit-nand'"),
+        ("grid:\n  task: [bit-xor]\n  variant: [fpt, gpt5]\n", "line 3: unknown variant 'gpt5'"),
+        ("options:\n  steps: 3\ngrid:\n  task: bit-xor\n", "line 4: grid values of 'task' must be a non-empty list"),
+        ("grid: [1, 2\n", "not valid YAML"),
+        (
+            "grid:\n  seed: [0]\noptions:\n  task: bit-xor\n",
+            "line 4: 'task' names the cells of a sweep; list it under grid",
+        ),
+        (
+            "grid:\n  seed: [0, 1]\noptions:\n  steps: 1\n",
+            "the grid names no task; list it there",
+        ),  # ran, then a KeyError
+    ],
+)
 def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, text, message, capsys):
     path = tmp_path / "spec.yaml"
     path.write_text(text)
@@ -125,8 +159,15 @@ def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
     assert spec.options == {"steps": 10, "backbone": "minilm"} and spec.grid["seed"] == [0, 1]
     assert Reproduction(["table6"], budget=100).common_options()["eval_every"] == 5  # 20 evaluations a run
     rows = [{"task": "bit-xor", "variant": "output+layernorm", "status": "done", "accuracy": a} for a in (0.9, 1.0)]
-    rows.append({"task": "cifar10", "variant": "output+layernorm", "status": "failed", "failure": MISSING_DATA,
-                 "error": "fpt: error: no cifar10 data at /x: run `fpt data get cifar10` or pass --data-dir DIR"})
+    rows.append(
+        {
+            "task": "cifar10",
+            "variant": "output+layernorm",
+            "status": "failed",
+            "failure": MISSING_DATA,
+            "error": "fpt: error: no cifar10 data at /x: run `fpt data get cifar10` or pass --data-dir DIR",
+        }
+    )
     table = markdown_table(rows, "t", "table18", "variant")
     assert "95.0 ± 7.1 (n=2) (paper 98)" in table
     assert "data or weights not on this machine (paper 54)" in table
@@ -139,8 +180,15 @@ def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
 
 @pytest.mark.slow
 def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2, tmp_path):
-    plan = Reproduction(["table1", "table6"], tasks=["bit-xor"], budget=2, seeds=1, backbone=tiny_gpt2,
-                        skip_variants=("full", "lstm", "finetune"), options={"eval_size": 8})
+    plan = Reproduction(
+        ["table1", "table6"],
+        tasks=["bit-xor"],
+        budget=2,
+        seeds=1,
+        backbone=tiny_gpt2,
+        skip_variants=("full", "lstm", "finetune"),
+        options={"eval_size": 8},
+    )
     rows, text = run_reproduction(plan, tmp_path / "r", progress=False)
     ran = [r for r in rows if r["status"] != "skipped"]
     assert sorted(r["variant"] for r in ran) == ["fpt", "random"]  # fpt once, for both tables
@@ -184,10 +232,12 @@ def test_reproduce_can_be_restricted_to_some_tasks():
 
 
 def test_cells_say_why_a_variant_could_not_run():
-    rows = [{"task": "bit-xor", "variant": "bit", "status": "failed", "failure": MISSING_BIT_BACKBONE, "error": "..."},
-            {"task": "bit-xor", "variant": "vit", "status": "failed", "failure": MISSING_BACKBONE, "error": "..."},
-            {"task": "bit-xor", "variant": "random", "status": "failed", "failure": "usage", "error": "loss became nan"},
-            {"task": "bit-xor", "variant": "fpt", "status": "skipped", "failure": SKIPPED, "error": "skipped"}]
+    rows = [
+        {"task": "bit-xor", "variant": "bit", "status": "failed", "failure": MISSING_BIT_BACKBONE, "error": "..."},
+        {"task": "bit-xor", "variant": "vit", "status": "failed", "failure": MISSING_BACKBONE, "error": "..."},
+        {"task": "bit-xor", "variant": "random", "status": "failed", "failure": "usage", "error": "loss became nan"},
+        {"task": "bit-xor", "variant": "fpt", "status": "skipped", "failure": SKIPPED, "error": "skipped"},
+    ]
     table = markdown_table(rows, "t", "table2", "variant")
     assert "| fpt | not run here: skipped for time (paper 100) |" in table
     assert "| bit | no Bit backbone yet (fpt export-backbone) (paper 100) |" in table
@@ -233,8 +283,10 @@ def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_g
 @pytest.mark.slow
 def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_gpt2, tmp_path, monkeypatch):
     path = tmp_path / "spec.yaml"
-    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  recipe: fast\n  precision: fp32\n  steps: 2\n"
-                    f"  warmup_steps: 1\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
+    path.write_text(
+        f"grid:\n  task: [bit-xor]\noptions:\n  recipe: fast\n  precision: fp32\n  steps: 2\n"
+        f"  warmup_steps: 1\n  eval_size: 8\n  backbone: {tiny_gpt2}\n"
+    )
     assert run_sweep(load_spec(path), tmp_path / "sweep", progress=False)[0]["status"] == "done"
     monkeypatch.setitem(RECIPES, "fast", {**RECIPES["fast"], "dropout": 0.5})  # an upgrade of fpt, say
     with pytest.raises(FptError, match=r"earlier --recipe fast \(dropout 0.0 -> 0.5\)"):

@@ -57,13 +57,16 @@ def test_heldout_set_is_fixed_and_whole():
     assert torch.equal(torch.cat([b.x for b in first]), torch.cat([b.x for b in again]))
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"n_bits": 1000, "patch_size": 30}, "does not divide"),
-    ({"n_strings": 0}, "--n-strings"),
-    ({"mask_prob": 1.5}, "--mask-prob"),
-    ({"eval_size": 0}, "--eval-size"),
-    ({"colour": "red"}, "takes no option colour"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"n_bits": 1000, "patch_size": 30}, "does not divide"),
+        ({"n_strings": 0}, "--n-strings"),
+        ({"mask_prob": 1.5}, "--mask-prob"),
+        ({"eval_size": 0}, "--eval-size"),
+        ({"colour": "red"}, "takes no option colour"),
+    ],
+)
 def test_bad_task_options(options, message):
     with pytest.raises(FptError, match=message):
         create_task("bit-memory", **options)

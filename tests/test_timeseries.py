@@ -12,33 +12,41 @@ import torch
 from helpers import raises_naming
 
 import fpt.data.ts as ts
-from fpt.tasks import create_task
 from fpt.config import TrainConfig
+from fpt.tasks import create_task
 from fpt.training import build, evaluate, predict
 
 # Every .ts file is read by sktime's loader: without sktime only the error saying so is testable.
-needs_sktime = pytest.mark.skipif(importlib.util.find_spec("sktime") is None,
-                                  reason="the ucr task reads .ts files with sktime (pip install sktime)")
+needs_sktime = pytest.mark.skipif(
+    importlib.util.find_spec("sktime") is None, reason="the ucr task reads .ts files with sktime (pip install sktime)"
+)
 
 
-def write_ts(path: Path, cases: list[tuple[list[list[float | None]], str]], *, name: str = "Tiny",
-             label_line: str | None = None) -> Path:
+def write_ts(
+    path: Path, cases: list[tuple[list[list[float | None]], str]], *, name: str = "Tiny", label_line: str | None = None
+) -> Path:
     """A .ts file as timeseriesclassification.com writes it: header, then one case a line,
     channels separated by ':', values by ',', the class label last, '?' for a missing value."""
     channels = len(cases[0][0])
     lengths = {len(c) for series, _ in cases for c in series}
     labels = sorted({label for _, label in cases})
-    header = ["# written by fpt's tests", f"@problemName {name}", "@timeStamps false",
-              f"@missing {'true' if any(v is None for s, _ in cases for c in s for v in c) else 'false'}",
-              f"@univariate {'true' if channels == 1 else 'false'}"]
+    header = [
+        "# written by fpt's tests",
+        f"@problemName {name}",
+        "@timeStamps false",
+        f"@missing {'true' if any(v is None for s, _ in cases for c in s for v in c) else 'false'}",
+        f"@univariate {'true' if channels == 1 else 'false'}",
+    ]
     if channels > 1:
         header.append(f"@dimensions {channels}")
     header.append(f"@equalLength {'true' if len(lengths) == 1 else 'false'}")
     if len(lengths) == 1:
         header.append(f"@seriesLength {lengths.pop()}")
     header += [label_line or f"@classLabel true {' '.join(labels)}", "@data"]
-    rows = [":".join(",".join("?" if v is None else repr(float(v)) for v in channel) for channel in series) + f":{label}"
-            for series, label in cases]
+    rows = [
+        ":".join(",".join("?" if v is None else repr(float(v)) for v in channel) for channel in series) + f":{label}"
+        for series, label in cases
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(header + rows) + "\n")
     return path
@@ -49,8 +57,12 @@ def znorm(values) -> np.ndarray:
     return (v - v.mean()) / v.std()
 
 
-UNIVARIATE_TRAIN = [([[1, 2, 3, 4, 5, 6]], "10"), ([[6, 5, 4, 3, 2, 1]], "9"),
-                    ([[0, 0, 1, 1, 0, 0]], "2"), ([[3, 1, 3, 1, 3, 1]], "10")]
+UNIVARIATE_TRAIN = [
+    ([[1, 2, 3, 4, 5, 6]], "10"),
+    ([[6, 5, 4, 3, 2, 1]], "9"),
+    ([[0, 0, 1, 1, 0, 0]], "2"),
+    ([[3, 1, 3, 1, 3, 1]], "10"),
+]
 UNIVARIATE_TEST = [([[2, 4, 6, 8, 10, 12]], "9"), ([[5, 5, 5, 5, 5, 5]], "2"), ([[1, 0, 1, 0, 1, 0]], "10")]
 
 
@@ -80,7 +92,7 @@ def test_univariate_tokens_labels_and_znorm(univariate):
     labels = sorted(task.train.y.tolist())
     assert labels == [0, 1, 2, 2]
     raw = create_task("ucr", dataset="Tiny", data_dir=str(univariate / "Tiny"), patch_size=2, znorm=False)
-    assert torch.equal(next(raw.eval_batches(8)).x[0].flatten(), torch.tensor([2., 4, 6, 8, 10, 12]))
+    assert torch.equal(next(raw.eval_batches(8)).x[0].flatten(), torch.tensor([2.0, 4, 6, 8, 10, 12]))
 
 
 @needs_sktime
@@ -93,9 +105,11 @@ def test_patch_that_does_not_divide_pads_the_last_token(univariate):
 
 @needs_sktime
 def test_multivariate_unequal_lengths_are_masked_and_missing_values_zeroed(tmp_path):
-    train = [([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]], "walk"),
-             ([[1, 3, None], [2, 2, 4]], "run"),
-             ([[0, 1, 0, 1, 0, 1, 0], [1, 1, 1, 2, 2, 2, 3]], "walk")]
+    train = [
+        ([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]], "walk"),
+        ([[1, 3, None], [2, 2, 4]], "run"),
+        ([[0, 1, 0, 1, 0, 1, 0], [1, 1, 1, 2, 2, 2, 3]], "walk"),
+    ]
     test = [([[9, 8, 7], [1, 2, 3]], "run")]
     write_ts(tmp_path / "Motion" / "Motion_TRAIN.ts", train, name="Motion")
     write_ts(tmp_path / "Motion" / "Motion_TEST.ts", test, name="Motion")
@@ -131,11 +145,17 @@ def test_default_patch_keeps_series_within_64_tokens(tmp_path):
 
 @needs_sktime
 def test_mistakes_end_in_one_line(tmp_path, univariate, monkeypatch):
-    raises_naming(lambda: create_task("ucr", dataset="Nope", data_dir=str(tmp_path)),
-                  "Nope_TRAIN.ts", "Nope_TEST.ts", ts.ARCHIVE_URL)
+    raises_naming(
+        lambda: create_task("ucr", dataset="Nope", data_dir=str(tmp_path)),
+        "Nope_TRAIN.ts",
+        "Nope_TEST.ts",
+        ts.ARCHIVE_URL,
+    )
     raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=0), "--patch-size")
-    raises_naming(lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=10**12),
-                  "--patch-size must be 1 to 6")
+    raises_naming(
+        lambda: create_task("ucr", dataset="Tiny", data_dir=str(univariate), patch_size=10**12),
+        "--patch-size must be 1 to 6",
+    )
     for split in ("TRAIN", "TEST"):
         write_ts(tmp_path / "One" / f"One_{split}.ts", [([[1, 2]], "a"), ([[2, 1]], "a")], name="One")
     raises_naming(lambda: create_task("ucr", dataset="One", data_dir=str(tmp_path)), "every label is a")
@@ -145,7 +165,9 @@ def test_mistakes_end_in_one_line(tmp_path, univariate, monkeypatch):
     bad = tmp_path / "Bad"
     write_ts(bad / "Bad_TEST.ts", UNIVARIATE_TEST, name="Bad")
     (bad / "Bad_TRAIN.ts").write_text("@problemName Bad\n@classLabel true 1 2\n@data\n1,2,x,4:1\n")
-    raises_naming(lambda: create_task("ucr", dataset="Bad", data_dir=str(tmp_path)), "Bad_TRAIN.ts", "not a readable .ts")
+    raises_naming(
+        lambda: create_task("ucr", dataset="Bad", data_dir=str(tmp_path)), "Bad_TRAIN.ts", "not a readable .ts"
+    )
     raises_naming(lambda: create_task("ucr", dataset="NoSuchSet"), "NoSuchSet", "GunPoint", "--data-dir")
 
 
@@ -162,8 +184,9 @@ def test_tiny_backbone_trains_and_evaluates_on_masked_series(tmp_path, tiny_back
     write_ts(tmp_path / "Waves" / "Waves_TRAIN.ts", train, name="Waves")
     write_ts(tmp_path / "Waves" / "Waves_TEST.ts", train[:4], name="Waves")
     # a bidirectional encoder, so padding after a series would change its output were it not masked
-    config = TrainConfig(task="ucr", task_options={"dataset": "Waves", "data_dir": str(tmp_path)},
-                         backbone=tiny_backbones["bert"])
+    config = TrainConfig(
+        task="ucr", task_options={"dataset": "Waves", "data_dir": str(tmp_path)}, backbone=tiny_backbones["bert"]
+    )
     task, model = build(config)
     result = evaluate(model, task, batch_size=3)
     logits = predict(model, task, batch_size=3)  # batches of series of different lengths, padded
@@ -175,7 +198,7 @@ def test_tiny_backbone_trains_and_evaluates_on_masked_series(tmp_path, tiny_back
         for i in range(len(test)):
             alone = task.make_batch(test, torch.tensor([i]), None)
             assert alone.x.shape[1] == test.lengths[i]
-            assert torch.allclose(model(alone.x, alone.mask), logits[i:i + 1], atol=1e-5)
+            assert torch.allclose(model(alone.x, alone.mask), logits[i : i + 1], atol=1e-5)
 
 
 @needs_sktime

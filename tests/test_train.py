@@ -6,15 +6,22 @@ import pytest
 import torch
 
 from fpt.checkpoint import FORMAT, checkpoint_step, load_checkpoint
-from fpt.runs import RunDir
-from fpt.errors import FptError, StopRequested
 from fpt.config import TrainConfig
+from fpt.errors import FptError, StopRequested
+from fpt.runs import RunDir
 from fpt.training import Trainer, build, evaluate, load_run, resume, train
 
 
 def _config(backbone, **overrides):
-    base = dict(task="bit-memory", task_options=dict(n_bits=8, n_strings=2, patch_size=4, eval_size=20),
-                backbone=backbone, steps=10, batch_size=4, eval_every=5, seed=3)
+    base = dict(
+        task="bit-memory",
+        task_options=dict(n_bits=8, n_strings=2, patch_size=4, eval_size=20),
+        backbone=backbone,
+        steps=10,
+        batch_size=4,
+        eval_every=5,
+        seed=3,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -24,8 +31,13 @@ def _params(model):
 
 def test_run_directory_holds_config_metrics_summary_and_a_trainable_only_checkpoint(tiny_gpt2, tmp_path):
     summary, run_dir = train(_config(tiny_gpt2), out=tmp_path / "run", progress=False)
-    assert {p.name for p in run_dir.iterdir()} == {"config.json", "metrics.jsonl", "summary.json", RunDir.CHECKPOINT,
-                                                 RunDir.LOCK}  # the lock file: see RunDir.lock
+    assert {p.name for p in run_dir.iterdir()} == {
+        "config.json",
+        "metrics.jsonl",
+        "summary.json",
+        RunDir.CHECKPOINT,
+        RunDir.LOCK,
+    }  # the lock file: see RunDir.lock
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [5, 10] and metrics[-1]["examples"] == 20
     assert summary["step"] == 10 and summary["final"]["split"] == "heldout"
@@ -117,8 +129,17 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp
     assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 5
 
 
-@pytest.mark.parametrize("field, value", [("steps", -1), ("batch_size", 0), ("lr", 0.0), ("eval_every", 0),
-                                          ("micro_batch_size", 99), ("target_accuracy", 2.0)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("steps", -1),
+        ("batch_size", 0),
+        ("lr", 0.0),
+        ("eval_every", 0),
+        ("micro_batch_size", 99),
+        ("target_accuracy", 2.0),
+    ],
+)
 def test_nonsensical_numbers_are_refused_before_anything_is_written(tiny_gpt2, tmp_path, field, value):
     with pytest.raises(FptError):
         train(_config(tiny_gpt2, **{field: value}), out=tmp_path / "run", progress=False)
@@ -140,10 +161,12 @@ def test_checkpoint_step_agrees_with_the_checkpoint_and_refuses_bad_files(tiny_g
     path = run_dir / RunDir.CHECKPOINT
     assert checkpoint_step(path) == load_checkpoint(path).step == 4
     header = path.read_bytes()[:20]
-    for content, message in [(header, "corrupt or truncated"),  # cut inside the header
-                             ({"step": "3"}, "not an fpt checkpoint"),
-                             ({"format": FORMAT}, r"damaged \(step None\)"),
-                             ({"format": FORMAT, "step": "-2"}, "damaged")]:
+    for content, message in [
+        (header, "corrupt or truncated"),  # cut inside the header
+        ({"step": "3"}, "not an fpt checkpoint"),
+        ({"format": FORMAT}, r"damaged \(step None\)"),
+        ({"format": FORMAT, "step": "-2"}, "damaged"),
+    ]:
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:

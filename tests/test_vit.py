@@ -1,6 +1,5 @@
 """ViT backbones (the paper's ViT variant): tokens without CLS, patch positions, the fpt policy."""
 
-
 import pytest
 import torch
 
@@ -15,14 +14,23 @@ def _trained(model):
 
 # --- ViT backbones ----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_vit(tmp_path_factory):
     from transformers import ViTConfig, ViTModel
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("vit")
-    ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                       image_size=16, patch_size=4)).save_pretrained(path)
+    ViTModel(
+        ViTConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=16,
+            patch_size=4,
+        )
+    ).save_pretrained(path)
     return str(path)
 
 
@@ -53,8 +61,9 @@ def test_vit_on_a_task_longer_than_its_patch_grid_grows_its_positions(tiny_vit):
     from fpt.tasks import create_task
 
     task = create_task("bit-memory", n_bits=100, patch_size=5, eval_size=4)  # 20 tokens > 16 positions
-    _, model = build(TrainConfig(backbone=tiny_vit, task="bit-memory",
-                                 task_options={"n_bits": 100, "patch_size": 5, "eval_size": 4}))
+    _, model = build(
+        TrainConfig(backbone=tiny_vit, task="bit-memory", task_options={"n_bits": 100, "patch_size": 5, "eval_size": 4})
+    )
     assert model.extended_positions == (16, task.spec.seq_len)
     batch = task.train_batch(0, 2, 0)
     assert model(batch.x, batch.mask).shape[0] == 2

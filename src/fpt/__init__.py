@@ -26,7 +26,23 @@ from fpt.tasks import create_task, list_tasks, register_task  # noqa: E402
 from fpt.training import Trainer, evaluate, load_run, predict, resume, train  # noqa: E402
 
 __all__ = [
-    "GROUPS", "POLICIES", "FptError", "FrozenPretrainedTransformer", "TrainConfig", "TrainableModel", "Trainer",
-    "create_task", "evaluate", "format_group_table", "list_backbones", "list_tasks", "load_backbone",
-    "load_run", "predict", "register_backbone", "register_task", "resume", "train",
+    "GROUPS",
+    "POLICIES",
+    "FptError",
+    "FrozenPretrainedTransformer",
+    "TrainConfig",
+    "TrainableModel",
+    "Trainer",
+    "create_task",
+    "evaluate",
+    "format_group_table",
+    "list_backbones",
+    "list_tasks",
+    "load_backbone",
+    "load_run",
+    "predict",
+    "register_backbone",
+    "register_task",
+    "resume",
+    "train",
 ]

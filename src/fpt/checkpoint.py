@@ -56,8 +56,10 @@ class Checkpoint:
     def check_world_size(self, size: int, path: Path) -> None:
         """Training on needs as many processes as saved it: each rank restores its own RNG state."""
         if self.world_size != size:
-            raise FptError(f"{path} was saved by a run on {self.world_size} process(es); resume it with as many "
-                           f"(`fpt train --nproc {self.world_size} --resume ...`), not {size}")
+            raise FptError(
+                f"{path} was saved by a run on {self.world_size} process(es); resume it with as many "
+                f"(`fpt train --nproc {self.world_size} --resume ...`), not {size}"
+            )
 
 
 def _rng_key(kind: str, rank: int) -> str:
@@ -65,9 +67,15 @@ def _rng_key(kind: str, rank: int) -> str:
     return f"rng.{kind}" if rank == 0 else f"rng.{kind}.rank{rank}"
 
 
-def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: int,
-                    rng_states: list[RngState] | None = None, grad_scaler: dict | None = None,
-                    elapsed_s: float | None = None) -> None:
+def save_checkpoint(
+    path: Path,
+    model,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    rng_states: list[RngState] | None = None,
+    grad_scaler: dict | None = None,
+    elapsed_s: float | None = None,
+) -> None:
     """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash.
     `rng_states`: every rank's, in rank order (default: this process's own); `elapsed_s`: the
     training time so far, which a resume goes on counting from."""
@@ -76,7 +84,9 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
     state = optimizer.state_dict()
     for index, moments in state["state"].items():
         for key, value in moments.items():
-            tensors[f"optim.{names[index]}.{key}"] = value.detach().reshape(-1).clone() if key == "step" else value.contiguous()
+            tensors[f"optim.{names[index]}.{key}"] = (
+                value.detach().reshape(-1).clone() if key == "step" else value.contiguous()
+            )
     rng_states = rng_states or [RngState.here(next(model.parameters()).device)]
     for rank, rng in enumerate(rng_states):
         tensors[_rng_key("torch", rank)] = rng.cpu
@@ -102,8 +112,10 @@ def save_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer, step: i
 def _read_header(path: Path) -> dict[str, str]:
     """A checkpoint's metadata, refusing a missing, unreadable or foreign file with a clear error."""
     if not path.is_file():
-        raise FptError(f"no checkpoint at {path}; the run has not saved one yet (it saves at each evaluation "
-                       "and when stopped with Ctrl-C or SIGTERM)")
+        raise FptError(
+            f"no checkpoint at {path}; the run has not saved one yet (it saves at each evaluation "
+            "and when stopped with Ctrl-C or SIGTERM)"
+        )
     try:
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
@@ -121,8 +133,10 @@ def checkpoint_step(path: Path) -> int:
     try:
         return _saved_step(metadata)
     except (KeyError, ValueError):
-        raise FptError(f"checkpoint {path} is damaged (step {metadata.get('step')!r}); "
-                       "resume from a good copy, or delete it and train again") from None
+        raise FptError(
+            f"checkpoint {path} is damaged (step {metadata.get('step')!r}); "
+            "resume from a good copy, or delete it and train again"
+        ) from None
 
 
 def _saved_step(metadata: dict[str, str]) -> int:
@@ -142,29 +156,36 @@ def load_checkpoint(path: Path) -> Checkpoint:
     try:
         return _parse(tensors, metadata)
     except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
-        raise FptError(f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc)[:80]}); "
-                       "resume from a good copy, or delete it and train again") from None
+        raise FptError(
+            f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc)[:80]}); "
+            "resume from a good copy, or delete it and train again"
+        ) from None
 
 
 def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkpoint:
     """The checkpoint's parts, each checked for its type and shape (a damaged file raises here)."""
     names = json.loads(metadata["param_names"])
     groups = json.loads(metadata["optimizer_param_groups"])
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)
-            and isinstance(groups, list) and all(isinstance(g, dict) for g in groups)):
+    if not (
+        isinstance(names, list)
+        and all(isinstance(n, str) for n in names)
+        and isinstance(groups, list)
+        and all(isinstance(g, dict) for g in groups)
+    ):
         raise ValueError("parameter names or optimizer groups are not lists (of names, of mappings)")
     step = _saved_step(metadata)
-    params = {k[len("param."):]: v for k, v in tensors.items() if k.startswith("param.")}
+    params = {k[len("param.") :]: v for k, v in tensors.items() if k.startswith("param.")}
     index_of = {n: i for i, n in enumerate(names)}
     optim_state: dict[int, dict] = {}
     for key, value in tensors.items():
         if key.startswith("optim."):
-            name, _, moment = key[len("optim."):].rpartition(".")
+            name, _, moment = key[len("optim.") :].rpartition(".")
             if moment == "step":
                 value = value.reshape(())
             elif value.shape != params[name].shape:
-                raise ValueError(f"Adam {moment} of {name} has shape {tuple(value.shape)}, "
-                                 f"the parameter {tuple(params[name].shape)}")
+                raise ValueError(
+                    f"Adam {moment} of {name} has shape {tuple(value.shape)}, the parameter {tuple(params[name].shape)}"
+                )
             optim_state.setdefault(index_of[name], {})[moment] = value
     world_size = int(metadata.get("world_size", "1"))  # written before torch.distributed: one process
     if world_size < 1:
@@ -208,5 +229,7 @@ def restore(model, checkpoint: Checkpoint, path: Path) -> None:
     with torch.no_grad():
         for name, value in checkpoint.params.items():
             if params[name].shape != value.shape:
-                raise FptError(f"checkpoint {path}: {name} has shape {tuple(value.shape)}, the model {tuple(params[name].shape)}")
+                raise FptError(
+                    f"checkpoint {path}: {name} has shape {tuple(value.shape)}, the model {tuple(params[name].shape)}"
+                )
             params[name].copy_(value)

@@ -25,6 +25,7 @@ from fpt.experiments.paper import REPRODUCIBLE
 from fpt.policy import POLICIES
 from fpt.tasks import TASK_OPTIONS, list_tasks
 
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line, as every other fpt error."""
 
@@ -40,72 +41,152 @@ def _default(name: str):
 
 def _add_config_option(parser: argparse.ArgumentParser, name: str, kind=None, help: str = "", **kwargs) -> None:
     """An option that fills a TrainConfig field; left unset it keeps TrainConfig's default."""
-    parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                        help=f"{help} (default: {_default(name)})".strip(), **kwargs)
+    parser.add_argument(
+        f"--{name.replace('_', '-')}",
+        dest=name,
+        type=kind,
+        default=None,
+        help=f"{help} (default: {_default(name)})".strip(),
+        **kwargs,
+    )
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    _add_config_option(parser, "task", str, " | ".join(t for t in list_tasks() if t != "npz") + " | npz:PATH (your own arrays)")
-    _add_config_option(parser, "model", str, " | ".join(MODELS) + " (fpt: a frozen transformer; the others "
-                       "fully trained baselines: cnn for image tasks, cnn-matched sized to the FPT's trained count, "
-                       "-frozen: LSTM layers left at random init)")
+    _add_config_option(
+        parser, "task", str, " | ".join(t for t in list_tasks() if t != "npz") + " | npz:PATH (your own arrays)"
+    )
+    _add_config_option(
+        parser,
+        "model",
+        str,
+        " | ".join(MODELS) + " (fpt: a frozen transformer; the others "
+        "fully trained baselines: cnn for image tasks, cnn-matched sized to the FPT's trained count, "
+        "-frozen: LSTM layers left at random init)",
+    )
     _add_config_option(parser, "backbone", str, "registered name, local directory or hub id")
-    _add_config_option(parser, "init", str, " | ".join(INITS) + " (bit: trained on Bit Memory, "
-                       "see `fpt export-backbone`)")
+    _add_config_option(
+        parser, "init", str, " | ".join(INITS) + " (bit: trained on Bit Memory, see `fpt export-backbone`)"
+    )
     _add_config_option(parser, "policy", str, " | ".join(POLICIES))
-    _add_config_option(parser, "body", str, "; ".join(f"{name}: {what}" for name, what in BODIES.items()) +
-                       ". The controls keep the backbone's position table and train every parameter they have")
-    parser.add_argument("--train", dest="train_groups", metavar="GROUPS",
-                        help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)")
-    _add_config_option(parser, "layers", int, "keep only the first K transformer blocks (--init random: build K, "
-                       "as many as asked)")
-    _add_config_option(parser, "pooling", str, "last (last-k tokens, the paper's) | mean | flatten (every token; "
-                       "the default for forecasts)")
-    _add_config_option(parser, "attention", str, "causal | bidirectional; unset: as pretrained (MiniLM/BERT "
-                       "bidirectional, GPT-2/Llama causal); causal masks an encoder as GPT-2 is, so only the last "
-                       "token sees the whole input")
-    _add_config_option(parser, "extra_positions", None, "add a learned position table (for RoPE backbones)",
-                       action=argparse.BooleanOptionalAction)
+    _add_config_option(
+        parser,
+        "body",
+        str,
+        "; ".join(f"{name}: {what}" for name, what in BODIES.items())
+        + ". The controls keep the backbone's position table and train every parameter they have",
+    )
+    parser.add_argument(
+        "--train",
+        dest="train_groups",
+        metavar="GROUPS",
+        help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)",
+    )
+    _add_config_option(
+        parser, "layers", int, "keep only the first K transformer blocks (--init random: build K, as many as asked)"
+    )
+    _add_config_option(
+        parser,
+        "pooling",
+        str,
+        "last (last-k tokens, the paper's) | mean | flatten (every token; the default for forecasts)",
+    )
+    _add_config_option(
+        parser,
+        "attention",
+        str,
+        "causal | bidirectional; unset: as pretrained (MiniLM/BERT "
+        "bidirectional, GPT-2/Llama causal); causal masks an encoder as GPT-2 is, so only the last "
+        "token sees the whole input",
+    )
+    _add_config_option(
+        parser,
+        "extra_positions",
+        None,
+        "add a learned position table (for RoPE backbones)",
+        action=argparse.BooleanOptionalAction,
+    )
     _add_config_option(parser, "dropout", float)
-    _add_config_option(parser, "attention_dropout", float, "dropout on attention probabilities (unset: --dropout); "
-                       "0 lets CPU attention use its fused kernel, several times faster on long inputs such as ListOps")
-    _add_config_option(parser, "precision", str, "fp32 | bf16 (frozen weights in bfloat16, bf16 matmuls: "
-                       "about 2-3x faster on CPUs with AVX512-BF16/AMX and on GPUs, half the memory; changes "
-                       "numerics) | fp16 (CUDA only, with a loss scaler); trained weights and Adam stay fp32")
-    _add_config_option(parser, "checkpointing", None, "recompute each block in backward: same numbers, "
-                       "much less memory, about 1.4x step time; unset: on (with micro-batches) where attention "
-                       "dropout meets inputs of 512 tokens or more", action=argparse.BooleanOptionalAction)
-    _add_config_option(parser, "compile", None, "torch.compile the backbone (eager where unavailable)",
-                       action=argparse.BooleanOptionalAction)
+    _add_config_option(
+        parser,
+        "attention_dropout",
+        float,
+        "dropout on attention probabilities (unset: --dropout); "
+        "0 lets CPU attention use its fused kernel, several times faster on long inputs such as ListOps",
+    )
+    _add_config_option(
+        parser,
+        "precision",
+        str,
+        "fp32 | bf16 (frozen weights in bfloat16, bf16 matmuls: "
+        "about 2-3x faster on CPUs with AVX512-BF16/AMX and on GPUs, half the memory; changes "
+        "numerics) | fp16 (CUDA only, with a loss scaler); trained weights and Adam stay fp32",
+    )
+    _add_config_option(
+        parser,
+        "checkpointing",
+        None,
+        "recompute each block in backward: same numbers, "
+        "much less memory, about 1.4x step time; unset: on (with micro-batches) where attention "
+        "dropout meets inputs of 512 tokens or more",
+        action=argparse.BooleanOptionalAction,
+    )
+    _add_config_option(
+        parser,
+        "compile",
+        None,
+        "torch.compile the backbone (eager where unavailable)",
+        action=argparse.BooleanOptionalAction,
+    )
     _add_config_option(parser, "bucket_window", int, "batch sequences of similar length, per window of N batches")
-    _add_config_option(parser, "train_fraction", float, "dataset tasks: train on the first fraction F of the training "
-                       "split, in its stored order (a forecast: the earliest windows), floor(F x N) examples; "
-                       "validation and test unchanged (few-shot: the published setting is 0.1)")
+    _add_config_option(
+        parser,
+        "train_fraction",
+        float,
+        "dataset tasks: train on the first fraction F of the training "
+        "split, in its stored order (a forecast: the earliest windows), floor(F x N) examples; "
+        "validation and test unchanged (few-shot: the published setting is 0.1)",
+    )
     _add_config_option(parser, "seed", int)
     _add_config_option(parser, "device", str, DEVICE_CHOICES + " (auto: CUDA if there is one, else MPS, else the CPU)")
     for name, (kind, help_text) in TASK_OPTIONS.items():
         flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
-                            help=f"{help_text} (default: the task's)", **flag)
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, default=None, help=f"{help_text} (default: the task's)", **flag
+        )
 
 
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="local: runs on this machine, the spec's parallel at a time; ray: each run a Ray task "
-                        "(the sweep folder on a filesystem every node shares) (default: local)")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: runs on this machine, the spec's parallel at a time; ray: each run a Ray task "
+        "(the sweep folder on a filesystem every node shares) (default: local)",
+    )
     parser.add_argument("--ray-address", help="a running Ray cluster, e.g. auto (default: start Ray on this machine)")
     parser.add_argument("--cpus-per-run", type=int, help="Ray: CPUs (torch threads) per run (default: 1)")
     parser.add_argument("--gpus-per-run", type=float, help="Ray: GPUs per run, fractions share one (default: 0)")
 
 
 def _add_tracking_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--report-to", metavar="LIST", help="also send parameters, evaluations and results to "
-                        "these trackers: a comma list of mlflow, tensorboard, wandb (default: none; "
-                        "metrics.jsonl is always written)")
-    parser.add_argument("--tracking-uri", metavar="URI", help="the MLflow store, e.g. sqlite:///mlflow.db or "
-                        "http://host:5000 (default: $MLFLOW_TRACKING_URI, else MLflow's own)")
-    parser.add_argument("--experiment", metavar="NAME", help="the MLflow experiment and W&B project (default: "
-                        "$MLFLOW_EXPERIMENT_NAME, $WANDB_PROJECT, else fpt)")
+    parser.add_argument(
+        "--report-to",
+        metavar="LIST",
+        help="also send parameters, evaluations and results to "
+        "these trackers: a comma list of mlflow, tensorboard, wandb (default: none; "
+        "metrics.jsonl is always written)",
+    )
+    parser.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="the MLflow store, e.g. sqlite:///mlflow.db or "
+        "http://host:5000 (default: $MLFLOW_TRACKING_URI, else MLflow's own)",
+    )
+    parser.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="the MLflow experiment and W&B project (default: $MLFLOW_EXPERIMENT_NAME, $WANDB_PROJECT, else fpt)",
+    )
 
 
 def _tracker(args: argparse.Namespace, parent: str | None = None):
@@ -119,8 +200,11 @@ PROGRESS_HELP = "a progress bar on stderr (default: when stderr is a terminal)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fpt", description="Frozen Pretrained Transformers: train only the input, "
-                     "output, layer norms and positions of a language-pretrained transformer.")
+    parser = _Parser(
+        prog="fpt",
+        description="Frozen Pretrained Transformers: train only the input, "
+        "output, layer norms and positions of a language-pretrained transformer.",
+    )
     parser.add_argument("--version", action="version", version=f"fpt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -128,41 +212,74 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(train)
     _add_config_option(train, "steps", int)
     _add_config_option(train, "batch_size", int)
-    _add_config_option(train, "micro_batch_size", int, "split each batch into micro-batches (less memory; the same gradients up to dropout masks)")
-    _add_config_option(train, "recipe", str, "paper (Adam 1e-3 constant, batch 16, dropout 0.1: the paper's) | fast "
-                       "(Adam 3e-3, warm-up then cosine, batch 32, bf16 where native, no dropout on a frozen body: "
-                       "measured to reach the same accuracy in less time; see the README); options given here win")
+    _add_config_option(
+        train,
+        "micro_batch_size",
+        int,
+        "split each batch into micro-batches (less memory; the same gradients up to dropout masks)",
+    )
+    _add_config_option(
+        train,
+        "recipe",
+        str,
+        "paper (Adam 1e-3 constant, batch 16, dropout 0.1: the paper's) | fast "
+        "(Adam 3e-3, warm-up then cosine, batch 32, bf16 where native, no dropout on a frozen body: "
+        "measured to reach the same accuracy in less time; see the README); options given here win",
+    )
     _add_config_option(train, "lr", float, "Adam learning rate")
     _add_config_option(train, "lr_schedule", str, "constant | cosine (to 0 at --steps, after --warmup-steps)")
     _add_config_option(train, "warmup_steps", int, "linear warm-up of the learning rate")
     _add_config_option(train, "grad_clip", float, "gradient-norm clip")
     _add_config_option(train, "eval_every", int, "evaluate and checkpoint every N steps")
     _add_config_option(train, "eval_batch_size", int)
-    _add_config_option(train, "eval_subset", int, "evaluate the first N held-out examples in between "
-                       "(recorded as split[:N]); the whole split at the end")
+    _add_config_option(
+        train,
+        "eval_subset",
+        int,
+        "evaluate the first N held-out examples in between (recorded as split[:N]); the whole split at the end",
+    )
     _add_config_option(train, "target_accuracy", float, "stop once held-out accuracy reaches this fraction")
     _add_config_option(train, "target_mse", float, "a forecast: stop once held-out MSE is at most this")
-    train.add_argument("--config", type=Path, metavar="FILE.yaml",
-                       help="any train options as YAML (names with underscores); flags given here override it")
+    train.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE.yaml",
+        help="any train options as YAML (names with underscores); flags given here override it",
+    )
     train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
     train.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
-    train.add_argument("--nproc", type=int, metavar="N", help="train one run on N processes (data parallel): "
-                       "the same as `torchrun --standalone --nproc-per-node N -m fpt train ...`")
-    train.add_argument("--ddp-backend", metavar="gloo|nccl",
-                       help="torch.distributed backend under torchrun (default: gloo for CPU tensors, nccl for CUDA)")
+    train.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="train one run on N processes (data parallel): "
+        "the same as `torchrun --standalone --nproc-per-node N -m fpt train ...`",
+    )
+    train.add_argument(
+        "--ddp-backend",
+        metavar="gloo|nccl",
+        help="torch.distributed backend under torchrun (default: gloo for CPU tensors, nccl for CUDA)",
+    )
     _add_tracking_options(train)
 
     evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
-    evaluate.add_argument("--splits", default="all", help="all | test (the task's test split and test holdouts) "
-                          "| a comma list of split names (default: all)")
+    evaluate.add_argument(
+        "--splits",
+        default="all",
+        help="all | test (the task's test split and test holdouts) | a comma list of split names (default: all)",
+    )
     evaluate.add_argument("--threads", type=int, help="torch threads (default: all cores)")
-    evaluate.add_argument("--shuffle", metavar="tokens", help="also score each split with every input's order "
-                          "shuffled (a seeded permutation of its real tokens, padding in place; a forecast's window "
-                          "time steps, before patching), beside the ordered score")
+    evaluate.add_argument(
+        "--shuffle",
+        metavar="tokens",
+        help="also score each split with every input's order "
+        "shuffled (a seeded permutation of its real tokens, padding in place; a forecast's window "
+        "time steps, before patching), beside the ordered score",
+    )
     evaluate.add_argument("--shuffle-seed", type=int, help="the shuffle's seed (default: 0)")
 
     info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
@@ -181,29 +298,51 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
     get = data_commands.add_parser("get", help="fetch (or generate) a dataset; prints the folder to read")
     get.add_argument("name", help="mnist | fashion-mnist | cifar10 | listops | remote-homology | ett")
-    get.add_argument("--dest", type=Path,
-                     help="folder to fill (default: the fpt cache's data/NAME, where tasks look without --data-dir)")
+    get.add_argument(
+        "--dest",
+        type=Path,
+        help="folder to fill (default: the fpt cache's data/NAME, where tasks look without --data-dir)",
+    )
 
     export = commands.add_parser("export-backbone", help="save a run's trained backbone body (e.g. for --init bit)")
     export.add_argument("run_dir", type=Path)
     export.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
-    export.add_argument("--out", type=Path, help="safetensors path (default for a Bit Memory run from random "
-                        "init with every weight trained: where --init bit looks)")
+    export.add_argument(
+        "--out",
+        type=Path,
+        help="safetensors path (default for a Bit Memory run from random "
+        "init with every weight trained: where --init bit looks)",
+    )
 
-    export_run = commands.add_parser("export", help="write a trained run as a PEFT adapter or a Hugging Face-style directory")
+    export_run = commands.add_parser(
+        "export", help="write a trained run as a PEFT adapter or a Hugging Face-style directory"
+    )
     export_run.add_argument("run_dir", type=Path)
-    export_run.add_argument("--format", required=True, help="peft (a layer-norm-tuning adapter for the base model, "
-                            "plus fpt's input layer and head) | hf (the whole model, for "
-                            "FrozenPretrainedTransformer.from_pretrained and `fpt predict`)")
+    export_run.add_argument(
+        "--format",
+        required=True,
+        help="peft (a layer-norm-tuning adapter for the base model, "
+        "plus fpt's input layer and head) | hf (the whole model, for "
+        "FrozenPretrainedTransformer.from_pretrained and `fpt predict`)",
+    )
     export_run.add_argument("--out", type=Path, required=True, help="a new (or empty) directory")
 
     predict = commands.add_parser("predict", help="a trained run's predictions on new inputs, in input order")
     predict.add_argument("run_dir", type=Path, help="a run directory, or a directory `fpt export --format hf` wrote")
-    predict.add_argument("--input", type=Path, required=True, help="an .npz with x (and optional mask, y), "
-                         "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them; for a "
-                         "forecast, an .npz of windows (x, optional y) or a .csv series to continue")
-    predict.add_argument("--out", type=Path, help="predictions.csv, .jsonl or .npy "
-                         "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)")
+    predict.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        help="an .npz with x (and optional mask, y), "
+        "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them; for a "
+        "forecast, an .npz of windows (x, optional y) or a .csv series to continue",
+    )
+    predict.add_argument(
+        "--out",
+        type=Path,
+        help="predictions.csv, .jsonl or .npy "
+        "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)",
+    )
     predict.add_argument("--batch-size", type=int, default=256)
     predict.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
 
@@ -219,17 +358,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tracking_options(sweep)
 
     reproduce = commands.add_parser("reproduce", help="ready-made sweeps beside the paper's tables")
-    reproduce.add_argument("table", help="a comma list of " + " | ".join(REPRODUCIBLE) +
-                           "; runs shared between tables are made once")
+    reproduce.add_argument(
+        "table", help="a comma list of " + " | ".join(REPRODUCIBLE) + "; runs shared between tables are made once"
+    )
     reproduce.add_argument("--tasks", help="comma list: only these of the table's tasks")
     reproduce.add_argument("--budget", type=int, default=500, help="training steps per run (default: 500)")
     reproduce.add_argument("--backbone", default="minilm")
     reproduce.add_argument("--seeds", type=int, default=3)
     reproduce.add_argument("--parallel", type=int, default=1, help="runs at once (threads are split between them)")
     reproduce.add_argument("--skip-variants", help="comma list of variants not to run; their cells say so")
-    reproduce.add_argument("--set", action="append", metavar="KEY=VALUE",
-                           help="an `fpt train` option for every run, e.g. --set precision=bf16 (repeatable); "
-                           "attention, precision, checkpointing and compile reach transformer rows only")
+    reproduce.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an `fpt train` option for every run, e.g. --set precision=bf16 (repeatable); "
+        "attention, precision, checkpointing and compile reach transformer rows only",
+    )
     reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
     _add_executor_options(reproduce)
@@ -276,7 +420,11 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     from fpt.config import TrainConfig
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads", "device"}
-    given = [k for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out", "config"}) if getattr(args, k, None) is not None]
+    given = [
+        k
+        for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out", "config"})
+        if getattr(args, k, None) is not None
+    ]
     return ["--" + k.replace("_", "-") for k in given]
 
 
@@ -286,8 +434,10 @@ def _report(summary: dict, run_dir: Path) -> None:
     final = summary["final"]
     reached = summary["target_reached_at_step"]
     where = f" (target reached at step {reached})" if reached else ""
-    print(f"{final['split']} {describe(final)} on {final['examples']} examples "
-          f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s")
+    print(
+        f"{final['split']} {describe(final)} on {final['examples']} examples "
+        f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s"
+    )
     for split, result in (summary.get("test") or {}).items():
         print(f"{split} {describe(result)} on {result['examples']} examples (scored once, at the end)")
     print(f"run directory: {run_dir}")
@@ -305,17 +455,27 @@ def cmd_train(args: argparse.Namespace) -> int | None:
     if args.resume is not None:
         conflicts = _resume_conflicts(args)
         if conflicts:
-            raise FptError(f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
-                           "(only --steps may change, to extend the run)")
+            raise FptError(
+                f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
+                "(only --steps may change, to extend the run)"
+            )
     if args.nproc is not None:
         _check_before_launch(args)
         return launch(args.nproc, _without_nproc(args.argv))
     if args.resume is not None:
-        summary, run_dir = resume(args.resume, steps=args.steps, progress=args.progress, device=args.device,
-                                  ddp_backend=args.ddp_backend, tracker=tracker, threads=args.threads)
+        summary, run_dir = resume(
+            args.resume,
+            steps=args.steps,
+            progress=args.progress,
+            device=args.device,
+            ddp_backend=args.ddp_backend,
+            tracker=tracker,
+            threads=args.threads,
+        )
     else:
-        summary, run_dir = train(_config_from_args(args), out=args.out, progress=args.progress,
-                                 ddp_backend=args.ddp_backend, tracker=tracker)
+        summary, run_dir = train(
+            _config_from_args(args), out=args.out, progress=args.progress, ddp_backend=args.ddp_backend, tracker=tracker
+        )
     if is_main_process():
         _report(summary, run_dir)
     return None
@@ -376,19 +536,28 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         result = evaluate(model, task, config.eval_batch_size, split, confusion=single_label)
         if single_label:
             png = args.run_dir / f"confusion_{split}.png"
-            plot_confusion(result.pop("confusion"), png, f"{config.task} on {config.backbone}: {split} "
-                           f"(accuracy {result['accuracy']:.4f})")
+            plot_confusion(
+                result.pop("confusion"),
+                png,
+                f"{config.task} on {config.backbone}: {split} (accuracy {result['accuracy']:.4f})",
+            )
             result["confusion_png"] = str(png)
         results[split] = result
         print(f"{split}: {describe(result)} on {result['examples']} examples, loss {result['loss']:.4f}")
         if shuffled is not None:
             mixed[split] = evaluate(model, shuffled, config.eval_batch_size, split)
-            print(f"{split}, shuffled {args.shuffle}: {describe(mixed[split])}, loss {mixed[split]['loss']:.4f}; "
-                  f"{_change(result, mixed[split])} from the ordered inputs")
+            print(
+                f"{split}, shuffled {args.shuffle}: {describe(mixed[split])}, loss {mixed[split]['loss']:.4f}; "
+                f"{_change(result, mixed[split])} from the ordered inputs"
+            )
     evaluation = {"step": trainer.step, "splits": results}
     if shuffled is not None:
-        evaluation["shuffled"] = {"order": args.shuffle, "seed": shuffled.seed,
-                                  "what": what_is_shuffled(task.spec), "splits": mixed}
+        evaluation["shuffled"] = {
+            "order": args.shuffle,
+            "seed": shuffled.seed,
+            "what": what_is_shuffled(task.spec),
+            "splits": mixed,
+        }
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
 
 
@@ -442,8 +611,10 @@ def cmd_info(args: argparse.Namespace) -> None:
     if config.model != "fpt":
         print(f"model {config.model} (every parameter trained), task {config.task}")
     else:
-        print(f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
-              f"task {config.task}, policy {config.policy}")
+        print(
+            f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
+            f"task {config.task}, policy {config.policy}"
+        )
         if config.body != "backbone":
             from fpt.backbones.controls import describe_body
 
@@ -504,23 +675,39 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
     if config.body != "backbone":
         raise FptError(f"{args.run_dir} trained a --body {config.body} control, not the backbone's own blocks")
     if model.extended_positions is not None:
-        raise FptError(f"{args.run_dir} grew the position table to {model.extended_positions[1]} rows; "
-                       "export a run whose task fits the backbone's own positions")
+        raise FptError(
+            f"{args.run_dir} grew the position table to {model.extended_positions[1]} rows; "
+            "export a run whose task fits the backbone's own positions"
+        )
     is_bit = config.task == "bit-memory" and config.init == "random" and config.policy == "full"
     out = args.out
     if out is None:
         if not is_bit:
-            raise FptError("give --out: only a Bit Memory run from --init random with --policy full "
-                           "has a default place (the one --init bit reads)")
+            raise FptError(
+                "give --out: only a Bit Memory run from --init random with --policy full "
+                "has a default place (the one --init bit reads)"
+            )
         out = bit_backbone_path(config.backbone)
     final = (RunDir(args.run_dir).read_summary() or {}).get("final")
     metric = headline_metric(final) if final else "accuracy"  # a forecast's: mse
     accuracy = "unknown (run not finished)" if final is None else f"{final[metric]:.4f}"
-    export_backbone(model.backbone, out, {"backbone": config.backbone, "task": config.task, "init": config.init,
-                                          "policy": config.policy, "step": str(trainer.step),
-                                          metric: accuracy, "run": str(args.run_dir)})
-    print(f"backbone {config.backbone} after {trainer.step} steps of {config.task} "
-          f"(held-out {metric_label(metric)} {accuracy}): {out}")
+    export_backbone(
+        model.backbone,
+        out,
+        {
+            "backbone": config.backbone,
+            "task": config.task,
+            "init": config.init,
+            "policy": config.policy,
+            "step": str(trainer.step),
+            metric: accuracy,
+            "run": str(args.run_dir),
+        },
+    )
+    print(
+        f"backbone {config.backbone} after {trainer.step} steps of {config.task} "
+        f"(held-out {metric_label(metric)} {accuracy}): {out}"
+    )
     if out == bit_backbone_path(config.backbone):
         print(f"use it with --init bit --backbone {config.backbone}")
 
@@ -532,8 +719,15 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from fpt.prediction import (accuracy, check_output, is_saved_model, load_saved_model, predict_probabilities,
-                                read_inputs, write_predictions)
+    from fpt.prediction import (
+        accuracy,
+        check_output,
+        is_saved_model,
+        load_saved_model,
+        predict_probabilities,
+        read_inputs,
+        write_predictions,
+    )
     from fpt.training import eval_batch_for, load_run
 
     if args.batch_size < 1:
@@ -569,15 +763,20 @@ def _refuse_under_torchrun(command: str) -> None:
     from fpt.distributed import launched
 
     if launched():
-        raise FptError(f"fpt {command} runs whole trainings one after another, not as ranks of one; "
-                       "start it without torchrun (--executor ray spreads cells over a cluster)")
+        raise FptError(
+            f"fpt {command} runs whole trainings one after another, not as ranks of one; "
+            "start it without torchrun (--executor ray spreads cells over a cluster)"
+        )
 
 
 def _executor(args: argparse.Namespace):
     """The Ray executor the flags ask for (checked, and ray imported, before anything runs), or
     None: the local one."""
-    ray_flags = {"--ray-address": args.ray_address, "--cpus-per-run": args.cpus_per_run,
-                 "--gpus-per-run": args.gpus_per_run}
+    ray_flags = {
+        "--ray-address": args.ray_address,
+        "--cpus-per-run": args.cpus_per_run,
+        "--gpus-per-run": args.gpus_per_run,
+    }
     if args.executor == "local":
         given = [flag for flag, value in ray_flags.items() if value is not None]
         if given:
@@ -585,8 +784,11 @@ def _executor(args: argparse.Namespace):
         return None
     from fpt.experiments.ray_executor import RayExecutor
 
-    return RayExecutor(args.ray_address, 1 if args.cpus_per_run is None else args.cpus_per_run,
-                       0 if args.gpus_per_run is None else args.gpus_per_run)
+    return RayExecutor(
+        args.ray_address,
+        1 if args.cpus_per_run is None else args.cpus_per_run,
+        0 if args.gpus_per_run is None else args.gpus_per_run,
+    )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -619,9 +821,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         options[key.replace("-", "_")] = yaml_value(value)
     executor = _executor(args)
     tables = [t for t in args.table.split(",") if t]
-    plan = Reproduction(tables, args.tasks.split(",") if args.tasks else None, args.budget, args.seeds,
-                        args.backbone, args.parallel, tuple(v for v in (args.skip_variants or "").split(",") if v),
-                        options)
+    plan = Reproduction(
+        tables,
+        args.tasks.split(",") if args.tasks else None,
+        args.budget,
+        args.seeds,
+        args.backbone,
+        args.parallel,
+        tuple(v for v in (args.skip_variants or "").split(",") if v),
+        options,
+    )
     plan.check()
     out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
     with executor or contextlib.nullcontext(), tracker.open(out, dataclasses.asdict(plan), role="sweep"):
@@ -640,15 +849,28 @@ def _failed_runs_status(rows: list[dict], report: Path) -> int:
     summary = failure_summary(rows)
     if summary is None:
         return 0
-    print(f"fpt: {summary}; each is listed under 'Failed runs' in {report}; run the same command again once "
-          f"fixed (finished runs are kept)", file=sys.stderr)
+    print(
+        f"fpt: {summary}; each is listed under 'Failed runs' in {report}; run the same command again once "
+        f"fixed (finished runs are kept)",
+        file=sys.stderr,
+    )
     return 1
 
 
-COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "info": cmd_info, "backbones": cmd_backbones,
-            "attention": cmd_attention, "predict": cmd_predict, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
-            "data": cmd_data, "report": cmd_report,
-            "export-backbone": cmd_export_backbone, "export": cmd_export}
+COMMANDS = {
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+    "info": cmd_info,
+    "backbones": cmd_backbones,
+    "attention": cmd_attention,
+    "predict": cmd_predict,
+    "sweep": cmd_sweep,
+    "reproduce": cmd_reproduce,
+    "data": cmd_data,
+    "report": cmd_report,
+    "export-backbone": cmd_export_backbone,
+    "export": cmd_export,
+}
 
 
 def _record_failure(kind: str, message: str) -> None:
@@ -690,8 +912,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fpt: {exc}", file=sys.stderr)
         return 128 + exc.signum
     except KeyboardInterrupt:
-        print("fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",
-              file=sys.stderr)
+        print(
+            "fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",
+            file=sys.stderr,
+        )
         return 130
     return status or 0
 

@@ -34,8 +34,15 @@ LR_SCHEDULES = ("constant", "cosine")
 # only where the CPU computes it natively.
 RECIPES: dict[str, dict] = {
     "paper": {},
-    "fast": {"lr": 3e-3, "lr_schedule": "cosine", "warmup_steps": 100, "batch_size": 32, "eval_subset": 2000,
-             "precision": "native-bf16", "dropout": 0.0},
+    "fast": {
+        "lr": 3e-3,
+        "lr_schedule": "cosine",
+        "warmup_steps": 100,
+        "batch_size": 32,
+        "eval_subset": 2000,
+        "precision": "native-bf16",
+        "dropout": 0.0,
+    },
 }
 # What a recipe sets only where the transformer's attention and feed-forward weights are all
 # frozen, the regime it was measured in: a baseline, or a policy that trains body weights, keeps
@@ -65,13 +72,18 @@ class TrainConfig:
     backbone: str = "minilm"
     init: str = "pretrained"  # pretrained | random | stats
     policy: str = "fpt"  # a policy name or a comma list of groups
-    body: str = "backbone"  # backbone | none | attention | block: the blocks, or a control in their place (fpt.backbones.controls)
+    # backbone | none | attention | block: the blocks, or a control in their place (fpt.backbones.controls)
+    body: str = "backbone"
     layers: int | None = None  # keep only the first K transformer blocks
-    pooling: str | None = None  # last (the paper's last-k tokens) | mean | flatten (None: the task's, see fpt.model.default_pooling)
+    pooling: str | None = (
+        None  # last (the paper's last-k tokens) | mean | flatten (None: the task's, see fpt.model.default_pooling)
+    )
     attention: str | None = None  # causal | bidirectional (None: as pretrained: BERT both ways, GPT-2 and Llama causal)
     extra_positions: bool = False  # a learned position table in the embedder (for RoPE backbones)
     dropout: float = 0.1
-    attention_dropout: float | None = None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
+    attention_dropout: float | None = (
+        None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
+    )
     steps: int = 2000
     batch_size: int = 16
     micro_batch_size: int | None = None  # split each batch to bound memory; same gradients up to dropout masks
@@ -103,8 +115,10 @@ class TrainConfig:
             if getattr(self, key) < 1:
                 raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
         if self.batch_size % world_size:
-            raise FptError(f"--batch-size {self.batch_size} (the global batch) does not split evenly among "
-                           f"{world_size} processes; use a multiple of {world_size}")
+            raise FptError(
+                f"--batch-size {self.batch_size} (the global batch) does not split evenly among "
+                f"{world_size} processes; use a multiple of {world_size}"
+            )
         if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
             raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
         if not (self.lr > 0 and math.isfinite(self.lr)):
@@ -126,8 +140,10 @@ class TrainConfig:
         if self.lr_schedule not in LR_SCHEDULES:
             raise FptError(f"unknown --lr-schedule {self.lr_schedule!r}; choose {' or '.join(LR_SCHEDULES)}")
         if self.warmup_steps < 0 or (self.warmup_steps and self.warmup_steps >= self.steps):
-            raise FptError(f"--warmup-steps must be at least 0 and below --steps ({self.steps}), got "
-                           f"{self.warmup_steps}" + (f" (from --recipe {self.recipe})" if self.recipe != "paper" else ""))
+            raise FptError(
+                f"--warmup-steps must be at least 0 and below --steps ({self.steps}), got "
+                f"{self.warmup_steps}" + (f" (from --recipe {self.recipe})" if self.recipe != "paper" else "")
+            )
         if self.eval_subset is not None and self.eval_subset < 1:
             raise FptError(f"--eval-subset must be at least 1, got {self.eval_subset}")
         if self.recipe not in RECIPES:
@@ -136,11 +152,15 @@ class TrainConfig:
         parse_policy(self.policy)
         check_body(self.body)
         if self.body != BACKBONE and self.policy not in ("fpt", "full"):
-            raise FptError(f"--body {self.body} trains every parameter it has (its layers are fresh); "
-                           f"--policy {self.policy} is for the backbone's own blocks: leave --policy unset")
+            raise FptError(
+                f"--body {self.body} trains every parameter it has (its layers are fresh); "
+                f"--policy {self.policy} is for the backbone's own blocks: leave --policy unset"
+            )
         if self.body != BACKBONE and self.layers is not None:
-            raise FptError(f"--layers keeps some of the backbone's blocks; --body {self.body} replaces them all: "
-                           "leave --layers unset")
+            raise FptError(
+                f"--layers keeps some of the backbone's blocks; --body {self.body} replaces them all: "
+                "leave --layers unset"
+            )
         check_init(self.init)
         check_pooling(self.pooling)
         check_attention(self.attention)
@@ -187,9 +207,18 @@ class TrainConfig:
 
 def _field_types() -> dict[str, tuple[type, ...]]:
     """Field name -> the Python types its value may have (from the annotations: "int | None" ...)."""
-    kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "dict": (dict,), "None": (type(None),)}
-    return {f.name: tuple(t for part in f.type.split("|") for t in kinds[part.strip()])
-            for f in dataclasses.fields(TrainConfig)}
+    kinds = {
+        "int": (int,),
+        "float": (int, float),
+        "str": (str,),
+        "bool": (bool,),
+        "dict": (dict,),
+        "None": (type(None),),
+    }
+    return {
+        f.name: tuple(t for part in f.type.split("|") for t in kinds[part.strip()])
+        for f in dataclasses.fields(TrainConfig)
+    }
 
 
 _FIELD_TYPES = _field_types()

@@ -29,7 +29,9 @@ def available_devices() -> list[str]:
 def check_device_name(name: str) -> None:
     """The spelling of --device, checked without looking at the hardware (configs are checked early)."""
     kind, _, index = name.partition(":")
-    if name != "auto" and (kind not in ("cpu", "cuda", "mps") or (":" in name and not (kind == "cuda" and index.isdigit()))):
+    if name != "auto" and (
+        kind not in ("cpu", "cuda", "mps") or (":" in name and not (kind == "cuda" and index.isdigit()))
+    ):
         raise FptError(f"unknown --device {name!r}; choose {DEVICE_CHOICES}")
 
 
@@ -57,8 +59,9 @@ def resolve_device(name: str = "auto") -> torch.device:
 PLAIN_ATTENTION_MAX_TOKENS = 128
 
 
-def attention_kernel(device: torch.device, dtype: torch.dtype, tokens: int,
-                     backward: bool) -> contextlib.AbstractContextManager:
+def attention_kernel(
+    device: torch.device, dtype: torch.dtype, tokens: int, backward: bool
+) -> contextlib.AbstractContextManager:
     """Where torch's own choice of attention kernel is slow, the faster one: the plain kernel for
     short bf16 inputs on a CPU when gradients will flow back through attention (`backward`);
     elsewhere torch's choice (the context does nothing). Forward-only passes keep the fused

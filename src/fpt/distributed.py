@@ -40,8 +40,10 @@ def _launch_number(name: str, default: str, kind: type = int):
     except ValueError:
         value = None
     if value is None or not value >= 0 or value == float("inf"):
-        raise FptError(f"environment variable {name}={text!r} is not a count; unset it, "
-                       "or let torchrun set it (torchrun --nproc-per-node N -m fpt ...)")
+        raise FptError(
+            f"environment variable {name}={text!r} is not a count; unset it, "
+            "or let torchrun set it (torchrun --nproc-per-node N -m fpt ...)"
+        )
     return value
 
 
@@ -117,8 +119,10 @@ class World:
         values = self.all_gather(value)
         if len(set(values)) > 1:
             odd = next(rank for rank, v in enumerate(values) if v != values[0])
-            raise FptError(f"ranks 0 and {odd} have different {what} ({values[0]} vs {values[odd]}); "
-                           "give every node the same backbone files")
+            raise FptError(
+                f"ranks 0 and {odd} have different {what} ({values[0]} vs {values[odd]}); "
+                "give every node the same backbone files"
+            )
 
 
 SINGLE = World()
@@ -128,7 +132,8 @@ def is_peer_failure(exc: BaseException) -> bool:
     """Whether a collective failed because another rank left (it crashed, or stopped on its error)."""
     text = str(exc)
     return isinstance(exc, getattr(dist, "DistError", ())) or any(
-        words in text for words in ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Gloo"))
+        words in text for words in ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Gloo")
+    )
 
 
 def start(backend: str | None = None) -> World:
@@ -138,8 +143,10 @@ def start(backend: str | None = None) -> World:
     if not launched():
         return SINGLE
     if "RANK" not in os.environ:
-        raise FptError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but no RANK: start the ranks with torchrun "
-                       "(torchrun --nproc-per-node N -m fpt ...), or unset WORLD_SIZE for one process")
+        raise FptError(
+            f"WORLD_SIZE={os.environ['WORLD_SIZE']} but no RANK: start the ranks with torchrun "
+            "(torchrun --nproc-per-node N -m fpt ...), or unset WORLD_SIZE for one process"
+        )
     rank, size = _launch_number("RANK", "0"), _launch_number("WORLD_SIZE", "1")
     local_rank = _launch_number("LOCAL_RANK", "0")
     if rank >= size:

@@ -29,8 +29,15 @@ from torch import nn
 from fpt.backbones.surgery import attention_switch, compute_dtype, is_norm
 from fpt.backbones.vit import ViTBody
 from fpt.errors import FptError, require
-from fpt.model import (FrozenPretrainedTransformer, InputEmbedder, OutputHead, head_settings, load_weights, task_spec,
-                       transformer_forward)
+from fpt.model import (
+    FrozenPretrainedTransformer,
+    InputEmbedder,
+    OutputHead,
+    head_settings,
+    load_weights,
+    task_spec,
+    transformer_forward,
+)
 from fpt.paths import atomic_write, read_json_object, temporary_name, write_json
 from fpt.runs import RunDir
 from fpt.scores import reported
@@ -55,14 +62,19 @@ def export_run(run_dir: str | Path, format: str, out: str | Path) -> Path:
     if config.model != "fpt":
         raise FptError(f"{run_dir} trained a {config.model} baseline, which has no pretrained backbone to export")
     if config.body != "backbone":
-        raise FptError(f"{run_dir} trained a --body {config.body} control, which has no pretrained backbone to export; "
-                       "its run directory holds every weight it trained")
+        raise FptError(
+            f"{run_dir} trained a --body {config.body} control, which has no pretrained backbone to export; "
+            "its run directory holds every weight it trained"
+        )
     if format == "peft":
         _check_expressible_in_peft(model, config.init, config.layers)
     final = (RunDir(run_dir).read_summary() or {}).get("final")
     scores = reported(final) if final else {"accuracy": None}  # a forecast's: mse and mae
-    extra = {"task": config.task, "task_options": config.task_options,
-             "run": {"dir": str(run_dir), "step": trainer.step, **scores}}
+    extra = {
+        "task": config.task,
+        "task_options": config.task_options,
+        "run": {"dir": str(run_dir), "step": trainer.step, **scores},
+    }
 
     def write(directory: Path) -> None:
         if format == "peft":
@@ -96,7 +108,10 @@ def _check_expressible_in_peft(model: FrozenPretrainedTransformer, init: str, la
     elif isinstance(model.backbone, ViTBody):
         why = "fpt rebuilds a ViT's embeddings (no patch projection, no CLS token), and an adapter keeps ViTModel's"
     elif attention_switch(model.backbone_info.family, model.backbone_info.attention) is not None:
-        why = f"it made the attention {model.backbone_info.attention} (--attention), and the base model attends as pretrained"
+        why = (
+            f"it made the attention {model.backbone_info.attention} (--attention), "
+            "and the base model attends as pretrained"
+        )
     elif layers is not None:
         why = f"it keeps only the first {layers} blocks (--layers), and an adapter runs every block of the base model"
     elif model.extended_positions is not None:
@@ -115,8 +130,11 @@ def _write_peft(model: FrozenPretrainedTransformer, directory: Path, extra: dict
 
     body = model.backbone
     norms = [name for name, module in body.named_modules() if is_norm(module)]
-    trained = {name.removeprefix("backbone.").rpartition(".")[0]
-               for name, param in model.named_parameters() if param.requires_grad and name.startswith("backbone.")}
+    trained = {
+        name.removeprefix("backbone.").rpartition(".")[0]
+        for name, param in model.named_parameters()
+        if param.requires_grad and name.startswith("backbone.")
+    }
     others = sorted(trained - set(norms))  # positions, BERT's token-type table, whatever else the policy trained
     adapter = peft.LNTuningConfig(target_modules=norms, modules_to_save=others or None)
     with warnings.catch_warnings():  # two of peft's own: it asks transformers 5 about checkpointing by an old
@@ -124,14 +142,27 @@ def _write_peft(model: FrozenPretrainedTransformer, directory: Path, extra: dict
         warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
         warnings.filterwarnings("ignore", "Unsupported layer type", UserWarning)
         peft.get_peft_model(body, adapter).save_pretrained(str(directory))
-    layers = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k.startswith(("embedder.", "head."))}
+    layers = {
+        k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k.startswith(("embedder.", "head."))
+    }
     atomic_write(directory / PEFT_LAYERS, lambda tmp: save_file(layers, str(tmp), metadata={"format": PEFT_FORMAT}))
     base = body.config.name_or_path or model.weights_name
-    write_json(directory / PEFT_SETTINGS, {
-        **model.settings(), **extra, "format": PEFT_FORMAT, "base_model": base,
-        "rebuild": ["from transformers import AutoModel", "from peft import PeftModel", "from fpt.export import compose_peft",
-                    f"body = PeftModel.from_pretrained(AutoModel.from_pretrained({base!r}), DIR)",
-                    "model = compose_peft(body, DIR)  # model(x, mask) -> logits (N, outputs, classes)"]})
+    write_json(
+        directory / PEFT_SETTINGS,
+        {
+            **model.settings(),
+            **extra,
+            "format": PEFT_FORMAT,
+            "base_model": base,
+            "rebuild": [
+                "from transformers import AutoModel",
+                "from peft import PeftModel",
+                "from fpt.export import compose_peft",
+                f"body = PeftModel.from_pretrained(AutoModel.from_pretrained({base!r}), DIR)",
+                "model = compose_peft(body, DIR)  # model(x, mask) -> logits (N, outputs, classes)",
+            ],
+        },
+    )
 
 
 class PeftTransformer(nn.Module):
@@ -144,7 +175,9 @@ class PeftTransformer(nn.Module):
         try:
             kwargs, self.compute_dtype = head_settings(settings, where), compute_dtype(settings["precision"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise FptError(f"{where}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again") from None
+            raise FptError(
+                f"{where}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again"
+            ) from None
         hidden = body.config.hidden_size
         self.embedder = InputEmbedder(self.spec, hidden, kwargs["dropout"], kwargs["extra_positions"])
         self.head = OutputHead(self.spec, hidden, kwargs["pooling"])

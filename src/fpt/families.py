@@ -113,8 +113,10 @@ FAMILIES: dict[str, Family] = {
         blocks="vit.encoder.layer",
         position_table="vit.embeddings.position_embeddings",
         # transformers >= 5 keeps a rate; 4.x a Dropout layer on the self-attention
-        attention_dropout=(AttentionDropout("attention_dropout", holds_rate=True),
-                           AttentionDropout("dropout", owner_suffix="SelfAttention")),
+        attention_dropout=(
+            AttentionDropout("attention_dropout", holds_rate=True),
+            AttentionDropout("dropout", owner_suffix="SelfAttention"),
+        ),
         config_dropout_keys=("attention_probs_dropout_prob",),
         attention=BIDIRECTIONAL,
     ),
@@ -125,8 +127,11 @@ FAMILIES: dict[str, Family] = {
 _BLOCK_PATHS = ("encoder.layer", "h", "layers", "transformer.h", "encoder.layers")
 _ATTENTION_WORDS = ("attn", "attention")
 _FEEDFORWARD_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "intermediate")
-_FALLBACK_DROPOUT = (AttentionDropout("attention_dropout", holds_rate=True), AttentionDropout("attn_dropout"),
-                     AttentionDropout("dropout", owner_suffix="SelfAttention"))
+_FALLBACK_DROPOUT = (
+    AttentionDropout("attention_dropout", holds_rate=True),
+    AttentionDropout("attn_dropout"),
+    AttentionDropout("dropout", owner_suffix="SelfAttention"),
+)
 _FALLBACK_CONFIG_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
 
 

@@ -106,7 +106,9 @@ class OutputHead(nn.Module):
         super().__init__()
         check_pooling(pooling)
         if pooling == "mean" and spec.last_k != 1:
-            raise FptError("--pooling mean gives one vector; this task predicts from several tokens, use --pooling last")
+            raise FptError(
+                "--pooling mean gives one vector; this task predicts from several tokens, use --pooling last"
+            )
         self.spec, self.pooling = spec, pooling
         if pooling == "flatten":
             self.linear = nn.Linear(spec.seq_len * hidden_size, spec.num_outputs * spec.num_classes)
@@ -120,11 +122,14 @@ class OutputHead(nn.Module):
                 hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)
             picked = F.pad(hidden, (0, 0, 0, self.spec.seq_len - length)).reshape(batch, 1, -1)
         elif self.pooling == "mean":
-            weights = (torch.ones(batch, length, 1, dtype=hidden.dtype, device=hidden.device) if mask is None
-                       else mask.unsqueeze(-1).to(hidden.dtype))
+            weights = (
+                torch.ones(batch, length, 1, dtype=hidden.dtype, device=hidden.device)
+                if mask is None
+                else mask.unsqueeze(-1).to(hidden.dtype)
+            )
             picked = (hidden * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True).clamp_min(1)
         elif mask is None:
-            picked = hidden[:, length - self.spec.last_k:]
+            picked = hidden[:, length - self.spec.last_k :]
         else:  # right padding: the last k real tokens end at each sequence's own length
             ends = mask.sum(1, keepdim=True)
             index = (ends - self.spec.last_k + torch.arange(self.spec.last_k, device=hidden.device)).clamp_min(0)
@@ -166,12 +171,22 @@ class FrozenPretrainedTransformer(nn.Module):
     it has, whatever `policy` says: its layers are fresh.
     """
 
-    def __init__(self, backbone: Backbone, spec: TaskSpec, policy: str = "fpt", pooling: str = "last",
-                 dropout: float = 0.1, extra_positions: bool = False, precision: str = "fp32"):
+    def __init__(
+        self,
+        backbone: Backbone,
+        spec: TaskSpec,
+        policy: str = "fpt",
+        pooling: str = "last",
+        dropout: float = 0.1,
+        extra_positions: bool = False,
+        precision: str = "fp32",
+    ):
         super().__init__()
         if backbone.max_positions is not None and spec.seq_len > backbone.max_positions:
-            raise FptError(f"the task is {spec.seq_len} tokens long and backbone {backbone.name!r} has "
-                           f"{backbone.max_positions} positions; load it with load_backbone(..., seq_len={spec.seq_len})")
+            raise FptError(
+                f"the task is {spec.seq_len} tokens long and backbone {backbone.name!r} has "
+                f"{backbone.max_positions} positions; load it with load_backbone(..., seq_len={spec.seq_len})"
+            )
         check_dropout_rates(dropout, None)
         policy = policy if backbone.body == BACKBONE else "full"
         self.spec, self.policy, self.precision = spec, policy, precision
@@ -188,8 +203,11 @@ class FrozenPretrainedTransformer(nn.Module):
             store_frozen_weights(self.backbone, self.compute_dtype)
 
     def _classify(self) -> dict[str, str]:
-        body = (control_groups(self.backbone) if isinstance(self.backbone, ControlBody)
-                else classify_backbone(self.backbone, self.backbone_info.family))
+        body = (
+            control_groups(self.backbone)
+            if isinstance(self.backbone, ControlBody)
+            else classify_backbone(self.backbone, self.backbone_info.family)
+        )
         groups = {f"backbone.{k}": g for k, g in body.items()}
         for name, _ in self.embedder.named_parameters():
             groups[f"embedder.{name}"] = "position" if name.startswith("positions.") else "input"
@@ -202,19 +220,30 @@ class FrozenPretrainedTransformer(nn.Module):
         return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
-        return transformer_forward(self.embedder, self.backbone_info, self.head, x, mask, self.compute_dtype,
-                                   output_attentions)
+        return transformer_forward(
+            self.embedder, self.backbone_info, self.head, x, mask, self.compute_dtype, output_attentions
+        )
 
     def settings(self) -> dict:
         """What rebuilds this model around its weights, as JSON: the task's shapes, the policy, the
         input layer and head, and the backbone weights it was trained on."""
         info = self.backbone_info
-        return {"format": PRETRAINED_FORMAT, "task_spec": dataclasses.asdict(self.spec), "policy": self.policy,
-                "pooling": self.head.pooling, "dropout": self.embedder.dropout.p,
-                "extra_positions": self.embedder.positions is not None, "precision": self.precision,
-                "backbone": info.name, "init": info.init, "weights_hash": info.weights_hash,
-                "extended_positions": info.extended_positions, "backbone_dropout": info.dropout,
-                "backbone_attention_dropout": info.attention_dropout, "backbone_attention": info.attention}
+        return {
+            "format": PRETRAINED_FORMAT,
+            "task_spec": dataclasses.asdict(self.spec),
+            "policy": self.policy,
+            "pooling": self.head.pooling,
+            "dropout": self.embedder.dropout.p,
+            "extra_positions": self.embedder.positions is not None,
+            "precision": self.precision,
+            "backbone": info.name,
+            "init": info.init,
+            "weights_hash": info.weights_hash,
+            "extended_positions": info.extended_positions,
+            "backbone_dropout": info.dropout,
+            "backbone_attention_dropout": info.attention_dropout,
+            "backbone_attention": info.attention,
+        }
 
     def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> Path:
         """Write the whole model into `directory`: config.json (the backbone's Hugging Face config,
@@ -223,13 +252,16 @@ class FrozenPretrainedTransformer(nn.Module):
 
         directory = Path(directory)
         if self.backbone_info.body != BACKBONE:
-            raise FptError(f"a --body {self.backbone_info.body} control has no pretrained backbone to save around; "
-                           "its run directory holds every weight it trained")
+            raise FptError(
+                f"a --body {self.backbone_info.body} control has no pretrained backbone to save around; "
+                "its run directory holds every weight it trained"
+            )
         config = json.loads(self.backbone.config.to_json_string(use_diff=False))
         config["fpt"] = {**self.settings(), **(extra or {})}
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        atomic_write(directory / WEIGHTS_NAME,
-                     lambda tmp: save_file(tensors, str(tmp), metadata={"format": PRETRAINED_FORMAT}))
+        atomic_write(
+            directory / WEIGHTS_NAME, lambda tmp: save_file(tensors, str(tmp), metadata={"format": PRETRAINED_FORMAT})
+        )
         write_json(directory / CONFIG_NAME, config)
         return directory
 
@@ -244,23 +276,41 @@ class FrozenPretrainedTransformer(nn.Module):
         try:
             with torch.random.fork_rng():  # building draws initial weights: the caller's RNG stays as it was
                 backbone = backbone_from_config(
-                    config, name=settings["backbone"], init=settings["init"], weights_hash=settings["weights_hash"],
-                    seq_len=spec.seq_len, dropout=settings["backbone_dropout"],
+                    config,
+                    name=settings["backbone"],
+                    init=settings["init"],
+                    weights_hash=settings["weights_hash"],
+                    seq_len=spec.seq_len,
+                    dropout=settings["backbone_dropout"],
                     attention_dropout=settings["backbone_attention_dropout"],
-                    attention=settings.get("backbone_attention"))  # absent: exported before --attention
+                    attention=settings.get("backbone_attention"),
+                )  # absent: exported before --attention
                 grown = settings["extended_positions"]
                 backbone.extended_positions = None if grown is None else (int(grown[0]), int(grown[1]))
-                model = cls(backbone, spec, **head_settings(settings, directory / CONFIG_NAME),
-                            policy=settings["policy"], precision=settings["precision"])
+                model = cls(
+                    backbone,
+                    spec,
+                    **head_settings(settings, directory / CONFIG_NAME),
+                    policy=settings["policy"],
+                    precision=settings["precision"],
+                )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise FptError(f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); "
-                           "export the run again") from None
+            raise FptError(
+                f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again"
+            ) from None
         load_weights(model, directory / WEIGHTS_NAME)
         return model.eval()
 
 
-def transformer_forward(embedder: InputEmbedder, body: Callable, head: OutputHead, x: torch.Tensor,
-                        mask: torch.Tensor | None, compute_dtype: torch.dtype, output_attentions: bool = False):
+def transformer_forward(
+    embedder: InputEmbedder,
+    body: Callable,
+    head: OutputHead,
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    compute_dtype: torch.dtype,
+    output_attentions: bool = False,
+):
     """Input layer, body (under autocast where frozen weights are 16-bit), head: logits (or values),
     and the attention maps if asked. `body` takes inputs_embeds: fpt's own backbone or a PEFT model."""
     scale = WindowScale(x) if head.spec.window_norm else None
@@ -278,14 +328,18 @@ def read_pretrained_config(directory: Path) -> dict:
     """config.json of a saved model, with fpt's settings under "fpt"; anything else is refused."""
     path = directory / CONFIG_NAME
     if not (path.is_file() and (directory / WEIGHTS_NAME).is_file()):
-        raise FptError(f"{directory} holds no saved fpt model ({CONFIG_NAME} and {WEIGHTS_NAME}); "
-                       "write one with `fpt export RUN_DIR --format hf --out DIR`")
+        raise FptError(
+            f"{directory} holds no saved fpt model ({CONFIG_NAME} and {WEIGHTS_NAME}); "
+            "write one with `fpt export RUN_DIR --format hf --out DIR`"
+        )
     config = read_json_object(path, "fpt export RUN_DIR --format hf --out DIR")
     if not isinstance(config.get("fpt"), dict):
         raise FptError(f"{path} has no fpt settings; it was not written by fpt (`fpt export --format hf`)")
     if config["fpt"].get("format") != PRETRAINED_FORMAT:
-        raise FptError(f"{path}: format {config['fpt'].get('format')!r}, this fpt reads {PRETRAINED_FORMAT!r}; "
-                       "export the run again")
+        raise FptError(
+            f"{path}: format {config['fpt'].get('format')!r}, this fpt reads {PRETRAINED_FORMAT!r}; "
+            "export the run again"
+        )
     return config
 
 
@@ -315,7 +369,9 @@ def head_settings(settings: dict, where) -> dict:
     dropout, pooling = settings["dropout"], settings["pooling"]
     rate = not isinstance(dropout, bool) and isinstance(dropout, (int, float)) and 0 <= dropout < 1
     if not rate or pooling not in POOLINGS:
-        raise FptError(f"{where}: fpt settings damaged (dropout {dropout!r}, pooling {pooling!r}); export the run again")
+        raise FptError(
+            f"{where}: fpt settings damaged (dropout {dropout!r}, pooling {pooling!r}); export the run again"
+        )
     return {"pooling": pooling, "dropout": dropout, "extra_positions": bool(settings["extra_positions"])}
 
 
@@ -333,7 +389,12 @@ def load_weights(module: nn.Module, path: Path) -> None:
     missing, unexpected = sorted(state.keys() - tensors.keys()), sorted(tensors.keys() - state.keys())
     wrong = [k for k in state.keys() & tensors.keys() if state[k].shape != tensors[k].shape]
     if missing or unexpected or wrong:
-        problem = (f"no {missing[0]}" if missing else f"an unknown {unexpected[0]}" if unexpected
-                   else f"{wrong[0]} of shape {tuple(tensors[wrong[0]].shape)}, the model's {tuple(state[wrong[0]].shape)}")
+        problem = (
+            f"no {missing[0]}"
+            if missing
+            else f"an unknown {unexpected[0]}"
+            if unexpected
+            else f"{wrong[0]} of shape {tuple(tensors[wrong[0]].shape)}, the model's {tuple(state[wrong[0]].shape)}"
+        )
         raise FptError(f"{path} does not fit the model it describes ({problem}); export the run again")
     module.load_state_dict(tensors)

@@ -66,8 +66,9 @@ def write_json(path: str | Path, data) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def read_json_object(path: str | Path, made_by: str | None = None, *, missing: str | None = None,
-                     damaged: str | None = None) -> dict:
+def read_json_object(
+    path: str | Path, made_by: str | None = None, *, missing: str | None = None, damaged: str | None = None
+) -> dict:
     """The JSON object in `path`; a missing or damaged file is one line naming the fix: to write it
     (again) with `made_by`, the command that writes it, or else the `missing` and `damaged` texts."""
     path = Path(path)

@@ -62,8 +62,11 @@ def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
 
 def _split_last_attention(groups: dict[str, str]) -> None:
     """Move the attention parameters of the last block (the highest block number) to last-attention."""
-    block = {name: int(m.group(1)) for name, group in groups.items()
-             if group == "attention" and (m := re.search(r"(?:^|\.)(\d+)\.", name))}
+    block = {
+        name: int(m.group(1))
+        for name, group in groups.items()
+        if group == "attention" and (m := re.search(r"(?:^|\.)(\d+)\.", name))
+    }
     if block:
         last = max(block.values())
         for name, index in block.items():

@@ -50,14 +50,18 @@ def load_saved_model(directory: str | Path, device: str | None = None):
 
     settings = read_pretrained_config(Path(directory))["fpt"]
     if not (isinstance(settings.get("task"), str) and isinstance(settings.get("task_options"), dict)):
-        raise FptError(f"{directory} records no task to read inputs for; write it with `fpt export RUN_DIR --format hf`")
+        raise FptError(
+            f"{directory} records no task to read inputs for; write it with `fpt export RUN_DIR --format hf`"
+        )
     check_task_option_types(settings["task_options"], f"{directory}: task_options")
     configure_process(None, str(settings.get("precision")))  # as load_run does for a run directory
     task = create_task(settings["task"], **settings["task_options"])
     model = FrozenPretrainedTransformer.from_pretrained(directory).to(resolve_device(device or "auto"))
     if task.spec != model.spec:
-        raise FptError(f"task {settings['task']} rebuilt from the options saved in {directory} has other shapes "
-                       f"({task.spec}) than the model ({model.spec}); were its data files changed?")
+        raise FptError(
+            f"task {settings['task']} rebuilt from the options saved in {directory} has other shapes "
+            f"({task.spec}) than the model ({model.spec}); were its data files changed?"
+        )
     return task, model
 
 
@@ -80,7 +84,9 @@ def _rows_from_file(path: Path, task: Task) -> tuple[np.ndarray, np.ndarray | No
 
         arrays = read_arrays(path)
         if "x" not in arrays:
-            raise FptError(f"{path}: no array x (found {', '.join(arrays) or 'none'}); save it with np.savez(path, x=...)")
+            raise FptError(
+                f"{path}: no array x (found {', '.join(arrays) or 'none'}); save it with np.savez(path, x=...)"
+            )
         return arrays["x"], arrays.get("mask"), arrays.get("y")
     if "idx3" in name:
         from fpt.data.idx import read_idx
@@ -100,10 +106,14 @@ def _rows_from_file(path: Path, task: Task) -> tuple[np.ndarray, np.ndarray | No
         ids, mask, _ = encode_proteins(sequences, max_len=notes.get("max_len", 1024))
         return ids, mask, labels
     if task.spec.regression:
-        raise FptError(f"--input {path}: a forecast run reads an .npz of windows (x (N, lookback), optional y "
-                       "(N, horizon)) or a .csv of its own columns with their dates")
-    raise FptError(f"--input {path}: not a format the {task.name} task reads (an .npz with x, IDX images, "
-                   "a ListOps .tsv or a TAPE .json)")
+        raise FptError(
+            f"--input {path}: a forecast run reads an .npz of windows (x (N, lookback), optional y "
+            "(N, horizon)) or a .csv of its own columns with their dates"
+        )
+    raise FptError(
+        f"--input {path}: not a format the {task.name} task reads (an .npz with x, IDX images, "
+        "a ListOps .tsv or a TAPE .json)"
+    )
 
 
 def _unwrapped(task: Task) -> Task:
@@ -148,7 +158,9 @@ def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, tas
     elif stored is None:
         row = (spec.seq_len,) if tokens else (spec.seq_len, spec.input_dim)
         if x.shape[1:] != row:
-            raise FptError(f"{path}: x of shape {x.shape}; this run's {task.name} task takes (N, {', '.join(map(str, row))})")
+            raise FptError(
+                f"{path}: x of shape {x.shape}; this run's {task.name} task takes (N, {', '.join(map(str, row))})"
+            )
     if x.ndim >= 2 and stored is not None and task.variable_length and x.shape[1] > spec.seq_len:
         raise FptError(f"{path}: sequences of {x.shape[1]} tokens; this run was trained on at most {spec.seq_len}")
     if spec.vocab_size is not None and (task.variable_length or stored is None):
@@ -159,7 +171,11 @@ def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, tas
         raise FptError(f"{path}: mask must be (N, L) = {x.shape[:2]} with a true token in every row")
     if y is not None:
         expected = (len(x),) if spec.num_outputs == 1 else (len(x), spec.num_outputs)
-        if y.shape not in (expected, (len(x), spec.num_outputs)) or y.min(initial=0) < 0 or y.max(initial=0) >= spec.num_classes:
+        if (
+            y.shape not in (expected, (len(x), spec.num_outputs))
+            or y.min(initial=0) < 0
+            or y.max(initial=0) >= spec.num_classes
+        ):
             raise FptError(f"{path}: labels y must be {expected} in 0..{spec.num_classes - 1}")
 
 
@@ -184,11 +200,13 @@ def to_batches(task: Task, x: np.ndarray, mask: np.ndarray | None = None, batch_
         if task.variable_length and lengths is None:
             lengths = torch.full((len(rows),), rows.shape[1])
         split = Split(rows, torch.zeros(len(rows), dtype=torch.long), lengths)
-        return [task.make_batch(split, torch.arange(start, min(start + batch_size, len(rows))), None)
-                for start in range(0, len(rows), batch_size)]
+        return [
+            task.make_batch(split, torch.arange(start, min(start + batch_size, len(rows))), None)
+            for start in range(0, len(rows), batch_size)
+        ]
     inputs = torch.from_numpy(np.ascontiguousarray(x))
     inputs = inputs.long() if task.spec.input_dim is None else inputs.float()
-    return [Batch(inputs[start:start + batch_size], torch.zeros(0)) for start in range(0, len(inputs), batch_size)]
+    return [Batch(inputs[start : start + batch_size], torch.zeros(0)) for start in range(0, len(inputs), batch_size)]
 
 
 @torch.inference_mode()
@@ -233,16 +251,27 @@ def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
         return atomic_write(path, lambda tmp: _save_npy(tmp, probabilities.numpy()))
     if suffix == ".csv":
         if probabilities.shape[1] != 1:
-            raise FptError(f"--out {path}: this task predicts {probabilities.shape[1]} labels per example; use .jsonl or .npy")
+            raise FptError(
+                f"--out {path}: this task predicts {probabilities.shape[1]} labels per example; use .jsonl or .npy"
+            )
         header = "index,predicted," + ",".join(f"p{c}" for c in range(probabilities.shape[-1]))
-        lines = [header] + [f"{i},{int(predicted[i, 0])}," + ",".join(f"{p:.6g}" for p in probabilities[i, 0].tolist())
-                            for i in range(len(probabilities))]
+        lines = [header] + [
+            f"{i},{int(predicted[i, 0])}," + ",".join(f"{p:.6g}" for p in probabilities[i, 0].tolist())
+            for i in range(len(probabilities))
+        ]
         return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
     import json
 
-    records = [json.dumps({"index": i, "predicted": predicted[i].tolist() if predicted.shape[1] > 1 else int(predicted[i, 0]),
-                           "probabilities": [[round(p, 6) for p in row] for row in probabilities[i].tolist()]})
-               for i in range(len(probabilities))]
+    records = [
+        json.dumps(
+            {
+                "index": i,
+                "predicted": predicted[i].tolist() if predicted.shape[1] > 1 else int(predicted[i, 0]),
+                "probabilities": [[round(p, 6) for p in row] for row in probabilities[i].tolist()],
+            }
+        )
+        for i in range(len(probabilities))
+    ]
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
 
@@ -265,8 +294,10 @@ def _check_windows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None,
         if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
             raise FptError(f"{path}: {name} must hold numbers, found {array.dtype}")
         if array.ndim != 2 or array.shape[1] != width or len(array) == 0:
-            raise FptError(f"{path}: {name} of shape {array.shape}; this run's {task.name} task takes (N, {width}), "
-                           f"one window of {width} steps ({option}) a row")
+            raise FptError(
+                f"{path}: {name} of shape {array.shape}; this run's {task.name} task takes (N, {width}), "
+                f"one window of {width} steps ({option}) a row"
+            )
         if not np.isfinite(array).all():
             raise FptError(f"{path}: {name} holds NaN or infinite values")
     if y is not None and len(y) != len(x):
@@ -292,7 +323,9 @@ def write_values(path: str | Path, values: torch.Tensor) -> Path:
         return atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
     import json
 
-    records = [json.dumps({"index": i, "forecast": [float(f"{v:.7g}") for v in row]}) for i, row in enumerate(values.tolist())]
+    records = [
+        json.dumps({"index": i, "forecast": [float(f"{v:.7g}") for v in row]}) for i, row in enumerate(values.tolist())
+    ]
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
 
@@ -347,19 +380,25 @@ def forecast_csv(model, task: Task, path: str | Path) -> SeriesForecast:
     header = _csv_header(path) if path.is_file() else None
     missing = [name for name in columns if header is not None and name not in header]
     if missing:
-        raise FptError(f"{path} has no column {missing[0]!r}; this run forecasts {', '.join(columns)}: give a CSV "
-                       "with its date column and those columns")
+        raise FptError(
+            f"{path} has no column {missing[0]!r}; this run forecasts {', '.join(columns)}: give a CSV "
+            "with its date column and those columns"
+        )
     table = read_series_csv(path, date_column=getattr(task, "date_column", None), columns=columns)
     if len(table.values) < lookback:
-        raise FptError(f"{path} has {len(table.values)} rows; this run forecasts from the last {lookback} "
-                       f"(--lookback): give at least {lookback} rows")
+        raise FptError(
+            f"{path} has {len(table.values)} rows; this run forecasts from the last {lookback} "
+            f"(--lookback): give at least {lookback} rows"
+        )
     mean, std = np.asarray(notes["scaler_mean"], dtype=np.float64), np.asarray(notes["scaler_std"], dtype=np.float64)
     windows = ((table.values[-lookback:] - mean) / std).T.astype(np.float32)  # (C, lookback): a channel an example
     scaled = predict_values(model, to_batches(task, windows)).numpy().astype(np.float64)  # (C, horizon)
     step = series_step(table.dates)
     dates = table.dates[-1] + step * np.arange(1, horizon + 1)
-    whole_days = bool((table.dates == table.dates.astype("datetime64[D]")).all()
-                      and step % np.timedelta64(1, "D") == np.timedelta64(0, "s"))
+    whole_days = bool(
+        (table.dates == table.dates.astype("datetime64[D]")).all()
+        and step % np.timedelta64(1, "D") == np.timedelta64(0, "s")
+    )
     return SeriesForecast(dates, scaled.T * std + mean, columns, whole_days)
 
 
@@ -380,8 +419,10 @@ def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
         writer.writerow(["date", *forecast.columns])
         writer.writerows([date, *(f"{v:.7g}" for v in row)] for date, row in zip(dates, forecast.values.tolist()))
         return atomic_write(path, lambda tmp: tmp.write_text(text.getvalue()))
-    records = [json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(forecast.columns, row)}})
-               for date, row in zip(dates, forecast.values.tolist())]
+    records = [
+        json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(forecast.columns, row)}})
+        for date, row in zip(dates, forecast.values.tolist())
+    ]
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
 

@@ -118,8 +118,10 @@ class RunDir:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
-            raise FptError(f"run directory {self.path} is in use by another fpt process; wait for it to "
-                           "finish (or stop it) and try again") from None
+            raise FptError(
+                f"run directory {self.path} is in use by another fpt process; wait for it to "
+                "finish (or stop it) and try again"
+            ) from None
         self._lock = handle
         for stale in self.path.glob(".*.tmp"):  # a killed writer's (see fpt.paths.temporary_name)
             if not _process_alive(stale.name.split(".")[-3]):
@@ -172,8 +174,9 @@ class RunDir:
         return self.summary_path.is_file()
 
     def _read_json(self, name: str) -> dict:
-        return read_json_object(self.path / name, missing=f"is {self.path} an fpt run directory?",
-                                damaged="the run directory is damaged")
+        return read_json_object(
+            self.path / name, missing=f"is {self.path} an fpt run directory?", damaged="the run directory is damaged"
+        )
 
     def read_config(self) -> dict:
         return self._read_json(self.CONFIG)
@@ -202,7 +205,9 @@ class RunDir:
 
     def artifacts(self) -> list[Path]:
         """The files a tracker keeps with the run (fpt.tracking): summary, figures, report."""
-        return [p for p in (self.summary_path, *sorted(self.path.glob("*.png")), self.path / "report.html") if p.is_file()]
+        return [
+            p for p in (self.summary_path, *sorted(self.path.glob("*.png")), self.path / "report.html") if p.is_file()
+        ]
 
     def read_evaluation(self) -> dict | None:
         """`fpt evaluate`'s results ({"step", "splits": {name: result}}), or None before it ran."""
@@ -229,8 +234,10 @@ class RunDir:
         cls._check(result, (dict,), where, fix)
         fields = _RESULT_FIELDS
         if is_regression(result):  # a regression task's: mse and mae in place of accuracy
-            fields = {**{k: v for k, v in fields.items() if k != "accuracy"},
-                      **{metric: (int, float) for metric in REGRESSION_METRICS}}
+            fields = {
+                **{k: v for k, v in fields.items() if k != "accuracy"},
+                **{metric: (int, float) for metric in REGRESSION_METRICS},
+            }
         for key, kinds in fields.items():
             cls._check(result.get(key), kinds, f"{where}: {key}", fix)
 
@@ -254,11 +261,18 @@ class RunDir:
                 if number == len(lines):
                     break
                 raise FptError(f"{path}, line {number}: not a JSON record; the run directory is damaged") from None
-            score = "mse" if isinstance(record, dict) and "accuracy" not in record else "accuracy"  # mse: a regression task's
-            if not (isinstance(record, dict) and isinstance(record.get("step"), int)
-                    and isinstance(record.get(score), (int, float))):
-                raise FptError(f"{path}, line {number}: not an evaluation record (step, accuracy or mse); "
-                               "the run directory is damaged")
+            score = (
+                "mse" if isinstance(record, dict) and "accuracy" not in record else "accuracy"
+            )  # mse: a regression task's
+            if not (
+                isinstance(record, dict)
+                and isinstance(record.get("step"), int)
+                and isinstance(record.get(score), (int, float))
+            ):
+                raise FptError(
+                    f"{path}, line {number}: not an evaluation record (step, accuracy or mse); "
+                    "the run directory is damaged"
+                )
             records.append(record)
         return records
 

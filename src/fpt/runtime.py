@@ -59,8 +59,11 @@ def configure_process(threads: int | None, precision: str = "fp32") -> None:
 def cpu_model() -> str:
     """The CPU's model name, for the records of timed benchmarks."""
     try:
-        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
 
@@ -83,7 +86,11 @@ def bf16_note() -> str:
     native = native_bf16()
     if native is None:
         return "bf16: cannot tell whether this CPU has native bfloat16"
-    return "bf16: native on this CPU" if native else "bf16: emulated on this CPU (no AVX512-BF16/AMX): much slower than fp32"
+    return (
+        "bf16: native on this CPU"
+        if native
+        else "bf16: emulated on this CPU (no AVX512-BF16/AMX): much slower than fp32"
+    )
 
 
 def warn_if_bf16_emulated(precision: str) -> None:
@@ -91,5 +98,8 @@ def warn_if_bf16_emulated(precision: str) -> None:
     if precision == "bf16" and native_bf16() is False and not getattr(warn_if_bf16_emulated, "said", False):
         warn_if_bf16_emulated.said = True
         # measured: a Fashion-MNIST step 25 s against 1.15 s in fp32 (AMD EPYC without AVX512-BF16)
-        print("fpt: warning: --precision bf16 is emulated on this CPU (no AVX512-BF16 or AMX) and can be 20 times "
-              "slower than fp32; use --precision fp32 here", file=sys.stderr)
+        print(
+            "fpt: warning: --precision bf16 is emulated on this CPU (no AVX512-BF16 or AMX) and can be 20 times "
+            "slower than fp32; use --precision fp32 here",
+            file=sys.stderr,
+        )

@@ -28,7 +28,7 @@ def metric_label(metric: str) -> str:
 
 
 def describe(result: dict) -> str:
-    """"accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result."""
+    """ "accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result."""
     if is_regression(result):
         return f"MSE {result['mse']:.4f}, MAE {result['mae']:.4f}"
     return f"accuracy {result['accuracy']:.4f}"

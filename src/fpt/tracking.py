@@ -93,8 +93,12 @@ class MLflowSink(Sink):
 
         state, parent = state or {}, parent or {}
         # a resumed run stays in the store it started in unless --tracking-uri names another
-        uri = _absolute(self.tracking_uri or state.get("tracking_uri") or parent.get("tracking_uri")
-                        or self.mlflow.get_tracking_uri())
+        uri = _absolute(
+            self.tracking_uri
+            or state.get("tracking_uri")
+            or parent.get("tracking_uri")
+            or self.mlflow.get_tracking_uri()
+        )
         self.client = self.mlflow.MlflowClient(uri)
         if state.get("tracking_uri") == uri:
             try:
@@ -105,8 +109,15 @@ class MLflowSink(Sink):
                 self.run_id, self.state = run.info.run_id, state
                 self.client.update_run(self.run_id, status="RUNNING")
                 # the store itself says which evaluations it holds: exact even if tracking.json lags
-                return max((m.step for key in run.data.metrics if not key.startswith(("summary/", SUBSET_PREFIX))
-                            for m in self.client.get_metric_history(self.run_id, key)), default=0)
+                return max(
+                    (
+                        m.step
+                        for key in run.data.metrics
+                        if not key.startswith(("summary/", SUBSET_PREFIX))
+                        for m in self.client.get_metric_history(self.run_id, key)
+                    ),
+                    default=0,
+                )
         experiment_id = parent.get("experiment_id") or self._experiment_id(uri)
         tags = {"fpt.directory": str(directory.resolve()), "fpt.role": role}
         if parent.get("run_id"):
@@ -146,7 +157,9 @@ class MLflowSink(Sink):
 
     def finish(self, summary, files):
         step = summary.get("step") if isinstance(summary.get("step"), int) else 0
-        self.client.log_batch(self.run_id, metrics=self._metrics({f"summary/{k}": v for k, v in numbers(summary).items()}, step))
+        self.client.log_batch(
+            self.run_id, metrics=self._metrics({f"summary/{k}": v for k, v in numbers(summary).items()}, step)
+        )
         for path in files:
             self.client.log_artifact(self.run_id, str(path))
         self.client.set_terminated(self.run_id, "FINISHED")
@@ -221,13 +234,19 @@ class WandbSink(Sink):
 
     def open(self, directory, role, state, parent):
         state, parent = state or {}, parent or {}
-        project = (self.project or state.get("project") or parent.get("project") or os.environ.get("WANDB_PROJECT")
-                   or DEFAULT_PROJECT)
+        project = (
+            self.project
+            or state.get("project")
+            or parent.get("project")
+            or os.environ.get("WANDB_PROJECT")
+            or DEFAULT_PROJECT
+        )
         group = parent.get("group") or state.get("group")
         if group is None and role == "sweep":  # the parent and its cells: one group, whatever the sweep's name
             group = f"{directory.name}-{uuid.uuid4().hex[:8]}"
-        self.run = self.wandb.init(project=project, name=directory.name, id=state.get("run_id"), resume="allow",
-                                   group=group, job_type=role)
+        self.run = self.wandb.init(
+            project=project, name=directory.name, id=state.get("run_id"), resume="allow", group=group, job_type=role
+        )
         self.state = {"project": project, "run_id": self.run.id, "group": group}
         if not state:
             return None
@@ -263,12 +282,15 @@ def parse_report_to(text: str | None) -> list[str]:
         return []
     unknown = [name for name in names if name not in REPORT_TO]
     if unknown:
-        raise FptError(f"--report-to: unknown tracker {unknown[0]!r}; give a comma list of {', '.join(REPORT_TO)}, or none")
+        raise FptError(
+            f"--report-to: unknown tracker {unknown[0]!r}; give a comma list of {', '.join(REPORT_TO)}, or none"
+        )
     return names
 
 
-def build_tracker(report_to: str | None, tracking_uri: str | None = None, experiment: str | None = None,
-                  parent: str | None = None) -> "Tracker":
+def build_tracker(
+    report_to: str | None, tracking_uri: str | None = None, experiment: str | None = None, parent: str | None = None
+) -> "Tracker":
     """The trackers `--report-to` names, each package imported now (a missing one: one line, exit 2).
     `parent`: a sweep's TRACKING_PARENT_ENV, for a cell's run."""
     names = parse_report_to(report_to)
@@ -316,8 +338,10 @@ class Tracker:
                     sink.log_params(flatten(params))
             except Exception as exc:
                 self.close()
-                raise FptError(f"cannot start {sink.name} tracking ({_first_line(exc)}); check its settings "
-                               f"(--tracking-uri, environment) or leave it out of --report-to") from None
+                raise FptError(
+                    f"cannot start {sink.name} tracking ({_first_line(exc)}); check its settings "
+                    f"(--tracking-uri, environment) or leave it out of --report-to"
+                ) from None
             self.state[sink.name] = {**sink.state, "logged_step": logged or 0}
         self._save()
         for record in records:
@@ -332,8 +356,9 @@ class Tracker:
         prefix, mark = (SUBSET_PREFIX, "logged_subset_step") if subset else ("", "logged_step")
         metrics = {prefix + k: v for k, v in numbers(record).items() if k != "step"}
         for sink in list(self.live):
-            if step > self.state[sink.name].get(mark, 0) and self._call(sink, f"at step {step}", sink.log_evaluation,
-                                                                        step, metrics):
+            if step > self.state[sink.name].get(mark, 0) and self._call(
+                sink, f"at step {step}", sink.log_evaluation, step, metrics
+            ):
                 self.state[sink.name][mark] = step
         self._save()
 
@@ -370,8 +395,10 @@ class Tracker:
             return True
         except Exception as exc:  # a tracker's failure must not stop training: the run directory has it all
             self.live.remove(sink)
-            _warn(f"{sink.name} tracking failed {when} ({_first_line(exc)}); training goes on without it, "
-                  f"{self.directory} keeps every evaluation, and resuming the run catches {sink.name} up")
+            _warn(
+                f"{sink.name} tracking failed {when} ({_first_line(exc)}); training goes on without it, "
+                f"{self.directory} keeps every evaluation, and resuming the run catches {sink.name} up"
+            )
             try:
                 sink.close("failed")
             except Exception:
@@ -397,11 +424,15 @@ def _read_state(path: Path) -> dict:
     except (ValueError, UnicodeDecodeError):
         raise FptError(f"{path} is not valid JSON; delete it to start new tracked runs") from None
     records = state.values() if isinstance(state, dict) else [None]
-    if not all(isinstance(record, dict) and all(type(record.get(key, 0)) is int
-                                                for key in ("logged_step", "logged_subset_step"))
-               for record in records):
-        raise FptError(f"{path} is not fpt's tracking state (a record per tracker, its logged steps); "
-                       "delete it to start new tracked runs")
+    if not all(
+        isinstance(record, dict)
+        and all(type(record.get(key, 0)) is int for key in ("logged_step", "logged_subset_step"))
+        for record in records
+    ):
+        raise FptError(
+            f"{path} is not fpt's tracking state (a record per tracker, its logged steps); "
+            "delete it to start new tracked runs"
+        )
     return state
 
 

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from fpt import distributed, runtime
 from fpt.backbones import load_backbone
 from fpt.backbones.surgery import enable_checkpointing
 from fpt.baselines import Baseline, build_baseline
-from fpt import distributed
 from fpt.checkpoint import Checkpoint, RngState, load_checkpoint, restore, save_checkpoint
 from fpt.config import TrainConfig
 from fpt.devices import resolve_device
@@ -31,7 +31,6 @@ from fpt.errors import FptError, StopRequested
 from fpt.model import FrozenPretrainedTransformer, TrainableModel, default_pooling
 from fpt.runs import RunDir, is_subset
 from fpt.scores import describe, reached
-from fpt import runtime
 from fpt.tasks import Task, create_task, task_options
 from fpt.tasks.base import Batch
 from fpt.tasks.bucketing import LengthBucketedTask
@@ -85,8 +84,9 @@ ATTENTION_BYTES_BUDGET = 2.5e9
 _BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, the dropout mask and a temporary
 
 
-def plan_memory(config: TrainConfig, spec, heads: int, layers: int = 1, can_checkpoint: bool = True,
-                device_type: str = "cpu") -> None:
+def plan_memory(
+    config: TrainConfig, spec, heads: int, layers: int = 1, can_checkpoint: bool = True, device_type: str = "cpu"
+) -> None:
     """Fill `config.checkpointing` (None: auto) and, with it, an automatic --micro-batch-size.
 
     Only where attention keeps its probabilities: CUDA's fused kernels apply dropout themselves.
@@ -104,22 +104,42 @@ def plan_memory(config: TrainConfig, spec, heads: int, layers: int = 1, can_chec
 
 
 def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
-    backbone = load_backbone(config.backbone, init=config.init, seed=config.seed, layers=config.layers,
-                             seq_len=task.spec.seq_len, dropout=config.dropout,
-                             attention_dropout=config.attention_dropout, attention=config.attention,
-                             compile=config.compile, body=config.body)
+    backbone = load_backbone(
+        config.backbone,
+        init=config.init,
+        seed=config.seed,
+        layers=config.layers,
+        seq_len=task.spec.seq_len,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        attention=config.attention,
+        compile=config.compile,
+        body=config.body,
+    )
     body = backbone.model.config
-    plan_memory(config, task.spec, getattr(body, "num_attention_heads", 1), getattr(body, "num_hidden_layers", 1),
-                getattr(backbone.model, "supports_gradient_checkpointing", False), resolve_device(config.device).type)
+    plan_memory(
+        config,
+        task.spec,
+        getattr(body, "num_attention_heads", 1),
+        getattr(body, "num_hidden_layers", 1),
+        getattr(backbone.model, "supports_gradient_checkpointing", False),
+        resolve_device(config.device).type,
+    )
     if config.checkpointing:
         enable_checkpointing(backbone.model)
     torch.manual_seed(config.seed)  # the new input and output layers
     config.pooling = config.pooling or default_pooling(task.spec)  # recorded in config.json as it ran
     if config.body != "backbone":
         config.policy = "full"  # a control trains every parameter it has; recorded as it ran
-    return FrozenPretrainedTransformer(backbone, task.spec, policy=config.policy, pooling=config.pooling,
-                                       dropout=config.dropout, extra_positions=config.extra_positions,
-                                       precision=config.precision)
+    return FrozenPretrainedTransformer(
+        backbone,
+        task.spec,
+        policy=config.policy,
+        pooling=config.pooling,
+        dropout=config.dropout,
+        extra_positions=config.extra_positions,
+        precision=config.precision,
+    )
 
 
 def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
@@ -198,8 +218,15 @@ def _first_examples(task: Task, batch_size: int, split: str | None, limit: int, 
 
 
 @torch.inference_mode()
-def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: str | None = None,
-             confusion: bool = False, world: World = SINGLE, limit: int | None = None) -> dict:
+def evaluate(
+    model: TrainableModel,
+    task: Task,
+    batch_size: int = 256,
+    split: str | None = None,
+    confusion: bool = False,
+    world: World = SINGLE,
+    limit: int | None = None,
+) -> dict:
     """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
 
     With confusion=True (single-label tasks) also the confusion matrix (rows: true class) and
@@ -210,8 +237,9 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
     """
     batch_size = eval_batch_for(task, batch_size)
     cut: list[bool] = []  # filled as the batches are drawn: name the split after the loop
-    batches = task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split,
-                                                                                          limit, cut)
+    batches = (
+        task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split, limit, cut)
+    )
 
     def split_name() -> str:
         return (split or task.eval_split) + (f"[:{limit}]" if cut else "")
@@ -240,25 +268,33 @@ def evaluate(model: TrainableModel, task: Task, batch_size: int = 256, split: st
         examples += len(batch)
         label_counts += torch.bincount(batch.y.reshape(-1), minlength=num_classes)
         if confusion:
-            matrix += torch.bincount(batch.y.reshape(-1) * num_classes + predicted.reshape(-1),
-                                     minlength=num_classes**2).reshape(num_classes, num_classes)
+            matrix += torch.bincount(
+                batch.y.reshape(-1) * num_classes + predicted.reshape(-1), minlength=num_classes**2
+            ).reshape(num_classes, num_classes)
     model.train(was_training)
     if world.distributed:
-        counts = world.all_reduce_sum(torch.tensor([loss_sum, correct, exact, labels, examples],
-                                                   dtype=torch.float64, device=device)).tolist()
+        counts = world.all_reduce_sum(
+            torch.tensor([loss_sum, correct, exact, labels, examples], dtype=torch.float64, device=device)
+        ).tolist()
         loss_sum, (correct, exact, labels, examples) = counts[0], map(round, counts[1:])
         matrix = world.all_reduce_sum(matrix)
         label_counts = world.all_reduce_sum(label_counts)
     # majority_share: the accuracy of always answering the split's most frequent label, the
     # chance level Table 6 tells a flat run from a converged one by (fpt.experiments.convergence)
-    result = {"split": split_name(), "loss": loss_sum / labels, "accuracy": correct / labels,
-              "exact_match": exact / examples, "examples": examples,
-              "majority_share": label_counts.max().item() / labels}
+    result = {
+        "split": split_name(),
+        "loss": loss_sum / labels,
+        "accuracy": correct / labels,
+        "exact_match": exact / examples,
+        "examples": examples,
+        "majority_share": label_counts.max().item() / labels,
+    }
     if confusion:
         support = matrix.sum(1)
         result["confusion"] = matrix.cpu().tolist()
-        result["per_class_accuracy"] = [(matrix[c, c] / support[c]).item() if support[c] else None
-                                        for c in range(num_classes)]
+        result["per_class_accuracy"] = [
+            (matrix[c, c] / support[c]).item() if support[c] else None for c in range(num_classes)
+        ]
     return result
 
 
@@ -280,8 +316,9 @@ def _evaluate_values(model: TrainableModel, batches: Iterator[Batch], world: Wor
         examples += len(batch)
     model.train(was_training)
     if world.distributed:
-        totals = world.all_reduce_sum(torch.tensor([squared, absolute, values, examples], dtype=torch.float64,
-                                                   device=device)).tolist()
+        totals = world.all_reduce_sum(
+            torch.tensor([squared, absolute, values, examples], dtype=torch.float64, device=device)
+        ).tolist()
         squared, absolute, values, examples = totals[0], totals[1], round(totals[2]), round(totals[3])
     mse = squared / values
     return {"loss": mse, "mse": mse, "mae": absolute / values, "examples": examples}
@@ -295,10 +332,17 @@ class Trainer:
     rank-0 trainer has a `run_dir` (the others pass None) and shows progress.
     """
 
-    def __init__(self, model: TrainableModel, task: Task, config: TrainConfig,
-                 run_dir: Path | RunDir | None = None, progress: bool = True,
-                 on_step: Callable[[int, float], None] | None = None, world: World = SINGLE,
-                 tracker: Tracker | None = None):
+    def __init__(
+        self,
+        model: TrainableModel,
+        task: Task,
+        config: TrainConfig,
+        run_dir: Path | RunDir | None = None,
+        progress: bool = True,
+        on_step: Callable[[int, float], None] | None = None,
+        world: World = SINGLE,
+        tracker: Tracker | None = None,
+    ):
         config.validate(world.size)  # from Python too: eval_every 0 or lr -1 fail here, in one line
         self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
@@ -337,8 +381,10 @@ class Trainer:
             if self.scaler is not None and checkpoint.grad_scaler is not None:
                 self.scaler.load_state_dict(checkpoint.grad_scaler)
         except (ValueError, KeyError, RuntimeError) as exc:
-            raise FptError(f"checkpoint {path} does not fit this run's optimizer ({str(exc)[:80]}); "
-                           "was it copied from another run?") from None
+            raise FptError(
+                f"checkpoint {path} does not fit this run's optimizer ({str(exc)[:80]}); "
+                "was it copied from another run?"
+            ) from None
         self.step = self.last_checkpoint_step = checkpoint.step
         self.elapsed_before = checkpoint.elapsed_s
 
@@ -357,13 +403,25 @@ class Trainer:
             self.last_checkpoint_step = self.step
             return
         try:
-            save_checkpoint(self.run_dir.checkpoint_path, self.model, self.optimizer, self.step, rng_states,
-                            self.scaler.state_dict() if self.scaler is not None else None, round(self.elapsed(), 3))
+            save_checkpoint(
+                self.run_dir.checkpoint_path,
+                self.model,
+                self.optimizer,
+                self.step,
+                rng_states,
+                self.scaler.state_dict() if self.scaler is not None else None,
+                round(self.elapsed(), 3),
+            )
         except OSError as exc:
-            kept = (f"the checkpoint of step {self.last_checkpoint_step} is kept" if self.last_checkpoint_step is not None
-                    else "no checkpoint was saved yet")
-            raise FptError(f"cannot write {self.run_dir.checkpoint_path} ({exc.strerror or exc}); {kept}; "
-                           "free some space and resume") from None
+            kept = (
+                f"the checkpoint of step {self.last_checkpoint_step} is kept"
+                if self.last_checkpoint_step is not None
+                else "no checkpoint was saved yet"
+            )
+            raise FptError(
+                f"cannot write {self.run_dir.checkpoint_path} ({exc.strerror or exc}); {kept}; "
+                "free some space and resume"
+            ) from None
         self.last_checkpoint_step = self.step
 
     def train_step(self, batch: Batch) -> tuple[float, float]:
@@ -407,17 +465,26 @@ class Trainer:
         return counts[0] / counts[2], None if self.task.spec.regression else counts[1] / counts[3]
 
     def _diverged(self, what: str) -> FptError:
-        where = (f"the last good checkpoint (step {self.last_checkpoint_step}) is in {self.run_dir}"
-                 if self.last_checkpoint_step is not None else "no checkpoint was saved yet")
+        where = (
+            f"the last good checkpoint (step {self.last_checkpoint_step}) is in {self.run_dir}"
+            if self.last_checkpoint_step is not None
+            else "no checkpoint was saved yet"
+        )
         return FptError(f"{what} at step {self.step}; stopped, {where}; try a lower --lr")
 
     def _failed(self, exc: BaseException, doing: str) -> FptError:
         """An exception inside a step or an evaluation: out of memory, a peer rank gone, or a divergence."""
         if self.world.distributed and distributed.is_peer_failure(exc):
-            return FptError(f"another rank stopped while {doing} at step {self.step}; its own error says why "
-                            "(rank 0's is printed first)")
+            return FptError(
+                f"another rank stopped while {doing} at step {self.step}; its own error says why "
+                "(rank 0's is printed first)"
+            )
         if _is_out_of_memory(exc):
-            size = "--eval-batch-size" if doing == "evaluating" else "--batch-size (or --micro-batch-size, --checkpointing)"
+            size = (
+                "--eval-batch-size"
+                if doing == "evaluating"
+                else "--batch-size (or --micro-batch-size, --checkpointing)"
+            )
             return FptError(f"out of memory while {doing} at step {self.step}; lower {size}")
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
         return self._diverged(f"{doing} failed ({type(exc).__name__}: {first_line})")
@@ -425,8 +492,14 @@ class Trainer:
     def _evaluate(self, whole: bool = True, split: str | None = None) -> dict:
         """The held-out split (or `split`), or its first --eval-subset examples (`whole` False, in between)."""
         try:
-            return evaluate(self.model, self.task, self.config.eval_batch_size, split=split, world=self.world,
-                            limit=None if whole else self.config.eval_subset)
+            return evaluate(
+                self.model,
+                self.task,
+                self.config.eval_batch_size,
+                split=split,
+                world=self.world,
+                limit=None if whole else self.config.eval_subset,
+            )
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
 
@@ -448,11 +521,11 @@ class Trainer:
         for result in results:
             if not math.isfinite(result["loss"]):
                 raise self._diverged(f"held-out loss became {result['loss']}")
-            records.append({"step": self.step, "train_loss": train_loss, **result,
-                            "elapsed_s": round(self.elapsed(), 3)})
+            records.append(
+                {"step": self.step, "train_loss": train_loss, **result, "elapsed_s": round(self.elapsed(), 3)}
+            )
             if self.progress:
-                bar.write(f"step {self.step}: {result['split']} {describe(result)}, "
-                          f"loss {result['loss']:.4f}")
+                bar.write(f"step {self.step}: {result['split']} {describe(result)}, loss {result['loss']:.4f}")
         if self.run_dir is not None:
             for record in records:
                 self.run_dir.append_metrics(record)
@@ -482,8 +555,11 @@ class Trainer:
                 raise KeyboardInterrupt  # asked twice: stop now, from the last checkpoint
             self.stop_signal = signum
             if self.world.is_main:
-                tqdm.write(f"fpt: {signal.Signals(signum).name}: stopping once the step under way is done, with a "
-                           "checkpoint (send it again to stop at once)", file=sys.stderr)
+                tqdm.write(
+                    f"fpt: {signal.Signals(signum).name}: stopping once the step under way is done, with a "
+                    "checkpoint (send it again to stop at once)",
+                    file=sys.stderr,
+                )
 
         previous = {number: signal.signal(number, request) for number in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -502,8 +578,11 @@ class Trainer:
             self._checkpoint()
         signum = self.stop_signal or signal.SIGTERM  # a rank that got no signal stops with the others
         where = f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"
-        return StopRequested(f"stopped at step {self.step} of {self.config.steps} on {signal.Signals(signum).name}, "
-                             f"checkpoint saved; continue with {where}", signum)
+        return StopRequested(
+            f"stopped at step {self.step} of {self.config.steps} on {signal.Signals(signum).name}, "
+            f"checkpoint saved; continue with {where}",
+            signum,
+        )
 
     def fit(self) -> dict:
         """Train to config.steps (or the target accuracy or MSE); returns the summary. Stopped on request
@@ -514,8 +593,14 @@ class Trainer:
         self.stop_signal, self.stop_agreed = None, False
         reached_at, last_eval = None, None
         self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
-        bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, unit="step",
-                   dynamic_ncols=True, desc=f"{self.task.name} on {self.model.weights_name}")
+        bar = tqdm(
+            total=cfg.steps,
+            initial=self.step,
+            disable=not self.progress,
+            unit="step",
+            dynamic_ncols=True,
+            desc=f"{self.task.name} on {self.model.weights_name}",
+        )
         with self._stop_on_request():
             try:
                 while self.step < cfg.steps:
@@ -528,8 +613,9 @@ class Trainer:
                     if not math.isfinite(loss):
                         raise self._diverged(f"loss became {loss}")
                     bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.4f}", **({} if accuracy is None else {"acc": f"{accuracy:.3f}"}),
-                                    refresh=False)
+                    bar.set_postfix(
+                        loss=f"{loss:.4f}", **({} if accuracy is None else {"acc": f"{accuracy:.3f}"}), refresh=False
+                    )
                     if self.on_step is not None:
                         self.on_step(self.step, loss)
                     if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
@@ -566,9 +652,15 @@ class Trainer:
             self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
 
-def train(config: TrainConfig, out: Path | None = None, progress: bool = True,
-          on_step: Callable[[int, float], None] | None = None, ddp_backend: str | None = None,
-          tracker: Tracker | None = None) -> tuple[dict, Path]:
+
+def train(
+    config: TrainConfig,
+    out: Path | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, float], None] | None = None,
+    ddp_backend: str | None = None,
+    tracker: Tracker | None = None,
+) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train.
 
     A run that fails before its first checkpoint leaves no directory behind. Ctrl-C or SIGTERM
@@ -591,8 +683,14 @@ def _in_process_group(ddp_backend: str | None, work: Callable[[World], tuple[dic
     return result
 
 
-def _train(config: TrainConfig, out: Path | None, progress: bool, on_step: Callable[[int, float], None] | None,
-           world: World, tracker: Tracker | None) -> tuple[dict, Path]:
+def _train(
+    config: TrainConfig,
+    out: Path | None,
+    progress: bool,
+    on_step: Callable[[int, float], None] | None,
+    world: World,
+    tracker: Tracker | None,
+) -> tuple[dict, Path]:
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
     label = config.backbone if config.model == "fpt" else config.model
 
@@ -663,8 +761,9 @@ def _read_run(run_dir: Path, lock: bool) -> tuple[RunDir, dict, Checkpoint | Non
         raise
 
 
-def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world: World = SINGLE,
-             threads: int | None = None) -> LoadedRun:
+def load_run(
+    run_dir: Path, lock: bool = False, device: str | None = None, world: World = SINGLE, threads: int | None = None
+) -> LoadedRun:
     """Rebuild a run from its directory and load its checkpoint (`lock`: to train on, see
     RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU;
     `threads`: other torch threads than the run's own, e.g. a sweep cell's one scored on more).
@@ -698,25 +797,42 @@ def load_run(run_dir: Path, lock: bool = False, device: str | None = None, world
     return LoadedRun(config, task, model, trainer)
 
 
-def resume(run_dir: Path, steps: int | None = None, progress: bool = True,
-           on_step: Callable[[int, float], None] | None = None, device: str | None = None,
-           ddp_backend: str | None = None, tracker: Tracker | None = None,
-           threads: int | None = None) -> tuple[dict, Path]:
+def resume(
+    run_dir: Path,
+    steps: int | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, float], None] | None = None,
+    device: str | None = None,
+    ddp_backend: str | None = None,
+    tracker: Tracker | None = None,
+    threads: int | None = None,
+) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
     torchrun with as many ranks as it was trained with)."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
-    return _in_process_group(ddp_backend, lambda world: _resume(run_dir, steps, progress, on_step, device,
-                                                                tracker, world, threads))
+    return _in_process_group(
+        ddp_backend, lambda world: _resume(run_dir, steps, progress, on_step, device, tracker, world, threads)
+    )
 
 
-def _resume(run_dir: Path, steps: int | None, progress: bool, on_step: Callable[[int, float], None] | None,
-            device: str | None, tracker: Tracker | None, world: World, threads: int | None) -> tuple[dict, Path]:
+def _resume(
+    run_dir: Path,
+    steps: int | None,
+    progress: bool,
+    on_step: Callable[[int, float], None] | None,
+    device: str | None,
+    tracker: Tracker | None,
+    world: World,
+    threads: int | None,
+) -> tuple[dict, Path]:
     config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world, threads=threads)
     try:
         if steps is not None and steps != config.steps and config.lr_schedule != "constant":
-            raise FptError(f"this run's {config.lr_schedule} schedule decays to 0 at step {config.steps}; --steps "
-                           f"{steps} would change its learning rate from here on; train a new run to that length")
+            raise FptError(
+                f"this run's {config.lr_schedule} schedule decays to 0 at step {config.steps}; --steps "
+                f"{steps} would change its learning rate from here on; train a new run to that length"
+            )
         if steps is not None and steps < trainer.step:
             raise FptError(f"this run is at step {trainer.step:,}; --steps {steps} would end it before where it is")
         if steps is not None:

@@ -52,8 +52,9 @@ class SelfAttentionLayer(nn.Module):
     et al.'s LLM2Attn layer). Padding keys are masked; `causal` lets each token see only itself
     and those before it. The attention dropout is a rate read on every call."""
 
-    def __init__(self, hidden: int, heads: int, causal: bool, dropout: float, attention_dropout: float,
-                 eps: float = 1e-5):
+    def __init__(
+        self, hidden: int, heads: int, causal: bool, dropout: float, attention_dropout: float, eps: float = 1e-5
+    ):
         super().__init__()
         self.heads, self.causal, self.attention_dropout = heads, causal, attention_dropout
         self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
@@ -115,8 +116,13 @@ class ControlBody(nn.Module):
         """As a transformers model's (fpt attention asks for "eager"): the weights are returned when
         asked whatever the kernel, so there is nothing to switch."""
 
-    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, **_) -> BodyOutput:
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        **_,
+    ) -> BodyOutput:
         length = inputs_embeds.shape[1]
         h = self.dropout(inputs_embeds + self.positions.weight[:length].to(inputs_embeds.dtype))
         maps = []
@@ -157,8 +163,9 @@ def set_layer_count(config, layers: int) -> None:
         config.layer_types = kinds[:layers]
 
 
-def small_body(body: str, config, positions: nn.Embedding, causal: bool, dropout: float,
-               attention_dropout: float) -> ControlBody:
+def small_body(
+    body: str, config, positions: nn.Embedding, causal: bool, dropout: float, attention_dropout: float
+) -> ControlBody:
     """The ControlBody of `body` (none | attention) around `positions`; the new layer draws its
     weights from the global RNG (the caller seeds it)."""
     hidden = config.hidden_size
@@ -166,10 +173,18 @@ def small_body(body: str, config, positions: nn.Embedding, causal: bool, dropout
     layer = None
     if body == "attention":
         if not isinstance(heads, int) or heads < 1 or hidden % heads:
-            raise FptError(f"--body attention needs the backbone's head count to divide its width ({hidden}); "
-                           f"its config says {heads!r} heads: use --body block or another backbone")
-        eps = next((getattr(config, k) for k in ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps")
-                    if isinstance(getattr(config, k, None), float)), 1e-5)
+            raise FptError(
+                f"--body attention needs the backbone's head count to divide its width ({hidden}); "
+                f"its config says {heads!r} heads: use --body block or another backbone"
+            )
+        eps = next(
+            (
+                getattr(config, k)
+                for k in ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps")
+                if isinstance(getattr(config, k, None), float)
+            ),
+            1e-5,
+        )
         layer = SelfAttentionLayer(hidden, heads, causal, dropout, attention_dropout, eps)
     config = copy.deepcopy(config)
     set_layer_count(config, 0 if layer is None else 1)
@@ -180,8 +195,10 @@ def causal_control(direction: str | None, family: str) -> bool:
     """Whether a control's attention is causal: as the backbone attends (--attention, or as
     pretrained); refused where fpt does not know which way that is."""
     if direction is None:
-        raise FptError(f"--body attention: fpt does not know which way backbone family {family!r} attends; "
-                       "give --attention causal or --attention bidirectional")
+        raise FptError(
+            f"--body attention: fpt does not know which way backbone family {family!r} attends; "
+            "give --attention causal or --attention bidirectional"
+        )
     return direction == CAUSAL
 
 
@@ -194,8 +211,10 @@ def describe_body(body: str, model: nn.Module, positions: str) -> str:
         what = "no layer between the input layer and the head"
     elif body == "attention":
         layer = model.layers[0]
-        what = (f"one freshly initialised self-attention layer ({config.hidden_size} wide, {layer.heads} heads, "
-                f"{'causal' if layer.causal else 'bidirectional'}; residual and layer norm)")
+        what = (
+            f"one freshly initialised self-attention layer ({config.hidden_size} wide, {layer.heads} heads, "
+            f"{'causal' if layer.causal else 'bidirectional'}; residual and layer norm)"
+        )
     else:
         what = f"one freshly initialised {config.model_type} block"
     return f"body {body}: {what}; positions: {positions}; every parameter trained"

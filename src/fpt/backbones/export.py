@@ -21,8 +21,10 @@ def bit_backbone_path(name: str) -> Path:
 
 
 def bit_backbone_recipe(name: str) -> str:
-    return (f"fpt train --task bit-memory --backbone {name} --init random --policy full --target-accuracy 0.99 "
-            f"--steps 40000 --out runs/bit-{name} && fpt export-backbone runs/bit-{name} --out {bit_backbone_path(name)}")
+    return (
+        f"fpt train --task bit-memory --backbone {name} --init random --policy full --target-accuracy 0.99 "
+        f"--steps 40000 --out runs/bit-{name} && fpt export-backbone runs/bit-{name} --out {bit_backbone_path(name)}"
+    )
 
 
 def export_backbone(model: nn.Module, path: Path, metadata: dict[str, str]) -> None:
@@ -39,8 +41,10 @@ def load_exported_backbone(model: nn.Module, path: Path, name: str) -> None:
     from safetensors import SafetensorError, safe_open
 
     if not path.is_file():
-        raise FptError(f"no Bit Memory-trained {name} at {path}; make it with: {bit_backbone_recipe(name)}",
-                       kind=MISSING_BIT_BACKBONE)
+        raise FptError(
+            f"no Bit Memory-trained {name} at {path}; make it with: {bit_backbone_recipe(name)}",
+            kind=MISSING_BIT_BACKBONE,
+        )
     try:
         with safe_open(str(path), "pt") as handle:
             if (handle.metadata() or {}).get("format") != EXPORT_FORMAT:

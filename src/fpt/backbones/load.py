@@ -83,8 +83,9 @@ class Backbone:
         kind = embeds.device.type
         dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else embeds.dtype
         # gradients flow back through attention only if something before it trains
-        backward = torch.is_grad_enabled() and (embeds.requires_grad or
-                                                any(p.requires_grad for p in self.model.parameters()))
+        backward = torch.is_grad_enabled() and (
+            embeds.requires_grad or any(p.requires_grad for p in self.model.parameters())
+        )
         return attention_kernel(embeds.device, dtype, embeds.shape[1], backward)
 
 
@@ -110,8 +111,10 @@ def _load_config(source: str, name: str):
         return AutoConfig.from_pretrained(source, trust_remote_code=False)
     except Exception as exc:  # transformers raises many types for a bad field (strict dataclass checks, dtype names)
         if Path(source).is_dir():
-            raise FptError(f"cannot read the config of backbone directory {source} ({str(exc).splitlines()[0][:120]}); "
-                           "save it again with save_pretrained") from None
+            raise FptError(
+                f"cannot read the config of backbone directory {source} ({str(exc).splitlines()[0][:120]}); "
+                "save it again with save_pretrained"
+            ) from None
         raise FptError(
             f"cannot load backbone {name!r}: not a registered name (see `fpt backbones`), not a local "
             f"directory, and not reachable on the Hugging Face hub ({type(exc).__name__})"
@@ -153,8 +156,13 @@ def _from_pretrained_without_token_table(source: str, config, dtype: torch.dtype
     from transformers.utils import logging as hf_logging
 
     small = _with_small_vocabulary(config)
-    load = dict(dtype=dtype, trust_remote_code=False, use_safetensors=True, output_loading_info=True,
-                ignore_mismatched_sizes=True)  # what does not fit is refused by _check_loaded, in one line
+    load = dict(
+        dtype=dtype,
+        trust_remote_code=False,
+        use_safetensors=True,
+        output_loading_info=True,
+        ignore_mismatched_sizes=True,
+    )  # what does not fit is refused by _check_loaded, in one line
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # transformers' own multi-line load report says the same
     try:
@@ -181,13 +189,19 @@ def _check_loaded(info: dict, source: str, token_rows: tuple[int, int] | None = 
     random body pretrained. Allowed: the token table declared small on purpose (`token_rows`:
     the model's rows, the checkpoint's) and BERT's pooler, both dropped by fpt."""
     missing = sorted(k for k in info["missing_keys"] if not k.startswith("pooler."))
-    misshapen = sorted(key for key, saved, built in info["mismatched_keys"]
-                       if token_rows is None or (built[0], saved[0]) != token_rows)
+    misshapen = sorted(
+        key for key, saved, built in info["mismatched_keys"] if token_rows is None or (built[0], saved[0]) != token_rows
+    )
     if missing or misshapen:
-        found = "; ".join(f"{len(keys)} {what}, e.g. {keys[0]}" for keys, what in
-                          ((missing, "missing"), (misshapen, "of another shape than config.json says")) if keys)
-        raise FptError(f"backbone {source}: its weights do not fit its config.json ({found}); give a folder "
-                       "written by save_pretrained (an `fpt export --format hf` folder is read by `fpt predict`)")
+        found = "; ".join(
+            f"{len(keys)} {what}, e.g. {keys[0]}"
+            for keys, what in ((missing, "missing"), (misshapen, "of another shape than config.json says"))
+            if keys
+        )
+        raise FptError(
+            f"backbone {source}: its weights do not fit its config.json ({found}); give a folder "
+            "written by save_pretrained (an `fpt export --format hf` folder is read by `fpt predict`)"
+        )
 
 
 def weights_hash(model: nn.Module) -> str:
@@ -214,8 +228,11 @@ def _architecture(name: str, source: str | None, entry: BackboneEntry | None, in
     except FptError:
         if entry is None:
             raise
-        raise FptError(f"backbone {name!r} is not on this machine and the Hugging Face hub cannot be "
-                       f"reached; get it: {entry.how_to_get}", kind=MISSING_BACKBONE) from None
+        raise FptError(
+            f"backbone {name!r} is not on this machine and the Hugging Face hub cannot be "
+            f"reached; get it: {entry.how_to_get}",
+            kind=MISSING_BACKBONE,
+        ) from None
 
 
 def _depth(config) -> int | None:
@@ -231,8 +248,11 @@ def _check_layers(config, layers: int | None, name: str, init: str) -> None:
         raise FptError(f"--layers must be at least 1, got {layers}")
     depth = _depth(config)
     if init != "random" and depth is not None and layers > depth:
-        raise FptError(f"--layers must be between 1 and {depth} for {name} (its {init} blocks), got {layers}; "
-                       f"a {layers}-layer model needs a deeper backbone, or --init random", kind=TOO_SHALLOW)
+        raise FptError(
+            f"--layers must be between 1 and {depth} for {name} (its {init} blocks), got {layers}; "
+            f"a {layers}-layer model needs a deeper backbone, or --init random",
+            kind=TOO_SHALLOW,
+        )
 
 
 def backbone_depth(name: str) -> int | None:
@@ -251,8 +271,9 @@ def backbone_depth(name: str) -> int | None:
         return None
 
 
-def _build_body(config, source: str | None, name: str, init: str, seed: int, layers: int | None,
-                dtype: torch.dtype) -> nn.Module:
+def _build_body(
+    config, source: str | None, name: str, init: str, seed: int, layers: int | None, dtype: torch.dtype
+) -> nn.Module:
     """The transformer body with pretrained weights, or freshly initialised (seeded)."""
     from transformers import AutoModel
 
@@ -267,15 +288,22 @@ def _build_body(config, source: str | None, name: str, init: str, seed: int, lay
         return _from_pretrained_without_token_table(source, config, dtype)
     except (MemoryError, OSError, ValueError, SafetensorError, RuntimeError) as exc:  # RuntimeError: sizes such as -1
         if isinstance(exc, MemoryError) or "allocate" in str(exc):
-            raise FptError(f"not enough memory to build backbone {name!r}" + (f" with {layers:,} layers" if layers else "")
-                           + "; use fewer --layers or a smaller backbone") from None
+            raise FptError(
+                f"not enough memory to build backbone {name!r}"
+                + (f" with {layers:,} layers" if layers else "")
+                + "; use fewer --layers or a smaller backbone"
+            ) from None
         no_weights = "safetensors" in str(exc) and isinstance(exc, OSError)  # a hub repo of .bin files only
         if no_weights or (source is not None and Path(source).is_dir() and not any(Path(source).glob("*.safetensors"))):
-            raise FptError(f"backbone {source} has no .safetensors weights; fpt does not unpickle "
-                           "pytorch_model.bin files: save it again with save_pretrained (safetensors)") from None
-        raise FptError(f"cannot build backbone {name!r} from {source or 'its config'} ({type(exc).__name__}: "
-                       f"{str(exc).splitlines()[0][:120]}); its config.json or weights may be damaged or "
-                       "truncated: save or download them again") from None
+            raise FptError(
+                f"backbone {source} has no .safetensors weights; fpt does not unpickle "
+                "pytorch_model.bin files: save it again with save_pretrained (safetensors)"
+            ) from None
+        raise FptError(
+            f"cannot build backbone {name!r} from {source or 'its config'} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120]}); its config.json or weights may be damaged or "
+            "truncated: save or download them again"
+        ) from None
 
 
 def _drop_unused_parts(model: nn.Module) -> nn.Module:
@@ -327,7 +355,9 @@ def load_backbone(
     check_init(init)
     controls.check_body(body)
     if body != controls.BACKBONE and layers is not None:
-        raise FptError(f"--layers keeps some of the backbone's blocks; --body {body} replaces them all: leave --layers unset")
+        raise FptError(
+            f"--layers keeps some of the backbone's blocks; --body {body} replaces them all: leave --layers unset"
+        )
     surgery.check_dropout_rates(0.0 if dropout is None else dropout, attention_dropout)
     source, entry = _source_of(name)
     config, source = _architecture(name, source, entry, init)
@@ -343,9 +373,15 @@ def load_backbone(
         _statistics_init(model, seed)
     model.requires_grad_(False)
     table = surgery.position_table(model, family)
-    backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
-                        max_positions=None if table is None else table.num_embeddings,
-                        weights_hash=weights_hash(model))
+    backbone = Backbone(
+        name=name,
+        init=init,
+        model=model,
+        family=family,
+        hidden_size=model.config.hidden_size,
+        max_positions=None if table is None else table.num_embeddings,
+        weights_hash=weights_hash(model),
+    )
     if body != controls.BACKBONE:
         _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing=False, compile=False)
         return _control(backbone, body, seed, dtype, seq_len, dropout, attention_dropout, attention, compile)
@@ -353,18 +389,31 @@ def load_backbone(
     return backbone
 
 
-def _control(loaded: Backbone, body: str, seed: int, dtype: torch.dtype, seq_len: int | None, dropout: float | None,
-             attention_dropout: float | None, attention: str | None, compile: bool) -> Backbone:
+def _control(
+    loaded: Backbone,
+    body: str,
+    seed: int,
+    dtype: torch.dtype,
+    seq_len: int | None,
+    dropout: float | None,
+    attention_dropout: float | None,
+    attention: str | None,
+    compile: bool,
+) -> Backbone:
     """`loaded` (adapted: positions grown, rates and attention set) with its blocks replaced by
     control `body`, keeping its position table's rows; the new weights are drawn from `seed`."""
     family, config = loaded.family, loaded.model.config
     if isinstance(loaded.model, ViTBody):
-        raise FptError(f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
-                       "backbone (minilm, gpt2, ...) for the controls")
+        raise FptError(
+            f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
+            "backbone (minilm, gpt2, ...) for the controls"
+        )
     table = surgery.position_table(loaded.model, family)
     if table is None and body != "block" and seq_len is None:
-        raise FptError(f"--body {body} on a backbone without a learned position table adds one, as long as the "
-                       "task: give load_backbone(..., seq_len=N)")
+        raise FptError(
+            f"--body {body} on a backbone without a learned position table adds one, as long as the "
+            "task: give load_backbone(..., seq_len=N)"
+        )
     rate = 0.0 if dropout is None else dropout
     torch.manual_seed(seed)  # as a random init is seeded (_build_body)
     if body == "block":
@@ -372,11 +421,20 @@ def _control(loaded: Backbone, body: str, seed: int, dtype: torch.dtype, seq_len
     else:
         causal = body == "attention" and controls.causal_control(attention or native_attention(family), family)
         rows = table if table is not None else controls.fresh_position_table(seq_len, config.hidden_size)
-        model = controls.small_body(body, config, rows, causal, rate,
-                                    rate if attention_dropout is None else attention_dropout).to(dtype)
-    backbone = Backbone(name=loaded.name, init=loaded.init, model=model, family=model.config.model_type,
-                        hidden_size=config.hidden_size, max_positions=loaded.max_positions, weights_hash="",
-                        extended_positions=loaded.extended_positions, body=body)
+        model = controls.small_body(
+            body, config, rows, causal, rate, rate if attention_dropout is None else attention_dropout
+        ).to(dtype)
+    backbone = Backbone(
+        name=loaded.name,
+        init=loaded.init,
+        model=model,
+        family=model.config.model_type,
+        hidden_size=config.hidden_size,
+        max_positions=loaded.max_positions,
+        weights_hash="",
+        extended_positions=loaded.extended_positions,
+        body=body,
+    )
     if body == "block":
         _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing=False, compile=False)
         fresh = surgery.position_table(model, family)
@@ -408,13 +466,22 @@ def _one_fresh_block(config, dtype: torch.dtype) -> nn.Module:
     return _drop_unused_parts(model)
 
 
-def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, attention_dropout: float | None,
-           attention: str | None, checkpointing: bool, compile: bool) -> None:
+def _adapt(
+    backbone: Backbone,
+    seq_len: int | None,
+    dropout: float | None,
+    attention_dropout: float | None,
+    attention: str | None,
+    checkpointing: bool,
+    compile: bool,
+) -> None:
     """The run-specific surgery, after the weights' identity is fixed."""
     model, family = backbone.model, backbone.family
     if seq_len is not None and seq_len > MAX_SEQ_LEN:  # a typo in --n-bits or --max-len, not a real task
-        raise FptError(f"the task's sequences are {seq_len:,} tokens; fpt takes at most {MAX_SEQ_LEN:,}: "
-                       "lower --n-bits or --max-len, or raise --patch-size")
+        raise FptError(
+            f"the task's sequences are {seq_len:,} tokens; fpt takes at most {MAX_SEQ_LEN:,}: "
+            "lower --n-bits or --max-len, or raise --patch-size"
+        )
     if seq_len is not None:
         published = surgery.extend_positions(model, family, seq_len)
         if published is not None:
@@ -432,9 +499,17 @@ def _adapt(backbone: Backbone, seq_len: int | None, dropout: float | None, atten
         backbone.run = surgery.CompiledBackbone(model)
 
 
-def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: str, seq_len: int | None = None,
-                         dropout: float | None = None, attention_dropout: float | None = None,
-                         attention: str | None = None) -> Backbone:
+def backbone_from_config(
+    config: dict,
+    *,
+    name: str,
+    init: str,
+    weights_hash: str,
+    seq_len: int | None = None,
+    dropout: float | None = None,
+    attention_dropout: float | None = None,
+    attention: str | None = None,
+) -> Backbone:
     """The body a saved model describes (`FrozenPretrainedTransformer.from_pretrained`), built
     offline from its Hugging Face config (a dict, as `to_dict` gives it) with its weights left
     for the caller to load. Fewer blocks and a grown position table are in the config already; a
@@ -444,8 +519,10 @@ def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: st
     try:
         surgery.check_dropout_rates(dropout, attention_dropout)
     except FptError:
-        raise FptError(f"cannot rebuild backbone {name!r}: its saved dropout rates ({dropout!r}, {attention_dropout!r}) "
-                       "are not in [0, 1); export the run again") from None
+        raise FptError(
+            f"cannot rebuild backbone {name!r}: its saved dropout rates ({dropout!r}, {attention_dropout!r}) "
+            "are not in [0, 1); export the run again"
+        ) from None
     fields = dict(config)
     try:
         architecture = AutoConfig.for_model(fields.pop("model_type", None), **fields)
@@ -454,15 +531,24 @@ def backbone_from_config(config: dict, *, name: str, init: str, weights_hash: st
     except MemoryError:
         raise
     except Exception as exc:  # transformers raises many types for a bad field (strict dataclass checks, sizes)
-        raise FptError(f"cannot rebuild backbone {name!r} from its saved config ({type(exc).__name__}: "
-                       f"{str(exc).splitlines()[0][:120]}); export the run again") from None
+        raise FptError(
+            f"cannot rebuild backbone {name!r} from its saved config ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120]}); export the run again"
+        ) from None
     if small is not None:
         model.config.vocab_size = architecture.vocab_size
     model = _drop_unused_parts(model)
     model.requires_grad_(False)
     family = model.config.model_type
     table = surgery.position_table(model, family)
-    backbone = Backbone(name=name, init=init, model=model, family=family, hidden_size=model.config.hidden_size,
-                        max_positions=None if table is None else table.num_embeddings, weights_hash=weights_hash)
+    backbone = Backbone(
+        name=name,
+        init=init,
+        model=model,
+        family=family,
+        hidden_size=model.config.hidden_size,
+        max_positions=None if table is None else table.num_embeddings,
+        weights_hash=weights_hash,
+    )
     _adapt(backbone, seq_len, dropout, attention_dropout, attention, checkpointing=False, compile=False)
     return backbone

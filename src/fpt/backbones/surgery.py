@@ -17,8 +17,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.errors import FptError
-from fpt.families import (ATTENTIONS, BIDIRECTIONAL, CausalSwitch, attention_dropout_sites, blocks_path,
-                          causal_switch, native_attention, position_table_path)
+from fpt.families import (
+    ATTENTIONS,
+    BIDIRECTIONAL,
+    CausalSwitch,
+    attention_dropout_sites,
+    blocks_path,
+    causal_switch,
+    native_attention,
+    position_table_path,
+)
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -139,12 +147,15 @@ def attention_switch(family: str, attention: str | None) -> CausalSwitch | None:
     if native is None:
         raise FptError(f"fpt does not know which way backbone family {family!r} attends; leave --attention unset")
     if attention == BIDIRECTIONAL:
-        raise FptError(f"--attention bidirectional: this {family} backbone was pretrained causal; "
-                       "leave --attention unset or pick an encoder backbone such as minilm")
+        raise FptError(
+            f"--attention bidirectional: this {family} backbone was pretrained causal; "
+            "leave --attention unset or pick an encoder backbone such as minilm"
+        )
     switch = causal_switch(family)
     if switch is None:
-        raise FptError(f"--attention causal: fpt does not know how to make {family} attention causal; "
-                       "leave --attention unset")
+        raise FptError(
+            f"--attention causal: fpt does not know how to make {family} attention causal; leave --attention unset"
+        )
     return switch
 
 
@@ -156,8 +167,10 @@ def set_attention(model: nn.Module, family: str, attention: str | None) -> None:
         return
     modules = [m for m in model.modules() if type(m).__name__.endswith(switch.owner_suffix)]
     if not modules:
-        raise FptError(f"--attention causal: {type(model).__name__} has no {switch.owner_suffix} modules "
-                       "to make causal; leave --attention unset")
+        raise FptError(
+            f"--attention causal: {type(model).__name__} has no {switch.owner_suffix} modules "
+            "to make causal; leave --attention unset"
+        )
     setattr(model.config, switch.config_key, True)
     for module in modules:
         for attr in switch.attrs:
@@ -189,8 +202,7 @@ def store_frozen_weights(model: nn.Module, dtype: torch.dtype) -> int:
 def enable_checkpointing(model: nn.Module) -> None:
     """Recompute each block in backward (non-reentrant; dropout masks are replayed exactly)."""
     if not getattr(model, "supports_gradient_checkpointing", False):
-        raise FptError(f"{type(model).__name__} does not support activation checkpointing; "
-                       "leave --checkpointing off")
+        raise FptError(f"{type(model).__name__} does not support activation checkpointing; leave --checkpointing off")
     kwargs = {"use_reentrant": False}
     if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 name
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
@@ -217,8 +229,11 @@ class CompiledBackbone:
 
     def _fall_back(self, exc: BaseException) -> None:
         first_line = (str(exc).strip().splitlines() or [""])[0][:120]
-        warnings.warn(f"torch.compile unavailable here ({type(exc).__name__}: {first_line}); running eager",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"torch.compile unavailable here ({type(exc).__name__}: {first_line}); running eager",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         self.module._compiled_call_impl = None
         self.active = False
 

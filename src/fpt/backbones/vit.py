@@ -53,8 +53,9 @@ class ViTBody(nn.Module):
     def set_attn_implementation(self, implementation: str) -> None:
         self.vit.set_attn_implementation(implementation)
 
-    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False) -> BaseModelOutput:
+    def forward(
+        self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False
+    ) -> BaseModelOutput:
         out = self.vit(pixel_values=inputs_embeds, attention_mask=attention_mask, output_attentions=output_attentions)
         return BaseModelOutput(last_hidden_state=out.last_hidden_state, attentions=out.attentions)
 
@@ -62,5 +63,8 @@ class ViTBody(nn.Module):
 def is_vit(model: nn.Module) -> bool:
     """A model built like transformers' ViTModel (ViT, DeiT and kin): patch embeddings + CLS."""
     embeddings = getattr(model, "embeddings", None)
-    return (hasattr(embeddings, "patch_embeddings") and hasattr(embeddings, "cls_token")
-            and isinstance(getattr(embeddings, "position_embeddings", None), nn.Parameter))
+    return (
+        hasattr(embeddings, "patch_embeddings")
+        and hasattr(embeddings, "cls_token")
+        and isinstance(getattr(embeddings, "position_embeddings", None), nn.Parameter)
+    )

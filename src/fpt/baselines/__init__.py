@@ -42,7 +42,9 @@ class Baseline(nn.Module):
             frozen.requires_grad_(False)
             frozen_count = sum(p.numel() for p in frozen.parameters())
         trained = sum(p.numel() for p in body.parameters()) - frozen_count
-        self.group_rows = [GroupRow("trained", trained, True)] + ([GroupRow("frozen", frozen_count, False)] if frozen else [])
+        self.group_rows = [GroupRow("trained", trained, True)] + (
+            [GroupRow("frozen", frozen_count, False)] if frozen else []
+        )
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
@@ -53,8 +55,9 @@ class Baseline(nn.Module):
 
 def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | None = None) -> Baseline:
     """`lstm` (3 x 768), `lstm*` (12 residual layers + positions), either with "-frozen" (LSTM
-    layers left at random init), `cnn` (the tutorial CNN) or `cnn-matched` (the same CNN scaled to `match_params` parameters, e.g. the FPT's trained count),
-    or, for a forecast, `linear` (DLinear on the look-back)."""
+    layers left at random init), `cnn` (the tutorial CNN) or `cnn-matched` (the same CNN
+    scaled to `match_params` parameters, e.g. the FPT's trained count), or, for a forecast,
+    `linear` (DLinear on the look-back)."""
     from fpt.baselines.cnn import TutorialCNN, width_for_params
     from fpt.baselines.forecast import DLinear
     from fpt.baselines.lstm import lstm, lstm_star
@@ -63,11 +66,15 @@ def build_baseline(kind: str, task, dropout: float = 0.1, match_params: int | No
     spec = task.spec
     series = spec.regression and spec.patch_stride is not None
     if kind in FORECAST_MODELS and not series:
-        raise FptError(f"--model {kind} forecasts a series; it needs a forecasting task (ett:ETTh1, forecast:FILE.csv), "
-                       f"not {task.name!r}")
+        raise FptError(
+            f"--model {kind} forecasts a series; it needs a forecasting task (ett:ETTh1, forecast:FILE.csv), "
+            f"not {task.name!r}"
+        )
     if kind not in FORECAST_MODELS and spec.regression:
-        raise FptError(f"--model {kind} is a classification baseline; for the forecast {task.name!r} use --model "
-                       f"{' or '.join(FORECAST_MODELS)} (DLinear) or fpt")
+        raise FptError(
+            f"--model {kind} is a classification baseline; for the forecast {task.name!r} use --model "
+            f"{' or '.join(FORECAST_MODELS)} (DLinear) or fpt"
+        )
     if kind == "linear":
         return Baseline(kind, DLinear(task.train.lookback, spec.num_outputs))
     if kind in ("lstm", "lstm-frozen"):

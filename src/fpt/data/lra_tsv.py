@@ -46,8 +46,10 @@ def read_listops_tsv(path: str | Path) -> tuple[list[str], np.ndarray]:
                 if not row:  # a blank line, e.g. at the end of a hand-edited file
                     continue
                 if len(row) != 2 or row[1] not in _LABELS:
-                    raise FptError(f"{path}, line {line}: expected '<expression><TAB><label 0-9>', "
-                                   f"found {len(row)} field(s) ending {row[-1][-12:]!r}")
+                    raise FptError(
+                        f"{path}, line {line}: expected '<expression><TAB><label 0-9>', "
+                        f"found {len(row)} field(s) ending {row[-1][-12:]!r}"
+                    )
                 if not row[0].replace("(", "").replace(")", "").strip():  # nothing to read: a row of padding
                     raise FptError(f"{path}, line {line}: an empty expression; every row needs one")
                 sources.append(row[0])
@@ -61,6 +63,7 @@ def read_listops_tsv(path: str | Path) -> tuple[list[str], np.ndarray]:
 
 def write_listops_tsv(path: str | Path, sources: Sequence[str], labels: Iterable[int]) -> None:
     """Write sources and labels as an LRA TSV file, atomically (a temp file, then rename)."""
+
     def write(tmp: Path) -> None:
         with open(tmp, "x", newline="", encoding="utf-8") as f:
             writer = csv.writer(f, delimiter="\t", lineterminator="\n")
@@ -78,8 +81,10 @@ def load_listops_dir(directory: str | Path, split: str, task: str = "basic") -> 
     for candidate in (directory / f"{task}_{split}.tsv", directory / "listops-1000" / f"{task}_{split}.tsv"):
         if candidate.is_file():
             return read_listops_tsv(candidate)
-    raise FptError(f"no ListOps file {task}_{split}.tsv in {directory}: put LRA's listops-1000 files there "
-                   "(lra_release.gz) or let fpt generate them")
+    raise FptError(
+        f"no ListOps file {task}_{split}.tsv in {directory}: put LRA's listops-1000 files there "
+        "(lra_release.gz) or let fpt generate them"
+    )
 
 
 def _char_codes() -> np.ndarray:
@@ -122,8 +127,9 @@ def _first_unknown_token(source: str) -> str:
     return source[:20]
 
 
-def tokenize_listops(sources: Sequence[str], max_len: int | None = None,
-                     protocol: str = "lra") -> tuple[np.ndarray, np.ndarray, int]:
+def tokenize_listops(
+    sources: Sequence[str], max_len: int | None = None, protocol: str = "lra"
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Turn ListOps sources into token ids with the fixed vocabulary :data:`VOCAB`.
 
     ``protocol="lra"``: operators, digits and ``]`` (parentheses dropped, as LRA's input
@@ -145,8 +151,10 @@ def tokenize_listops(sources: Sequence[str], max_len: int | None = None,
     for i, source in enumerate(sources):
         ids = _source_ids(source)
         if ids is None:
-            raise FptError(f"ListOps example {i}: unknown token {_first_unknown_token(source)!r}; expected "
-                           f"{' '.join(OPERATORS)}, digits 0-9, '{CLOSE}' and parentheses, space-separated")
+            raise FptError(
+                f"ListOps example {i}: unknown token {_first_unknown_token(source)!r}; expected "
+                f"{' '.join(OPERATORS)}, digits 0-9, '{CLOSE}' and parentheses, space-separated"
+            )
         if protocol == "paper":
             ids = ids[ids != TOKEN_IDS[CLOSE]]
         if ids.size > max_len:

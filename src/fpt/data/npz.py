@@ -43,8 +43,9 @@ def load_npz_task(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     arrays = read_arrays(path)
     missing = [key for key in ("x", "y") if key not in arrays]
     if missing:
-        raise FptError(f"{path}: missing array(s) {', '.join(missing)} (found {', '.join(arrays) or 'none'}); "
-                       f"{_SAVE_HINT}")
+        raise FptError(
+            f"{path}: missing array(s) {', '.join(missing)} (found {', '.join(arrays) or 'none'}); {_SAVE_HINT}"
+        )
     x, y, mask = arrays["x"], arrays["y"], arrays.get("mask")
 
     if np.issubdtype(x.dtype, np.floating):
@@ -68,10 +69,14 @@ def load_npz_task(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     if mask is None:
         mask = np.ones(x.shape[:2], dtype=bool)
     elif mask.shape != x.shape[:2] or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
-        raise FptError(f"{path}: mask must be (N, L) = {x.shape[:2]} of booleans or 0/1, found {mask.dtype} {mask.shape}")
+        raise FptError(
+            f"{path}: mask must be (N, L) = {x.shape[:2]} of booleans or 0/1, found {mask.dtype} {mask.shape}"
+        )
     mask = mask.astype(bool)
     empty = np.flatnonzero(~mask.any(1))
     if empty.size:
-        raise FptError(f"{path}: {empty.size} example(s) have no true token in mask (first: index {empty[0]}); "
-                       "drop them or mark their real tokens")
+        raise FptError(
+            f"{path}: {empty.size} example(s) have no true token in mask (first: index {empty[0]}); "
+            "drop them or mark their real tokens"
+        )
     return x, y.astype(np.int64), mask

@@ -68,7 +68,17 @@ def safe_loads(data: bytes, source: str, encoding: str = "ASCII") -> Any:
         return _RestrictedUnpickler(io.BytesIO(data), encoding=encoding).load()
     except _Refused as e:  # never run: the file may be malicious
         raise FptError(f"{source}: not a plain data pickle ({e}); expected the original dataset file") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            UnicodeDecodeError, MemoryError) as e:
-        raise FptError(f"{source}: corrupt or truncated pickle ({type(e).__name__}: {e}); "
-                       "download the file again") from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+        MemoryError,
+    ) as e:
+        raise FptError(
+            f"{source}: corrupt or truncated pickle ({type(e).__name__}: {e}); download the file again"
+        ) from None

@@ -31,14 +31,13 @@ EPOCH, SECOND = datetime(1970, 1, 1), timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class SeriesTable:
-    dates: np.ndarray      # datetime64[s], strictly increasing
-    values: np.ndarray     # float64 (T, C), finite
-    columns: list[str]     # the C numeric column names, in file order
+    dates: np.ndarray  # datetime64[s], strictly increasing
+    values: np.ndarray  # float64 (T, C), finite
+    columns: list[str]  # the C numeric column names, in file order
     path: Path
 
 
-def read_series_csv(path: str | Path, date_column: str | None = None,
-                    columns: list[str] | None = None) -> SeriesTable:
+def read_series_csv(path: str | Path, date_column: str | None = None, columns: list[str] | None = None) -> SeriesTable:
     """Read a CSV of a date column and numeric columns.
 
     date_column None: the column named "date" (any case), else the first column if all of it
@@ -59,6 +58,7 @@ def read_series_csv(path: str | Path, date_column: str | None = None,
 
 
 # ---------------------------------------------------------------- the file's rows
+
 
 def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """The header (names stripped), the non-blank rows and each row's line number."""
@@ -109,14 +109,18 @@ def _check_header(path: Path, header: list[str]) -> None:
 def _check_widths(path: Path, width: int, rows: list[list[str]], lines: list[int]) -> None:
     for row, line in zip(rows, lines):
         if len(row) != width:
-            raise FptError(f"{path}: line {line} has {len(row)} cells, the header {width}; "
-                           "give every row one cell per column (an empty cell is still a comma)")
+            raise FptError(
+                f"{path}: line {line} has {len(row)} cells, the header {width}; "
+                "give every row one cell per column (an empty cell is still a comma)"
+            )
 
 
 # ---------------------------------------------------------------- columns
 
-def _date_column(path: Path, header: list[str], rows: list[list[str]], lines: list[int],
-                 name: str | None) -> tuple[int, np.ndarray | None]:
+
+def _date_column(
+    path: Path, header: list[str], rows: list[list[str]], lines: list[int], name: str | None
+) -> tuple[int, np.ndarray | None]:
     """The date column's index, and its dates when finding it meant parsing them already."""
     if name is not None:
         return _index_of(path, header, name, "--date-column"), None
@@ -127,16 +131,17 @@ def _date_column(path: Path, header: list[str], rows: list[list[str]], lines: li
     moments = [_to_datetime(text) for text in texts]
     if None in moments:
         k = moments.index(None)
-        raise FptError(f"{path}: no date column (none is named 'date', and the first, {header[0]!r}, holds "
-                       f"{texts[k]!r} on line {lines[k]}); name the date column 'date' in the header "
-                       "or pass --date-column NAME")
+        raise FptError(
+            f"{path}: no date column (none is named 'date', and the first, {header[0]!r}, holds "
+            f"{texts[k]!r} on line {lines[k]}); name the date column 'date' in the header "
+            "or pass --date-column NAME"
+        )
     return 0, _increasing(path, header[0], moments, texts, lines)
 
 
 def _index_of(path: Path, header: list[str], name: str, option: str) -> int:
     if name not in header:
-        raise FptError(f"{path} has no column {name!r} (its columns: {', '.join(header)}); "
-                       f"correct {option}")
+        raise FptError(f"{path} has no column {name!r} (its columns: {', '.join(header)}); correct {option}")
     return header.index(name)
 
 
@@ -156,6 +161,7 @@ def _selected(path: Path, header: list[str], date_index: int, columns: list[str]
 
 
 # ---------------------------------------------------------------- cells
+
 
 def _to_datetime(text: str) -> datetime | None:
     try:
@@ -183,8 +189,10 @@ def _increasing(path: Path, name: str, moments: list[datetime], texts: list[str]
     back = np.flatnonzero(dates[1:] <= dates[:-1])
     if back.size:
         k = int(back[0]) + 1
-        raise FptError(f"{path}: line {lines[k]}: date {texts[k]!r} in column {name!r} is not after "
-                       f"{texts[k - 1]!r} on line {lines[k - 1]}; sort the rows by date and drop repeated times")
+        raise FptError(
+            f"{path}: line {lines[k]}: date {texts[k]!r} in column {name!r} is not after "
+            f"{texts[k - 1]!r} on line {lines[k - 1]}; sort the rows by date and drop repeated times"
+        )
     return dates
 
 
@@ -203,13 +211,17 @@ def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int]) ->
     text, line = texts[k], lines[k]
     if text.strip().lower() in MISSING:
         cell = "an empty cell" if not text.strip() else repr(text)
-        raise FptError(f"{path}: column {name!r} has a missing value on line {line} ({cell}); "
-                       "fill or drop the gap first")
+        raise FptError(
+            f"{path}: column {name!r} has a missing value on line {line} ({cell}); fill or drop the gap first"
+        )
     if _is_number(text):  # inf, -inf
-        raise FptError(f"{path}: column {name!r} holds {text!r} on line {line}, not a finite number; "
-                       "replace it or drop the row")
-    raise FptError(f"{path}: column {name!r} is not numeric: line {line} holds {text!r}; "
-                   "fix the value or leave the column out (--columns)")
+        raise FptError(
+            f"{path}: column {name!r} holds {text!r} on line {line}, not a finite number; replace it or drop the row"
+        )
+    raise FptError(
+        f"{path}: column {name!r} is not numeric: line {line} holds {text!r}; "
+        "fix the value or leave the column out (--columns)"
+    )
 
 
 def _is_number(text: str) -> bool:

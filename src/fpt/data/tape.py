@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fpt.data.safe_pickle import safe_loads
 from fpt.data import pad_rows
+from fpt.data.safe_pickle import safe_loads
 from fpt.errors import MISSING_DATA, FptError, require
 
 SPLITS = ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
@@ -26,8 +26,7 @@ N_FOLDS = 1195
 IUPAC_VOCAB: tuple[str, ...] = ("<pad>", "<mask>", "<cls>", "<sep>", "<unk>", *"ABCDEFGHIKLMNOPQRSTUVWXYZ")
 TOKEN_IDS: dict[str, int] = {token: i for i, token in enumerate(IUPAC_VOCAB)}
 PAD_ID, CLS_ID, SEP_ID, UNK_ID = (TOKEN_IDS[t] for t in ("<pad>", "<cls>", "<sep>", "<unk>"))
-_WHERE = ("download and unpack http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/"
-          "remote_homology.tar.gz there")
+_WHERE = "download and unpack http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_homology.tar.gz there"
 
 
 def read_tape_lmdb(path: str | Path) -> list[dict[str, Any]]:
@@ -38,8 +37,9 @@ def read_tape_lmdb(path: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise FptError(f"{path}: no such LMDB; {_WHERE}")
     try:
-        env = lmdb.open(str(path), subdir=path.is_dir(), readonly=True, lock=False,
-                        readahead=False, meminit=False, max_readers=1)
+        env = lmdb.open(
+            str(path), subdir=path.is_dir(), readonly=True, lock=False, readahead=False, meminit=False, max_readers=1
+        )
     except lmdb.Error as e:
         raise FptError(f"{path}: unreadable LMDB ({e}); expected TAPE's remote_homology_<split>.lmdb") from None
     try:
@@ -118,8 +118,11 @@ def load_remote_homology(directory: str | Path, split: str) -> tuple[list[str], 
             path = folder / f"remote_homology_{split}{suffix}"
             if path.exists():
                 return records_to_sequences(read(path), path)
-    raise FptError(f"no remote homology {split} split in {directory}: expected "
-                   f"remote_homology/remote_homology_{split}.lmdb (or .json); {_WHERE}", kind=MISSING_DATA)
+    raise FptError(
+        f"no remote homology {split} split in {directory}: expected "
+        f"remote_homology/remote_homology_{split}.lmdb (or .json); {_WHERE}",
+        kind=MISSING_DATA,
+    )
 
 
 def _letter_ids() -> np.ndarray:

@@ -51,9 +51,13 @@ def _is_classification(path: Path) -> bool:
 def ucr_datasets() -> list[str]:
     """Classification sets bundled inside sktime (each with NAME_TRAIN.ts and NAME_TEST.ts)."""
     root = bundled_dir()
-    return sorted(d.name for d in root.iterdir()
-                  if (d / f"{d.name}_TRAIN.ts").is_file() and (d / f"{d.name}_TEST.ts").is_file()
-                  and _is_classification(d / f"{d.name}_TRAIN.ts"))
+    return sorted(
+        d.name
+        for d in root.iterdir()
+        if (d / f"{d.name}_TRAIN.ts").is_file()
+        and (d / f"{d.name}_TEST.ts").is_file()
+        and _is_classification(d / f"{d.name}_TRAIN.ts")
+    )
 
 
 def ucr_split_files(dataset: str, data_dir: str | None) -> tuple[Path, Path]:
@@ -63,14 +67,18 @@ def ucr_split_files(dataset: str, data_dir: str | None) -> tuple[Path, Path]:
             train, test = where / f"{dataset}_TRAIN.ts", where / f"{dataset}_TEST.ts"
             if train.is_file() and test.is_file():
                 return train, test
-        raise FptError(f"no {dataset}_TRAIN.ts and {dataset}_TEST.ts in {folder / dataset} or {folder}: "
-                       f"pass --data-dir holding {dataset}/{dataset}_TRAIN.ts and _TEST.ts (from {ARCHIVE_URL})")
+        raise FptError(
+            f"no {dataset}_TRAIN.ts and {dataset}_TEST.ts in {folder / dataset} or {folder}: "
+            f"pass --data-dir holding {dataset}/{dataset}_TRAIN.ts and _TEST.ts (from {ARCHIVE_URL})"
+        )
     bundled = ucr_datasets()
     name = next((b for b in bundled if b.lower() == dataset.lower()), None)
     if name is None:
-        raise FptError(f"{dataset!r} is not bundled with sktime (bundled: {', '.join(bundled)}); for another "
-                       f"UCR/UEA set pass --data-dir DIR holding {dataset}/{dataset}_TRAIN.ts and _TEST.ts "
-                       f"(from {ARCHIVE_URL})")
+        raise FptError(
+            f"{dataset!r} is not bundled with sktime (bundled: {', '.join(bundled)}); for another "
+            f"UCR/UEA set pass --data-dir DIR holding {dataset}/{dataset}_TRAIN.ts and _TEST.ts "
+            f"(from {ARCHIVE_URL})"
+        )
     root = bundled_dir() / name
     return root / f"{name}_TRAIN.ts", root / f"{name}_TEST.ts"
 
@@ -80,7 +88,9 @@ def read_ts(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
     header = ts_header(path)
     if not header.get("classlabel", "").lower().startswith("true"):
         kind = "a regression set (@targetLabel)" if "targetlabel" in header else "unlabelled (no @classLabel true)"
-        raise FptError(f"{path}: {kind}; the ucr task classifies: choose a dataset whose .ts files say @classLabel true")
+        raise FptError(
+            f"{path}: {kind}; the ucr task classifies: choose a dataset whose .ts files say @classLabel true"
+        )
     load_from_tsfile = _sktime_datasets().load_from_tsfile
     try:
         frame, labels = load_from_tsfile(str(path), return_data_type="nested_univ", return_y=True)
@@ -96,7 +106,7 @@ def read_ts(path: Path) -> tuple[list[np.ndarray], np.ndarray]:
         length = max(len(c) for c in channels)  # a channel shorter than its siblings is padded as missing
         case = np.full((length, len(channels)), np.nan, dtype=np.float32)
         for j, channel in enumerate(channels):
-            case[:len(channel), j] = channel
+            case[: len(channel), j] = channel
         series.append(case)
     if not series:
         raise FptError(f"{path}: no series in the file")

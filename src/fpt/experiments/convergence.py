@@ -57,23 +57,27 @@ class Convergence:
 def describe(window: int = WINDOW, tolerance: float = TOLERANCE, tail: float = TAIL, metric: str = "accuracy") -> str:
     """The definition in one paragraph, for the text above a table."""
     if metric == "mse":
-        return (f"Converged (MSE, lower is better): at the first of the first {window} consecutive evaluations "
-                f"whose mean MSE comes within {100 * tolerance:g}% of the run's lowest such mean, where the run "
-                f"entered its plateau; counted only if the run plateaued, i.e. its lowest mean over the last "
-                f"{100 * tail:g}% of its steps is lower than the lowest before by less than {100 * tolerance:g}% "
-                f"of it; otherwise it did not converge within its steps.")
-    return (f"Converged: at the first of the first {window} consecutive evaluations whose mean accuracy comes "
-            f"within {100 * tolerance:g} point(s) (absolute) of the run's best such mean, where the run entered "
-            f"its plateau; counted only if the run "
-            f"plateaued, i.e. its best mean over the last {100 * tail:g}% of its steps beats the best before "
-            f"by less than {100 * tolerance:g} point(s), and its best mean is more than two standard errors "
-            f"(over the examples scored) above chance, the share of the split's most frequent label; "
-            f"otherwise it did not converge within its steps.")
+        return (
+            f"Converged (MSE, lower is better): at the first of the first {window} consecutive evaluations "
+            f"whose mean MSE comes within {100 * tolerance:g}% of the run's lowest such mean, where the run "
+            f"entered its plateau; counted only if the run plateaued, i.e. its lowest mean over the last "
+            f"{100 * tail:g}% of its steps is lower than the lowest before by less than {100 * tolerance:g}% "
+            f"of it; otherwise it did not converge within its steps."
+        )
+    return (
+        f"Converged: at the first of the first {window} consecutive evaluations whose mean accuracy comes "
+        f"within {100 * tolerance:g} point(s) (absolute) of the run's best such mean, where the run entered "
+        f"its plateau; counted only if the run "
+        f"plateaued, i.e. its best mean over the last {100 * tail:g}% of its steps beats the best before "
+        f"by less than {100 * tolerance:g} point(s), and its best mean is more than two standard errors "
+        f"(over the examples scored) above chance, the share of the split's most frequent label; "
+        f"otherwise it did not converge within its steps."
+    )
 
 
 def smoothed(accuracies: list[float], window: int = WINDOW) -> list[float]:
     """Trailing means over `window` values: element i is the mean of values i .. i + window - 1."""
-    return [sum(accuracies[i:i + window]) / window for i in range(len(accuracies) - window + 1)]
+    return [sum(accuracies[i : i + window]) / window for i in range(len(accuracies) - window + 1)]
 
 
 def near_chance(accuracy: float, chance: float, examples: int) -> bool:
@@ -83,8 +87,14 @@ def near_chance(accuracy: float, chance: float, examples: int) -> bool:
     return accuracy <= chance + 2 * math.sqrt(chance * (1 - chance) / examples)
 
 
-def convergence(history: list[tuple[int, float]], window: int = WINDOW, tolerance: float = TOLERANCE,
-                tail: float = TAIL, chance: tuple[float, int] | None = None, metric: str = "accuracy") -> Convergence:
+def convergence(
+    history: list[tuple[int, float]],
+    window: int = WINDOW,
+    tolerance: float = TOLERANCE,
+    tail: float = TAIL,
+    chance: tuple[float, int] | None = None,
+    metric: str = "accuracy",
+) -> Convergence:
     """Where a run converged, from its (step, score) evaluations in step order, the score its
     accuracy or, with metric "mse", its MSE (lower is better, `tolerance` relative to the best);
     `chance`: (the share of the split's most frequent label, the examples scored each time), to
@@ -96,14 +106,18 @@ def convergence(history: list[tuple[int, float]], window: int = WINDOW, toleranc
     steps = [step for step, _ in history]
     budget = steps[-1]
     means = smoothed([accuracy for _, accuracy in history], window)
-    starts = steps[:len(means)]  # a window's first evaluation: where the run entered it
-    ends = steps[window - 1:]  # a mean is known at the step of its last evaluation
+    starts = steps[: len(means)]  # a window's first evaluation: where the run entered it
+    ends = steps[window - 1 :]  # a mean is known at the step of its last evaluation
     cut = budget * (1 - tail)
     before = [m for m, step in zip(means, ends) if step <= cut]
     after = [m for m, step in zip(means, ends) if step > cut]
     if not before or not after:
-        return Convergence(None, None, budget, f"too few evaluations to tell (need {window} before the last "
-                                               f"{100 * tail:g}% of the steps and one within)")
+        return Convergence(
+            None,
+            None,
+            budget,
+            f"too few evaluations to tell (need {window} before the last {100 * tail:g}% of the steps and one within)",
+        )
     best = max(means)
     if chance is not None and near_chance(best, *chance):
         return Convergence(None, best, budget, f"never left chance ({100 * chance[0]:.1f}%)")

@@ -6,8 +6,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 TASK_COLUMNS = {  # task name -> the paper's column heading
-    "bit-memory": "Bit Memory", "bit-xor": "XOR", "listops": "ListOps", "mnist": "MNIST",
-    "fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar10-lra": "C10 LRA", "remote-homology": "Homology",
+    "bit-memory": "Bit Memory",
+    "bit-xor": "XOR",
+    "listops": "ListOps",
+    "mnist": "MNIST",
+    "fashion-mnist": "Fashion-MNIST",
+    "cifar10": "CIFAR-10",
+    "cifar10-lra": "C10 LRA",
+    "remote-homology": "Homology",
 }
 TASK_ORDER = list(TASK_COLUMNS)
 
@@ -21,27 +27,55 @@ def _row(*values):
 
 # Test accuracy in percent, from PAPER.md (Lu et al. 2021).
 PAPER = {
-    "table1": {"fpt": _row(100, 100, 38.4, 98.0, 72.1, 38.6, 12.7), "full": _row(100, 100, 38, 99.1, 70.3, 42, 9),
-               "lstm": _row(60.9, 50.1, 17.1, 99.5, 73.6, 11.7, 12)},
-    "table2": {"fpt": _row(100, 100, 38.4, 98.0, 68.2, 38.6, 12.7), "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3),
-               "bit": _row(100, 100, 35.4, 97.8, 62.6, 36.7, 7.8), "vit": _row(100, 100, 37.4, 97.8, 72.5, 43.0, 7.5)},
-    "table3": {"random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3), "lstm-frozen": _row(50.9, 50.0, 16.8, 70.9, 34.4, 10.4, 6.6),
-               "lstm*-frozen": _row(75.0, 50.0, 16.7, 92.5, 43.5, 10.6, 8.6)},
-    "stats-init": {"fpt": _row(100, 100, 38.4, 98.0, 68.2, 38.6, 12.7), "stats": _row(100, 100, 37.4, 97.2, 56.5, 33.1, 11.0),
-                   "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3)},
-    "table18": {"output-only": _row(76, 56, 15, 23, 25, 17, 2), "output+input": _row(98, 72, 17, 85, 53, 22, 8),
-                "output+position": _row(93, 84, 35, 93, 38, 30, 8), "output+layernorm": _row(94, 98, 36, 96, 54, 39, 9)},
-    "table20": {"random-output-only": _row(75, 50, 17, 25, 20, 11, 2), "random-output+input": _row(75, 51, 17, 28, 24, 16, 2),
-                "random-output+position": _row(75, 59, 18, 34, 21, 12, 6),
-                "random-output+layernorm": _row(75, 100, 35, 83, 46, 34, 9)},
+    "table1": {
+        "fpt": _row(100, 100, 38.4, 98.0, 72.1, 38.6, 12.7),
+        "full": _row(100, 100, 38, 99.1, 70.3, 42, 9),
+        "lstm": _row(60.9, 50.1, 17.1, 99.5, 73.6, 11.7, 12),
+    },
+    "table2": {
+        "fpt": _row(100, 100, 38.4, 98.0, 68.2, 38.6, 12.7),
+        "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3),
+        "bit": _row(100, 100, 35.4, 97.8, 62.6, 36.7, 7.8),
+        "vit": _row(100, 100, 37.4, 97.8, 72.5, 43.0, 7.5),
+    },
+    "table3": {
+        "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3),
+        "lstm-frozen": _row(50.9, 50.0, 16.8, 70.9, 34.4, 10.4, 6.6),
+        "lstm*-frozen": _row(75.0, 50.0, 16.7, 92.5, 43.5, 10.6, 8.6),
+    },
+    "stats-init": {
+        "fpt": _row(100, 100, 38.4, 98.0, 68.2, 38.6, 12.7),
+        "stats": _row(100, 100, 37.4, 97.2, 56.5, 33.1, 11.0),
+        "random": _row(75.8, 100, 34.3, 91.7, 61.7, 36.1, 9.3),
+    },
+    "table18": {
+        "output-only": _row(76, 56, 15, 23, 25, 17, 2),
+        "output+input": _row(98, 72, 17, 85, 53, 22, 8),
+        "output+position": _row(93, 84, 35, 93, 38, 30, 8),
+        "output+layernorm": _row(94, 98, 36, 96, 54, 39, 9),
+    },
+    "table20": {
+        "random-output-only": _row(75, 50, 17, 25, 20, 11, 2),
+        "random-output+input": _row(75, 51, 17, 28, 24, 16, 2),
+        "random-output+position": _row(75, 59, 18, 34, 21, 12, 6),
+        "random-output+layernorm": _row(75, 100, 35, 83, 46, 34, 9),
+    },
 }
 
-PAPER["finetune-more"] = {"fpt": {"cifar10": 68.2}, "fpt+feedforward": {"cifar10": 76.6},
-                          "fpt+last-attention": {"cifar10": 80.0}}
+PAPER["finetune-more"] = {
+    "fpt": {"cifar10": 68.2},
+    "fpt+feedforward": {"cifar10": 76.6},
+    "fpt+last-attention": {"cifar10": 80.0},
+}
 # Table 12: ListOps, only the output layer trained, by depth; rows as `row_label` names them.
-PAPER["table12"] = {"pretrained, 1 layer": {"listops": 12}, "pretrained, 3 layers": {"listops": 18},
-                    "pretrained, 6 layers": {"listops": 33}, "pretrained, 12 layers": {"listops": 33},
-                    "random, 12 layers": {"listops": 17}, "random, 24 layers": {"listops": 17}}
+PAPER["table12"] = {
+    "pretrained, 1 layer": {"listops": 12},
+    "pretrained, 3 layers": {"listops": 18},
+    "pretrained, 6 layers": {"listops": 33},
+    "pretrained, 12 layers": {"listops": 33},
+    "random, 12 layers": {"listops": 17},
+    "random, 24 layers": {"listops": 17},
+}
 # Table 6: gradient steps to convergence, same batch size and learning rate; each model converges to
 # its own plateau (Random on Bit Memory at 4e4 steps, to 75.8%). Ours: fpt.experiments.convergence.
 PAPER_STEPS = {"fpt": _row(1e4, 5e2, 2e3, 5e3, 4e5, 3e5, 1e5), "random": _row(4e4, 2e4, 6e3, 2e4, 4e5, 6e5, 1e5)}
@@ -109,10 +143,16 @@ class PaperTable(NamedTuple):
 # 2023), Table 3; per horizon, ETTh1's DLinear from the DLinear paper (Zeng et al. 2023, look-back 336).
 FORECAST_HORIZONS = [96, 192, 336, 720]
 PUBLISHED_FORECASTS: dict[tuple[str, object], dict[str, tuple[str, float, float]]] = {
-    ("ett:ETTh1", "avg"): {"fpt": ("One Fits All GPT2(6)", 0.427, 0.426), "PatchTST": ("One Fits All", 0.413, 0.430),
-                           "linear": ("One Fits All DLinear", 0.423, 0.437)},
-    ("ett:ETTh2", "avg"): {"fpt": ("One Fits All GPT2(6)", 0.346, 0.394), "PatchTST": ("One Fits All", 0.330, 0.379),
-                           "linear": ("One Fits All DLinear", 0.431, 0.447)},
+    ("ett:ETTh1", "avg"): {
+        "fpt": ("One Fits All GPT2(6)", 0.427, 0.426),
+        "PatchTST": ("One Fits All", 0.413, 0.430),
+        "linear": ("One Fits All DLinear", 0.423, 0.437),
+    },
+    ("ett:ETTh2", "avg"): {
+        "fpt": ("One Fits All GPT2(6)", 0.346, 0.394),
+        "PatchTST": ("One Fits All", 0.330, 0.379),
+        "linear": ("One Fits All DLinear", 0.431, 0.447),
+    },
     ("ett:ETTh1", 96): {"linear": ("DLinear paper", 0.375, 0.399)},
     ("ett:ETTh1", 192): {"linear": ("DLinear paper", 0.405, 0.416)},
     ("ett:ETTh1", 336): {"linear": ("DLinear paper", 0.439, 0.443)},
@@ -129,27 +169,55 @@ UEA_VAL_SIZES = {"ucr:JapaneseVowels": 50, "ucr:BasicMotions": 8}  # training se
 REPRODUCIBLE: dict[str, PaperTable] = {
     "table1": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
     "table2": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
-    "table3": PaperTable({"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]},
-                         "table3", "variant"),
+    "table3": PaperTable(
+        {"task": ALL_TASKS, "variant": ["random", "lstm-frozen", "lstm*-frozen"]}, "table3", "variant"
+    ),
     "table6": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "random"]}, "table6", "variant"),
     "stats-init": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "stats", "random"]}, "stats-init", "variant"),
-    "table18": PaperTable({"task": ALL_TASKS, "variant": ["output-only", "output+input", "output+position",
-                                                          "output+layernorm"]}, "table18", "variant"),
-    "table20": PaperTable({"task": ALL_TASKS, "variant": ["random-output-only", "random-output+input",
-                                                          "random-output+position", "random-output+layernorm"]},
-                          "table20", "variant"),
-    "table12": PaperTable({"task": ["listops"], "variant": ["output-only", "random-output-only"],
-                           "layers": {"output-only": [1, 3, 6, 12], "random-output-only": [12, 24]}},
-                          "table12", "layers"),
-    "finetune-more": PaperTable({"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]},
-                                "finetune-more", "variant"),
+    "table18": PaperTable(
+        {"task": ALL_TASKS, "variant": ["output-only", "output+input", "output+position", "output+layernorm"]},
+        "table18",
+        "variant",
+    ),
+    "table20": PaperTable(
+        {
+            "task": ALL_TASKS,
+            "variant": [
+                "random-output-only",
+                "random-output+input",
+                "random-output+position",
+                "random-output+layernorm",
+            ],
+        },
+        "table20",
+        "variant",
+    ),
+    "table12": PaperTable(
+        {
+            "task": ["listops"],
+            "variant": ["output-only", "random-output-only"],
+            "layers": {"output-only": [1, 3, 6, 12], "random-output-only": [12, 24]},
+        },
+        "table12",
+        "layers",
+    ),
+    "finetune-more": PaperTable(
+        {"task": ["cifar10"], "variant": ["fpt", "fpt+feedforward", "fpt+last-attention"]}, "finetune-more", "variant"
+    ),
     "cnn": PaperTable({"task": IMAGE_TASKS, "variant": ["fpt", "cnn", "cnn-matched"]}, None, "variant"),
     # issue 31: the recipe on time series, beside One Fits All's figures (PUBLISHED_FORECASTS,
     # PUBLISHED_UEA); a forecast's horizon is an axis of each task's runs (--set horizon=H: that one)
-    "forecasting": PaperTable({"task": ["ett:ETTh1", "ett:ETTh2"], "variant": ["fpt", "random", "linear"],
-                               "horizon": FORECAST_HORIZONS}, "forecasting", "variant"),
-    "uea": PaperTable({"task": list(UEA_VAL_SIZES), "variant": ["fpt", "random"]}, "uea", "variant",
-                      {task: {"val_size": size} for task, size in UEA_VAL_SIZES.items()}),
+    "forecasting": PaperTable(
+        {"task": ["ett:ETTh1", "ett:ETTh2"], "variant": ["fpt", "random", "linear"], "horizon": FORECAST_HORIZONS},
+        "forecasting",
+        "variant",
+    ),
+    "uea": PaperTable(
+        {"task": list(UEA_VAL_SIZES), "variant": ["fpt", "random"]},
+        "uea",
+        "variant",
+        {task: {"val_size": size} for task, size in UEA_VAL_SIZES.items()},
+    ),
 }
 # Tables drawn from later papers' figures (fpt.experiments.published_tables), not PAPER's.
 PUBLISHED_TABLES = ("forecasting", "uea")

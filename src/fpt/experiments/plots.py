@@ -27,8 +27,13 @@ from fpt.training import ATTENTION_BYTES_BUDGET  # noqa: E402
 
 
 @torch.inference_mode()
-def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, examples: int = 64,
-                   bytes_budget: float = ATTENTION_BYTES_BUDGET) -> torch.Tensor:
+def mean_attention(
+    model: FrozenPretrainedTransformer,
+    task: Task,
+    layer: int,
+    examples: int = 64,
+    bytes_budget: float = ATTENTION_BYTES_BUDGET,
+) -> torch.Tensor:
     """Attention of one layer averaged over heads and over the first `examples` held-out inputs
     (in evaluation order).
 
@@ -42,7 +47,7 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
     if not 0 <= layer < n_layers:
         raise FptError(f"--layer must be between 0 and {n_layers - 1}, got {layer}")
     # fp32 probabilities and the scores they come from, every layer, every head
-    per_example = 2 * 4 * n_layers * getattr(config, "num_attention_heads", 1) * task.spec.seq_len ** 2
+    per_example = 2 * 4 * n_layers * getattr(config, "num_attention_heads", 1) * task.spec.seq_len**2
     batch_size = max(1, min(examples, int(bytes_budget // per_example)))
     device = next(model.parameters()).device
     total, seen = torch.zeros(0, 0), 0
@@ -52,7 +57,7 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
     try:
         model.eval()
         for batch in task.eval_batches(batch_size):
-            x, mask = batch.x[:examples - seen], None if batch.mask is None else batch.mask[:examples - seen]
+            x, mask = batch.x[: examples - seen], None if batch.mask is None else batch.mask[: examples - seen]
             if mask is not None:  # the batch's longest input may be among the rows cut
                 width = int(mask.sum(1).max())
                 x, mask = x[:, :width], mask[:, :width]
@@ -63,7 +68,7 @@ def mean_attention(model: FrozenPretrainedTransformer, task: Task, layer: int, e
             summed = weights.sum(dim=0).cpu()
             length = max(total.shape[0], summed.shape[0])
             total = F.pad(total, (0, length - total.shape[0], 0, length - total.shape[0]))
-            total[:summed.shape[0], :summed.shape[1]] += summed
+            total[: summed.shape[0], : summed.shape[1]] += summed
             seen += x.shape[0]
             if seen >= examples:
                 break
@@ -84,8 +89,15 @@ def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int)
     ax.set_title(title, fontsize=10)
     if last_k < length:
         ax.axhline(length - last_k - 0.5, color="white", linewidth=0.8, linestyle="--")
-        ax.text(length - 0.6, length - last_k - 0.7, "output tokens below", color="white",
-                ha="right", va="bottom", fontsize=7)
+        ax.text(
+            length - 0.6,
+            length - last_k - 0.7,
+            "output tokens below",
+            color="white",
+            ha="right",
+            va="bottom",
+            fontsize=7,
+        )
     if length <= 32:
         ax.set_xticks(range(length))
         ax.set_yticks(range(length))
@@ -98,7 +110,9 @@ def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int)
 def _save(fig, path: Path) -> Path:
     """Write the figure as PNG, atomically, and close it."""
     try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))  # tight: keeps legends placed outside
+        return atomic_write(
+            path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight")
+        )  # tight: keeps legends placed outside
     finally:
         plt.close(fig)
 
@@ -118,8 +132,15 @@ def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
         ax.set_yticks(range(n))
         for (i, j), value in np.ndenumerate(rates.numpy()):
             if value >= 0.005:
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if value > 0.5 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if value > 0.5 else "black",
+                )
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
     fig.tight_layout()
     return _save(fig, path)
@@ -139,8 +160,11 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
     """One panel per task: held-out accuracy (a regression task's MSE) against step, one line per
     variant and seed. Scores of a fixed subset (in between) are hollow markers on the same line as
     the whole split's."""
-    done = [(r, curve_points(RunDir(r["run_dir"]).read_metrics())) for r in rows
-            if r["status"] == "done" and r.get("run_dir")]
+    done = [
+        (r, curve_points(RunDir(r["run_dir"]).read_metrics()))
+        for r in rows
+        if r["status"] == "done" and r.get("run_dir")
+    ]
     done = [(r, points) for r, points in done if points]
     tasks = list(dict.fromkeys(str(r["task"]) for r, _ in done))
     if not tasks:
@@ -156,19 +180,38 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
             regression = is_regression(points[0])  # a forecast's panel: MSE, lower is better
             steps = [p["step"] for p in points]
             accuracies = [p["mse"] if regression else 100 * p["accuracy"] for p in points]
-            ax.plot(steps, accuracies, color=colour, alpha=0.8, linestyle="--" if dashed else "-",
-                    label=variant if variant not in ax.get_legend_handles_labels()[1] else None)
+            ax.plot(
+                steps,
+                accuracies,
+                color=colour,
+                alpha=0.8,
+                linestyle="--" if dashed else "-",
+                label=variant if variant not in ax.get_legend_handles_labels()[1] else None,
+            )
             # markers: a run evaluated once is a point, which a bare line would not draw at all
             whole = [not is_subset(p) for p in points]
-            ax.scatter([s for s, w in zip(steps, whole) if w], [a for a, w in zip(accuracies, whole) if w],
-                       s=10, color=colour, zorder=3)
-            ax.scatter([s for s, w in zip(steps, whole) if not w], [a for a, w in zip(accuracies, whole) if not w],
-                       s=10, facecolors="white", edgecolors=colour, zorder=3)
+            ax.scatter(
+                [s for s, w in zip(steps, whole) if w],
+                [a for a, w in zip(accuracies, whole) if w],
+                s=10,
+                color=colour,
+                zorder=3,
+            )
+            ax.scatter(
+                [s for s, w in zip(steps, whole) if not w],
+                [a for a, w in zip(accuracies, whole) if not w],
+                s=10,
+                facecolors="white",
+                edgecolors=colour,
+                zorder=3,
+            )
             splits |= {str(p["split"]).split("[")[0] for p in points}
             subsets |= {p["examples"] for p in points if is_subset(p) and p.get("examples")}
         ax.set_title(TASK_COLUMNS.get(task, task))
-        ax.set_xlabel("step" + (f" (hollow: first {', '.join(f'{n:,}' for n in sorted(subsets))} examples)"
-                                if subsets else ""), fontsize=8 if subsets else None)
+        ax.set_xlabel(
+            "step" + (f" (hollow: first {', '.join(f'{n:,}' for n in sorted(subsets))} examples)" if subsets else ""),
+            fontsize=8 if subsets else None,
+        )
         ax.set_ylabel(f"{'/'.join(sorted(splits))} " + ("MSE" if regression else "accuracy (%)") + ", during training")
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -178,8 +221,18 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
     return _save(fig, path)
 
 
-def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict, paper: dict, path: Path,
-                  title: str, ylabel: str, log: bool = False, empty: dict | None = None) -> Path:
+def _grouped_bars(
+    groups: list[str],
+    series: list[str],
+    ours: dict,
+    spread: dict,
+    paper: dict,
+    path: Path,
+    title: str,
+    ylabel: str,
+    log: bool = False,
+    empty: dict | None = None,
+) -> Path:
     """Per group (a table column) one bar per series (a table row): ours solid, with its spread
     (below, above) as an error bar, and the paper's figure hatched beside it where it has one.
     `empty`: why a (series, group) slot the paper fills has no bar of ours ("not run" if absent)."""
@@ -198,16 +251,35 @@ def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict
         ax.bar(at, mine, width, yerr=errors, capsize=2, color=colour, label=f"{name} (ours)" if ran else None)
         theirs = [paper.get((name, g), np.nan) for g in groups]
         if any(not np.isnan(v) for v in theirs):
-            ax.bar(at + width, theirs, width, color=colour, alpha=0.35, hatch="//", edgecolor=colour,
-                   label=f"{name} (paper)")
+            ax.bar(
+                at + width,
+                theirs,
+                width,
+                color=colour,
+                alpha=0.35,
+                hatch="//",
+                edgecolor=colour,
+                label=f"{name} (paper)",
+            )
         for spot, value, their, group in zip(at, mine, theirs, groups):  # an empty slot says why it is empty
             if np.isnan(value) and not np.isnan(their):
                 # x in data, y in axes coordinates: the foot of the axes, on a log scale too
-                ax.annotate(empty.get((name, group), "not run"), (spot, 0), xycoords=("data", "axes fraction"),
-                            xytext=(0, 3), textcoords="offset points", rotation=90, fontsize=6, ha="center",
-                            va="bottom", color="0.4")
+                ax.annotate(
+                    empty.get((name, group), "not run"),
+                    (spot, 0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    rotation=90,
+                    fontsize=6,
+                    ha="center",
+                    va="bottom",
+                    color="0.4",
+                )
     ax.set_xticks(x)
-    ax.set_xticklabels(groups, fontsize=8, rotation=20 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
+    ax.set_xticklabels(
+        groups, fontsize=8, rotation=20 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center"
+    )
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
@@ -218,8 +290,9 @@ def _grouped_bars(groups: list[str], series: list[str], ours: dict, spread: dict
     return _save(fig, path)
 
 
-def table_chart(rows: list[dict], path: Path, title: str, paper_table: str | None = None,
-                row_key: str = "variant") -> Path | None:
+def table_chart(
+    rows: list[dict], path: Path, title: str, paper_table: str | None = None, row_key: str = "variant"
+) -> Path | None:
     """A table of accuracies (a forecast's: MSEs) as grouped bars: per column (task and split) our
     mean over seeds, the standard deviation as error bar, beside the paper's figure. None where no
     run finished."""
@@ -232,26 +305,49 @@ def table_chart(rows: list[dict], path: Path, title: str, paper_table: str | Non
     ours = {(label, groups[c]): statistics.mean(v) for (label, c), v in data.ours.items()}
     spread = {(label, groups[c]): (statistics.stdev(v),) * 2 for (label, c), v in data.ours.items() if len(v) > 1}
     paper = {(label, groups[c]): v for (label, c), v in data.paper.items()}
-    empty = {(label, groups[c]): failure_text(kinds, data.layers.get(label))
-             for (label, task), kinds in data.failures.items() for c in data.columns if c[0] == task}
+    empty = {
+        (label, groups[c]): failure_text(kinds, data.layers.get(label))
+        for (label, task), kinds in data.failures.items()
+        for c in data.columns
+        if c[0] == task
+    }
     regression = {data.metric(c) == "mse" for c in data.columns}  # a forecast's columns: MSE, lower is better
     ylabel = {frozenset({False}): "accuracy (%)", frozenset({True}): "MSE (lower is better)"}.get(
-        frozenset(regression), "accuracy (%), or MSE for a forecast (lower is better)")
+        frozenset(regression), "accuracy (%), or MSE for a forecast (lower is better)"
+    )
     return _grouped_bars(list(groups.values()), data.rows, ours, spread, paper, path, title, ylabel, empty=empty)
 
 
 def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "variant") -> Path | None:
     """Table 6 as grouped bars on a log scale: per task the median step at which each variant's
-    converged runs converged, the range of those steps as error bar, beside the paper's steps. None where no run converged."""
+    converged runs converged, the range of those steps as error bar, beside the paper's
+    steps. None where no run converged."""
     tasks, labels, cells = steps_data(rows, row_key)
-    medians = {(label, TASK_COLUMNS.get(t, t)): (float(np.median(c.steps)), c.steps) for (label, t), c in cells.items()
-               if c.steps}
+    medians = {
+        (label, TASK_COLUMNS.get(t, t)): (float(np.median(c.steps)), c.steps)
+        for (label, t), c in cells.items()
+        if c.steps
+    }
     if not medians:
         return None
     ours = {key: median for key, (median, _) in medians.items()}
     spread = {key: (median - min(steps), max(steps) - median) for key, (median, steps) in medians.items()}
-    paper = {(label, TASK_COLUMNS.get(t, t)): PAPER_STEPS[label][t] for label in labels for t in tasks
-             if t in PAPER_STEPS.get(label, {})}
+    paper = {
+        (label, TASK_COLUMNS.get(t, t)): PAPER_STEPS[label][t]
+        for label in labels
+        for t in tasks
+        if t in PAPER_STEPS.get(label, {})
+    }
     empty = {(label, TASK_COLUMNS.get(t, t)): "not converged" if c.runs else c.text for (label, t), c in cells.items()}
-    return _grouped_bars([TASK_COLUMNS.get(t, t) for t in tasks], labels, ours, spread, paper, path, title,
-                         "gradient steps to convergence", log=True, empty=empty)
+    return _grouped_bars(
+        [TASK_COLUMNS.get(t, t) for t in tasks],
+        labels,
+        ours,
+        spread,
+        paper,
+        path,
+        title,
+        "gradient steps to convergence",
+        log=True,
+        empty=empty,
+    )

@@ -13,8 +13,13 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from fpt.experiments.paper import (FORECAST_HORIZONS, PUBLISHED_FORECASTS, PUBLISHED_ONLY_ROWS, PUBLISHED_UEA,
-                                   REPRODUCIBLE)
+from fpt.experiments.paper import (
+    FORECAST_HORIZONS,
+    PUBLISHED_FORECASTS,
+    PUBLISHED_ONLY_ROWS,
+    PUBLISHED_UEA,
+    REPRODUCIBLE,
+)
 from fpt.experiments.tables import failure_text, scores
 
 NO_FIGURE = "published: —"
@@ -56,8 +61,7 @@ def forecast_table(rows: list[dict], title: str) -> str:
 
     def cell(label: str, task: str, horizon) -> str:
         published = PUBLISHED_FORECASTS.get((task, horizon), {}).get(label)
-        figure = (f"published {published[1]:.3f} / {published[2]:.3f} ({published[0]})" if published
-                  else NO_FIGURE)
+        figure = f"published {published[1]:.3f} / {published[2]:.3f} ({published[0]})" if published else NO_FIGURE
         if label in PUBLISHED_ONLY_ROWS:
             return f"not run here; {figure}"
         if horizon == "avg":
@@ -78,14 +82,21 @@ def forecast_table(rows: list[dict], title: str) -> str:
         return f"{statistics.mean(mses):.3f}{_spread(mses, 3)} / {statistics.mean(maes):.3f} (n={len(mses)}); {figure}"
 
     heading = [f"{t.partition(':')[2] or t}, {'avg' if h == 'avg' else f'H={h}'}" for t, h in columns]
-    lines = [f"### {title}: test MSE / MAE (lower is better), each run's test split scored once at its end", "",
-             "| | " + " | ".join(heading) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines = [
+        f"### {title}: test MSE / MAE (lower is better), each run's test split scored once at its end",
+        "",
+        "| | " + " | ".join(heading) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
     for label in labels:
         lines.append(f"| {label} | " + " | ".join(cell(label, t, h) for t, h in columns) + " |")
-    lines += ["", "fpt: the frozen backbone; random: the same, randomly initialised; linear: DLinear (`--model linear`). "
-              "Published: One Fits All (Zhou et al., NeurIPS 2023), Table 3, the average over horizons 96/192/336/720 "
-              "(its GPT2(6) beside our fpt row, its DLinear beside our linear row); ETTh1 per horizon: the DLinear "
-              "paper (Zeng et al. 2023, look-back 336). \"published: —\": no published figure quoted here."]
+    lines += [
+        "",
+        "fpt: the frozen backbone; random: the same, randomly initialised; linear: DLinear (`--model linear`). "
+        "Published: One Fits All (Zhou et al., NeurIPS 2023), Table 3, the average over horizons 96/192/336/720 "
+        "(its GPT2(6) beside our fpt row, its DLinear beside our linear row); ETTh1 per horizon: the DLinear "
+        'paper (Zeng et al. 2023, look-back 336). "published: —": no published figure quoted here.',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -105,15 +116,24 @@ def uea_table(rows: list[dict], title: str, options: dict) -> str:
         values = [100 * v for v in values]
         return f"{statistics.mean(values):.1f}{_spread(values, 1)} (n={len(values)}); {figure}"
 
-    val_sizes = ", ".join(f"{t.partition(':')[2]} {options.get('val_size', REPRODUCIBLE['uea'].task_options[t]['val_size'])}"
-                          for t in tasks)
-    lines = [f"### {title}: test accuracy in %, each run's test split scored once at its end", "",
-             "| | " + " | ".join(t.partition(":")[2] for t in tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
+    val_sizes = ", ".join(
+        f"{t.partition(':')[2]} {options.get('val_size', REPRODUCIBLE['uea'].task_options[t]['val_size'])}"
+        for t in tasks
+    )
+    lines = [
+        f"### {title}: test accuracy in %, each run's test split scored once at its end",
+        "",
+        "| | " + " | ".join(t.partition(":")[2] for t in tasks) + " |",
+        "|---" * (len(tasks) + 1) + "|",
+    ]
     for label in labels:
         lines.append(f"| {label} | " + " | ".join(cell(label, t) for t in tasks) + " |")
-    lines += ["", f"Validation (the split watched while training): training series held out, --val-size: {val_sizes}. "
-              "Published: One Fits All (Zhou et al., NeurIPS 2023), Table 25, GPT2(6), beside our fpt row; "
-              "\"published: —\": no published figure quoted here."]
+    lines += [
+        "",
+        f"Validation (the split watched while training): training series held out, --val-size: {val_sizes}. "
+        "Published: One Fits All (Zhou et al., NeurIPS 2023), Table 25, GPT2(6), beside our fpt row; "
+        '"published: —": no published figure quoted here.',
+    ]
     return "\n".join(lines) + "\n"
 
 

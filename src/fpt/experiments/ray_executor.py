@@ -36,8 +36,13 @@ def start_local_ray(num_cpus: int | None = None) -> None:
     """A Ray instance on this machine only: its cores, no dashboard, a small object store. The
     cells' output goes to SWEEP_DIR/logs/, so workers print nothing here."""
     ray = require("ray", PIP)
-    ray.init(num_cpus=num_cpus or usable_cores(), include_dashboard=False,
-             object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, logging_level=logging.WARNING)
+    ray.init(
+        num_cpus=num_cpus or usable_cores(),
+        include_dashboard=False,
+        object_store_memory=OBJECT_STORE_BYTES,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -53,12 +58,15 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise FptError(f"no Ray cluster answers at --ray-address {address} ({exc.strerror or exc}); "
-                       "check the address, or start one with `ray start --head`") from None
+        raise FptError(
+            f"no Ray cluster answers at --ray-address {address} ({exc.strerror or exc}); "
+            "check the address, or start one with `ray start --head`"
+        ) from None
 
 
-def _cell_on_worker(cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus: int,
-                    tracking: CellTracking | None) -> dict:
+def _cell_on_worker(
+    cwd: str, cell: Cell, spec: SweepSpec, sweep_dir: Path, cpus: int, tracking: CellTracking | None
+) -> dict:
     """One cell inside a Ray worker: torch limited to the task's CPUs, and relative paths (the
     sweep folder, data_dir, npz:PATH) read as the command that started the sweep read them."""
     from fpt.runtime import set_threads
@@ -86,8 +94,10 @@ class RayExecutor:
             raise FptError(f"--cpus-per-run must be 1 to {MAX_THREADS}, got {self.cpus_per_run}")
         gpus = self.gpus_per_run  # what Ray accepts: a whole number, or a share of one GPU to 4 decimals
         if not (gpus == 0 or 0.0001 <= gpus <= 1 or (1 < gpus < 1e6 and gpus == int(gpus))):
-            raise FptError(f"--gpus-per-run must be 0, a share from 0.0001 to 1 (0.5 puts two cells on a GPU) "
-                           f"or a whole number, got {gpus}")
+            raise FptError(
+                f"--gpus-per-run must be 0, a share from 0.0001 to 1 (0.5 puts two cells on a GPU) "
+                f"or a whole number, got {gpus}"
+            )
         require("ray", PIP)  # before anything runs
         if self.address is not None:
             check_reachable(self.address)
@@ -103,8 +113,10 @@ class RayExecutor:
                 try:
                     ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
                 except ConnectionError as exc:
-                    raise FptError(f"no Ray cluster at --ray-address {self.address} ({str(exc).splitlines()[0]}); "
-                                   "start one with `ray start --head`") from None
+                    raise FptError(
+                        f"no Ray cluster at --ray-address {self.address} ({str(exc).splitlines()[0]}); "
+                        "start one with `ray start --head`"
+                    ) from None
             self._started = True
         try:
             self._check_a_node_fits()
@@ -122,14 +134,21 @@ class RayExecutor:
         wanted = {"CPU": self.cpus_per_run, "GPU": self.gpus_per_run}
         if any(all(node.get(kind, 0) >= need for kind, need in wanted.items()) for node in nodes):
             return
-        asked = f"--cpus-per-run {self.cpus_per_run}" + (f" --gpus-per-run {self.gpus_per_run:g}"
-                                                          if self.gpus_per_run else "")
-        largest = " and ".join(f"{max((node.get(kind, 0) for node in nodes), default=0):g} {kind}(s)"
-                               for kind, need in wanted.items() if need or kind == "CPU")
+        asked = f"--cpus-per-run {self.cpus_per_run}" + (
+            f" --gpus-per-run {self.gpus_per_run:g}" if self.gpus_per_run else ""
+        )
+        largest = " and ".join(
+            f"{max((node.get(kind, 0) for node in nodes), default=0):g} {kind}(s)"
+            for kind, need in wanted.items()
+            if need or kind == "CPU"
+        )
         if self.address is None:
             raise FptError(f"{asked}: this machine's Ray has {largest}; ask for no more")
-        print(f"fpt: warning: {asked}: no node of the Ray cluster has that now (the largest: {largest}); "
-              "the runs wait until a node that does joins", file=sys.stderr)
+        print(
+            f"fpt: warning: {asked}: no node of the Ray cluster has that now (the largest: {largest}); "
+            "the runs wait until a node that does joins",
+            file=sys.stderr,
+        )
 
     def __exit__(self, *exc) -> None:
         import ray
@@ -138,17 +157,20 @@ class RayExecutor:
             ray.shutdown()
             self._started = False
 
-    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
-                 tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]:
+    def __call__(
+        self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path, tracking: CellTracking | None = None
+    ) -> Iterator[tuple[int, dict]]:
         import ray
 
         if not ray.is_initialized():
             raise FptError("use RayExecutor in a `with` block, which joins or starts Ray")
-        task = ray.remote(_cell_on_worker).options(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run,
-                                                   max_retries=MAX_RETRIES)
+        task = ray.remote(_cell_on_worker).options(
+            num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=MAX_RETRIES
+        )
         cwd = os.getcwd()
-        pending = {task.remote(cwd, cell, spec, sweep_dir, self.cpus_per_run, tracking): i
-                   for i, cell in enumerate(cells)}
+        pending = {
+            task.remote(cwd, cell, spec, sweep_dir, self.cpus_per_run, tracking): i for i, cell in enumerate(cells)
+        }
         try:
             while pending:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)

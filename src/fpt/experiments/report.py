@@ -32,8 +32,10 @@ th { background: #f3f3f3; } img { max-width: 100%; margin: 0.4em 0; border: 1px 
 
 def _image(path: Path, caption: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
-    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def _table(header: list[str], rows: list[list], table_id: str = "") -> str:
@@ -77,8 +79,10 @@ def _markdown(text: str, folder: Path) -> str:
 
 
 def _page(title: str, sections: list[str]) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>"
+    )
 
 
 def _readable(value) -> str:
@@ -96,15 +100,16 @@ def _readable(value) -> str:
 
 
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
-    from fpt.experiments.plots import learning_curves
-
     from fpt.config import TrainConfig
+    from fpt.experiments.plots import learning_curves
 
     run = RunDir.existing(run_dir)
     config, summary = run.read_config(), run.read_summary() or {}
     checked = TrainConfig.from_dict(config, where=str(run.config_path))  # a damaged file: one line
-    title = (f"fpt run: {checked.task} on {checked.backbone} "
-             f"(policy {checked.policy}, init {checked.init}, lr {checked.lr:g})")
+    title = (
+        f"fpt run: {checked.task} on {checked.backbone} "
+        f"(policy {checked.policy}, init {checked.init}, lr {checked.lr:g})"
+    )
     options = [[key, _readable(value)] for key, value in sorted(config.items())]
     sections = ["<h2>Configuration</h2>" + _table(["option", "value"], options, "config")]
     splits = (run.read_evaluation() or {}).get("splits") or {}
@@ -117,11 +122,18 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
         rows = [[name, f"{r['mse']:.4f}", f"{r['mae']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
         sections.append("<h2>Results</h2>" + _table(["split", "MSE", "MAE", "examples"], rows, "results"))
     else:
-        rows = [[name, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
+        rows = [
+            [name, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"]
+            for name, r in splits.items()
+        ]
         sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
     if summary:
-        facts = [["steps", summary["step"]], ["trained parameters", f"{summary['trained_params']:,}"],
-                 ["all parameters", f"{summary['total_params']:,}"], ["wall time (s)", summary["wall_time_s"]]]
+        facts = [
+            ["steps", summary["step"]],
+            ["trained parameters", f"{summary['trained_params']:,}"],
+            ["all parameters", f"{summary['total_params']:,}"],
+            ["wall time (s)", summary["wall_time_s"]],
+        ]
         if config.get("target_accuracy") is not None or config.get("target_mse") is not None:
             reached = summary.get("target_reached_at_step")
             facts.append(["target reached", "not reached" if reached is None else f"at step {reached:,}"])
@@ -146,13 +158,20 @@ def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
     sections = []
     if spec:
         grid, options = spec.get("grid"), spec.get("options")
-        if not (isinstance(grid, dict) and isinstance(options, dict)
-                and all(isinstance(values, list) for values in grid.values())):
-            raise FptError(f"{sweep_dir / 'spec.json'} is not a sweep's spec (grid and options); "
-                           "run `fpt sweep SPEC --out DIR` again to rewrite it")
-        rows = ([[f"grid: {key}", ", ".join(map(str, values))] for key, values in grid.items()]
-                + [[key, value] for key, value in options.items()]
-                + [["runs at once", spec.get("parallel", 1)]])
+        if not (
+            isinstance(grid, dict)
+            and isinstance(options, dict)
+            and all(isinstance(values, list) for values in grid.values())
+        ):
+            raise FptError(
+                f"{sweep_dir / 'spec.json'} is not a sweep's spec (grid and options); "
+                "run `fpt sweep SPEC --out DIR` again to rewrite it"
+            )
+        rows = (
+            [[f"grid: {key}", ", ".join(map(str, values))] for key, values in grid.items()]
+            + [[key, value] for key, value in options.items()]
+            + [["runs at once", spec.get("parallel", 1)]]
+        )
         sections.append("<h2>Configuration</h2>" + _table(["setting", "value"], rows, "config"))
     if (sweep_dir / "results.md").exists():
         sections.append("<h2>Results</h2>" + _markdown((sweep_dir / "results.md").read_text(), sweep_dir))
@@ -160,15 +179,20 @@ def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
         rows = list(csv.DictReader(handle))
     if (sweep_dir / "curves.png").exists():
         metric = "accuracy (MSE for a forecast)" if any(r.get("mse") for r in rows) else "accuracy"
-        sections.append("<h2>Learning curves</h2>" + _image(sweep_dir / "curves.png",
-                                                           f"{metric} on the split watched during training, against step"))
+        sections.append(
+            "<h2>Learning curves</h2>"
+            + _image(sweep_dir / "curves.png", f"{metric} on the split watched during training, against step")
+        )
     if rows:
         columns = [c for c in rows[0] if c not in ("run_dir", "row")]
         sections.append("<h2>Runs</h2>" + _table(columns, [[r[c] for c in columns] for r in rows], "runs"))
     attention = sorted(sweep_dir.glob("**/runs/*/attention_layer*.png"))
     if attention:
-        sections.append("<h2>Attention maps</h2><div class='figures'>" +
-                        "".join(_image(p, f"{p.parent.name}: {p.stem}") for p in attention) + "</div>")
+        sections.append(
+            "<h2>Attention maps</h2><div class='figures'>"
+            + "".join(_image(p, f"{p.parent.name}: {p.stem}") for p in attention)
+            + "</div>"
+        )
     return title, sections
 
 

@@ -16,9 +16,19 @@ from pathlib import Path
 from fpt.config import coerce_option
 from fpt.errors import TOO_SHALLOW, FptError
 from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
-from fpt.experiments.sweep import (GRID_ONLY_KEYS, MAX_CELLS, MAX_PARALLEL, Executor, LocalExecutor, SweepSpec,
-                                   check_cell_options, failed_runs_section, option_names, run_sweep,
-                                   write_results_csv)
+from fpt.experiments.sweep import (
+    GRID_ONLY_KEYS,
+    MAX_CELLS,
+    MAX_PARALLEL,
+    Executor,
+    LocalExecutor,
+    SweepSpec,
+    check_cell_options,
+    failed_runs_section,
+    option_names,
+    run_sweep,
+    write_results_csv,
+)
 from fpt.tracking import Tracker
 
 
@@ -46,23 +56,33 @@ class Reproduction:
         offered = {t for table in self.tables for t in REPRODUCIBLE[table].grid["task"]}
         missing = [t for t in self.tasks or [] if t not in offered]
         if missing:
-            raise FptError(f"{', '.join(self.tables)} has no task {', '.join(missing)}; its tasks are {', '.join(sorted(offered))}")
+            raise FptError(
+                f"{', '.join(self.tables)} has no task {', '.join(missing)}; its tasks are {', '.join(sorted(offered))}"
+            )
         unknown_variants = [v for v in self.skip_variants if v not in VARIANTS]
         if unknown_variants:
-            raise FptError(f"--skip-variants: unknown variant {', '.join(unknown_variants)}; choose from {', '.join(VARIANTS)}")
+            raise FptError(
+                f"--skip-variants: unknown variant {', '.join(unknown_variants)}; choose from {', '.join(VARIANTS)}"
+            )
         unknown_options = sorted(set(self.options) - option_names())
         if unknown_options:
-            raise FptError(f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores")
+            raise FptError(
+                f"--set: unknown option {', '.join(unknown_options)}; use `fpt train` option names with underscores"
+            )
         grid_keys = sorted(set(self.options) & set(GRID_ONLY_KEYS))
         if grid_keys:
-            raise FptError(f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec")
+            raise FptError(
+                f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec"
+            )
         self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
         for _, spec, _ in self.sweeps():
             check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
 
     def common_options(self) -> dict:
         options = {"steps": self.budget, "backbone": self.backbone}
-        if "table6" in self.tables:  # steps to convergence (each run's own plateau) are read from 20 evaluations per run
+        if (
+            "table6" in self.tables
+        ):  # steps to convergence (each run's own plateau) are read from 20 evaluations per run
             options["eval_every"] = max(1, self.budget // 20)
         return {**options, **self.options}
 
@@ -73,12 +93,17 @@ class Reproduction:
         for task in _tasks_of(self.tables):
             if self.tasks and task not in self.tasks:
                 continue
-            by_variant = [t for t in self.tables
-                          if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"]
+            by_variant = [
+                t for t in self.tables if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"
+            ]
             wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t].grid["variant"]))
             # a table's other axes (a forecast's horizons), one value where --set gives it
-            axes = {k: [self.options[k]] if k in self.options else values for t in by_variant
-                    for k, values in REPRODUCIBLE[t].grid.items() if k not in ("task", "variant")}
+            axes = {
+                k: [self.options[k]] if k in self.options else values
+                for t in by_variant
+                for k, values in REPRODUCIBLE[t].grid.items()
+                if k not in ("task", "variant")
+            }
             task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
             if wanted:
                 plans.append((sweep_folder(task), task, {"variant": wanted, **axes}, task_options))
@@ -86,8 +111,11 @@ class Reproduction:
                 grid = REPRODUCIBLE[table].grid
                 if REPRODUCIBLE[table].row_key != "variant" and task in grid["task"]:
                     for variant in grid["variant"]:
-                        others = {k: v[variant] if isinstance(v, dict) else v for k, v in grid.items()
-                                  if k not in ("task", "variant")}
+                        others = {
+                            k: v[variant] if isinstance(v, dict) else v
+                            for k, v in grid.items()
+                            if k not in ("task", "variant")
+                        }
                         plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}, {}))
         return [self._sweep(*plan) for plan in plans]
 
@@ -96,10 +124,19 @@ class Reproduction:
         above a pretrained backbone's own (`layers`, for random init only a config, is any)."""
         variants = [v for v in grid["variant"] if v not in self.skip_variants]
         others = {k: v for k, v in grid.items() if k != "variant"}  # e.g. table12's layers
-        skipped = [{"task": task, "variant": v, **dict(zip(others, values)), "status": "skipped",
-                    "failure": "skipped", "error": "skipped for time (--skip-variants)"}
-                   for v in grid["variant"] if v in self.skip_variants
-                   for values in itertools.product(*others.values())]
+        skipped = [
+            {
+                "task": task,
+                "variant": v,
+                **dict(zip(others, values)),
+                "status": "skipped",
+                "failure": "skipped",
+                "error": "skipped for time (--skip-variants)",
+            }
+            for v in grid["variant"]
+            if v in self.skip_variants
+            for values in itertools.product(*others.values())
+        ]
         if "layers" in others and all(VARIANTS[v].get("init") != "random" for v in grid["variant"]):
             from fpt.backbones import backbone_depth
 
@@ -107,13 +144,24 @@ class Reproduction:
             depth = backbone_depth(backbone)  # None: not known here; the run itself refuses, in one line
             deep = [k for k in others["layers"] if depth is not None and k > depth]
             others["layers"] = [k for k in others["layers"] if k not in deep]
-            skipped += [{"task": task, "variant": v, "layers": k, "status": "skipped", "failure": TOO_SHALLOW,
-                         "error": f"needs a {k}-layer backbone; {backbone} has {depth}"}
-                        for v in variants for k in deep]
-        spec = SweepSpec(f"reproduce-{folder}", {"task": [task], "variant": variants, **others,
-                                                 "seed": list(range(self.seeds))},
-                         {**self.common_options(), **{k: v for k, v in task_options.items() if k not in self.options}},
-                         self.parallel)
+            skipped += [
+                {
+                    "task": task,
+                    "variant": v,
+                    "layers": k,
+                    "status": "skipped",
+                    "failure": TOO_SHALLOW,
+                    "error": f"needs a {k}-layer backbone; {backbone} has {depth}",
+                }
+                for v in variants
+                for k in deep
+            ]
+        spec = SweepSpec(
+            f"reproduce-{folder}",
+            {"task": [task], "variant": variants, **others, "seed": list(range(self.seeds))},
+            {**self.common_options(), **{k: v for k, v in task_options.items() if k not in self.options}},
+            self.parallel,
+        )
         return folder, spec, skipped
 
 
@@ -139,15 +187,20 @@ def table_rows(table: str, rows: list[dict]) -> list[dict]:
     return [{**r, "row": row_label(table, r)} for r in rows if own(r["sweep"]) and r.get("variant") in grid["variant"]]
 
 
-def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
-                     executor: Executor | None = None, tracker: Tracker | None = None) -> tuple[list[dict], str]:
+def run_reproduction(
+    plan: Reproduction,
+    out: Path,
+    progress: bool = True,
+    executor: Executor | None = None,
+    tracker: Tracker | None = None,
+) -> tuple[list[dict], str]:
     """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md with
     its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
     OUT/curves.png; return the rows and the tables' text."""
+    from fpt.config import TRANSFORMER_ONLY_OPTIONS
     from fpt.experiments.plots import learning_curves, steps_chart, table_chart
     from fpt.experiments.published_tables import published_table
     from fpt.experiments.tables import markdown_table, split_title, steps_table
-    from fpt.config import TRANSFORMER_ONLY_OPTIONS
     from fpt.paths import write_text
 
     plan.check()
@@ -177,8 +230,9 @@ def run_reproduction(plan: Reproduction, out: Path, progress: bool = True,
             drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
         else:
             text = markdown_table(subset, f"{title}: {split_title(subset)}, paper in parentheses", paper_table, "row")
-            drawn = table_chart(subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's",
-                                paper_table, "row")
+            drawn = table_chart(
+                subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's", paper_table, "row"
+            )
         if drawn:
             text += f"\n![{table}: ours beside the paper's figures]({chart.name})\n"
         text += failed_runs_section(subset)

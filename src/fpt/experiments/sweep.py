@@ -22,8 +22,8 @@ import collections
 import csv
 import dataclasses
 import hashlib
-import json
 import itertools
+import json
 import math
 import os
 import re
@@ -37,11 +37,11 @@ from typing import Iterator, Protocol
 
 from fpt.config import coerce_option
 from fpt.errors import FptError, require
-from fpt.experiments.paper import VARIANT_TASK_OPTIONS, VARIANTS, row_label
+from fpt.experiments.paper import VARIANT_TASK_OPTIONS, VARIANTS
 from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
-from fpt.runtime import usable_cores
 from fpt.runs import RunDir
+from fpt.runtime import usable_cores
 from fpt.scores import REGRESSION_METRICS, is_regression
 from fpt.tracking import Tracker
 
@@ -127,8 +127,10 @@ def read_spec_text(path: Path, what: str = "sweep spec") -> str:
     if not path.is_file():
         raise FptError(f"{what} {path} is not a file; give the path of a YAML file")
     if path.stat().st_size > MAX_SPEC_BYTES:
-        raise FptError(f"{what} {path} is {path.stat().st_size:,} bytes; it should be a short YAML file "
-                       f"(at most {MAX_SPEC_BYTES:,})")
+        raise FptError(
+            f"{what} {path} is {path.stat().st_size:,} bytes; it should be a short YAML file "
+            f"(at most {MAX_SPEC_BYTES:,})"
+        )
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
@@ -170,7 +172,9 @@ def load_spec(path: Path) -> SweepSpec:
         raise FptError(f"{path}: a sweep spec is a mapping with keys {', '.join(sorted(SPEC_KEYS))}")
     for key in data:
         if key not in SPEC_KEYS:
-            raise FptError(f"{path}, line {_line_of(root, key)}: unknown key {key!r}; a spec has {', '.join(sorted(SPEC_KEYS))}")
+            raise FptError(
+                f"{path}, line {_line_of(root, key)}: unknown key {key!r}; a spec has {', '.join(sorted(SPEC_KEYS))}"
+            )
     grid, options = data.get("grid") or {}, data.get("options") or {}
     if not isinstance(grid, dict) or not grid:
         raise FptError(f"{path}: 'grid' must map option names to lists of values")
@@ -189,7 +193,9 @@ def load_spec(path: Path) -> SweepSpec:
             if section == "grid" and (not isinstance(value, list) or not value):
                 raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
             if section == "options" and key in GRID_ONLY_KEYS:
-                raise FptError(f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {key}: [{value}])")
+                raise FptError(
+                    f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {key}: [{value}])"
+                )
             values = [coerce_option(key, item, where) for item in (value if section == "grid" else [value])]
             for item in values:
                 _check_value(key, item, where)
@@ -291,20 +297,30 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
             command = ["train", "--resume", str(run.path), "--threads", str(threads), "--no-progress"]
         else:
             shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
-            command = ["train", *train_args(spec.options, cell.values), "--threads", str(threads), "--no-progress",
-                       "--out", str(run.path)]
+            command = [
+                "train",
+                *train_args(spec.options, cell.values),
+                "--threads",
+                str(threads),
+                "--no-progress",
+                "--out",
+                str(run.path),
+            ]
         run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
         env = {**os.environ, "PYTHONUNBUFFERED": "1", FAILURE_RECORD_ENV: str(run.failure_path)}
         if tracking is not None:  # the same trackers, the cell's run nested under the sweep's
             command += tracking[0]
             env.update(tracking[1])
         with open(log, "a") as handle:
-            proc = subprocess.run([sys.executable, "-m", "fpt", *command], stdout=handle,
-                                  stderr=subprocess.PIPE, text=True, env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "fpt", *command], stdout=handle, stderr=subprocess.PIPE, text=True, env=env
+            )
             handle.write(proc.stderr)
         if proc.returncode != 0:
             failure = run.read_failure() or {}
-            error = failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            error = (
+                failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            )
             return failed_row(cell, run, failure.get("kind", "crash"), error)
     try:
         summary = run.read_summary()
@@ -319,11 +335,21 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
         return _regression_row(cell, run, summary)
     tests, error = _test_scores(run, summary, log)
     split = next(iter(tests))
-    return {**cell.values, "status": "done", "split": split, "accuracy": tests[split],
-            **{f"{SCORE_PREFIX}{name}": accuracy for name, accuracy in tests.items()},
-            "eval_split": final.get("split"), "eval_accuracy": final.get("accuracy"),
-            "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
-            "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": error}
+    return {
+        **cell.values,
+        "status": "done",
+        "split": split,
+        "accuracy": tests[split],
+        **{f"{SCORE_PREFIX}{name}": accuracy for name, accuracy in tests.items()},
+        "eval_split": final.get("split"),
+        "eval_accuracy": final.get("accuracy"),
+        "step": summary.get("step"),
+        "reached_at": summary.get("target_reached_at_step"),
+        "wall_time_s": summary.get("wall_time_s"),
+        "run_dir": str(run.path),
+        "failure": "",
+        "error": error,
+    }
 
 
 def _regression_row(cell: Cell, run: RunDir, summary: dict) -> dict:
@@ -332,11 +358,23 @@ def _regression_row(cell: Cell, run: RunDir, summary: dict) -> dict:
     final, tested = summary["final"], summary.get("test") or {}
     tests = {name: tested[name] for name in sorted(tested, key=split_order)} or {final["split"]: final}
     split = next(iter(tests))
-    return {**cell.values, "status": "done", "split": split, "mse": tests[split]["mse"], "mae": tests[split]["mae"],
-            **{f"{metric}:{name}": result[metric] for name, result in tests.items() for metric in REGRESSION_METRICS},
-            "eval_split": final["split"], "eval_mse": final["mse"], "eval_mae": final["mae"],
-            "step": summary.get("step"), "reached_at": summary.get("target_reached_at_step"),
-            "wall_time_s": summary.get("wall_time_s"), "run_dir": str(run.path), "failure": "", "error": ""}
+    return {
+        **cell.values,
+        "status": "done",
+        "split": split,
+        "mse": tests[split]["mse"],
+        "mae": tests[split]["mae"],
+        **{f"{metric}:{name}": result[metric] for name, result in tests.items() for metric in REGRESSION_METRICS},
+        "eval_split": final["split"],
+        "eval_mse": final["mse"],
+        "eval_mae": final["mae"],
+        "step": summary.get("step"),
+        "reached_at": summary.get("target_reached_at_step"),
+        "wall_time_s": summary.get("wall_time_s"),
+        "run_dir": str(run.path),
+        "failure": "",
+        "error": "",
+    }
 
 
 def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float], str]:
@@ -349,7 +387,9 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
     final = summary.get("final") or {}
     watched = {final.get("split"): final.get("accuracy")}
     if summary.get("test"):  # scored by the run itself when it ended
-        return {name: r["accuracy"] for name, r in sorted(summary["test"].items(), key=lambda kv: split_order(kv[0]))}, ""
+        return {
+            name: r["accuracy"] for name, r in sorted(summary["test"].items(), key=lambda kv: split_order(kv[0]))
+        }, ""
     if final.get("split") in ("heldout", None) or is_test_split(final["split"]):
         return watched, ""
 
@@ -365,8 +405,13 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
     if not scored():
         env = {k: v for k, v in os.environ.items() if k != FAILURE_RECORD_ENV}  # a finished run has not failed
         with open(log, "a") as handle:
-            proc = subprocess.run([sys.executable, "-m", "fpt", "evaluate", str(run.path), "--splits", "test"],
-                                  stdout=handle, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"})
+            proc = subprocess.run(
+                [sys.executable, "-m", "fpt", "evaluate", str(run.path), "--splits", "test"],
+                stdout=handle,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**env, "PYTHONUNBUFFERED": "1"},
+            )
             handle.write(proc.stderr)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
@@ -401,23 +446,35 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
         except (json.JSONDecodeError, UnicodeDecodeError):
             recorded = None
         before = recorded.get("args") if isinstance(recorded, dict) else None
-        if not (isinstance(before, list) and all(isinstance(arg, str) for arg in before)
-                and isinstance(recorded.get("recipe"), (dict, type(None)))):
+        if not (
+            isinstance(before, list)
+            and all(isinstance(arg, str) for arg in before)
+            and isinstance(recorded.get("recipe"), (dict, type(None)))
+        ):
             raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
         now = train_args(spec.options, cell.values)
         recipe_then, recipe_now = recorded.get("recipe"), _recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
-            changed = ", ".join(f"{k} {recipe_then.get(k, '(unset)')} -> {recipe_now.get(k, '(unset)')}"
-                                for k in sorted(recipe_then.keys() | recipe_now.keys())
-                                if recipe_then.get(k) != recipe_now.get(k))
-            raise FptError(f"cell {cell.name} in {sweep_dir} ran under an earlier --recipe {recipe_now['name']} "
-                           f"({changed}); give the old values in the spec's options to finish it, or use another --out")
+            changed = ", ".join(
+                f"{k} {recipe_then.get(k, '(unset)')} -> {recipe_now.get(k, '(unset)')}"
+                for k in sorted(recipe_then.keys() | recipe_now.keys())
+                if recipe_then.get(k) != recipe_now.get(k)
+            )
+            raise FptError(
+                f"cell {cell.name} in {sweep_dir} ran under an earlier --recipe {recipe_now['name']} "
+                f"({changed}); give the old values in the spec's options to finish it, or use another --out"
+            )
         if before != now:
             old, new = _flags(before or []), _flags(now)
-            changed = ", ".join(f"{flag} {old.get(flag, '(unset)')} -> {new.get(flag, '(unset)')}"
-                                for flag in sorted(old.keys() | new.keys()) if old.get(flag) != new.get(flag))
-            raise FptError(f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
-                           f"use another --out, or {redo}")
+            changed = ", ".join(
+                f"{flag} {old.get(flag, '(unset)')} -> {new.get(flag, '(unset)')}"
+                for flag in sorted(old.keys() | new.keys())
+                if old.get(flag) != new.get(flag)
+            )
+            raise FptError(
+                f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
+                f"use another --out, or {redo}"
+            )
 
 
 def _flags(args: list[str]) -> dict[str, str]:
@@ -433,8 +490,9 @@ def _flags(args: list[str]) -> dict[str, str]:
 class Executor(Protocol):
     """Runs (or resumes) cells with `run_cell`, yielding (index in cells, row) as each finishes."""
 
-    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
-                 tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]: ...
+    def __call__(
+        self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path, tracking: CellTracking | None = None
+    ) -> Iterator[tuple[int, dict]]: ...
 
     def describe(self, parallel: int) -> str:
         """Where the runs ran, for the title of a table."""
@@ -444,11 +502,14 @@ class Executor(Protocol):
 class LocalExecutor:
     """`spec.parallel` cells at a time on this machine, its cores split between them."""
 
-    def __call__(self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path,
-                 tracking: CellTracking | None = None) -> Iterator[tuple[int, dict]]:
+    def __call__(
+        self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path, tracking: CellTracking | None = None
+    ) -> Iterator[tuple[int, dict]]:
         threads = max(1, usable_cores() // spec.parallel)
         with ThreadPoolExecutor(spec.parallel) as pool:
-            futures = {pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking): i for i, cell in enumerate(cells)}
+            futures = {
+                pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking): i for i, cell in enumerate(cells)
+            }
             for future in as_completed(futures):
                 yield futures[future], future.result()
 
@@ -456,8 +517,13 @@ class LocalExecutor:
         return machine_description(parallel)
 
 
-def run_sweep(spec: SweepSpec, sweep_dir: Path, progress: bool = True, executor: Executor | None = None,
-              tracker: Tracker | None = None) -> list[dict]:
+def run_sweep(
+    spec: SweepSpec,
+    sweep_dir: Path,
+    progress: bool = True,
+    executor: Executor | None = None,
+    tracker: Tracker | None = None,
+) -> list[dict]:
     """Run every cell not yet done (on this machine unless another executor is given); write
     results.csv, in the grid's order whichever cell finished first; return the rows.
     `tracker`: the sweep's open parent run (fpt.tracking), which each cell's run nests under."""
@@ -500,8 +566,10 @@ def machine_description(parallel: int) -> str:
     import torch
 
     cores = usable_cores()
-    return (f"{platform.processor() or platform.machine()}, {cores} cores, {parallel} run(s) at once "
-            f"of {max(1, cores // parallel)} thread(s), torch {torch.__version__}")
+    return (
+        f"{platform.processor() or platform.machine()}, {cores} cores, {parallel} run(s) at once "
+        f"of {max(1, cores // parallel)} thread(s), torch {torch.__version__}"
+    )
 
 
 def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
@@ -524,7 +592,10 @@ def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> st
 
 def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
     """What a sweep's tracked parent run gets at the end: its runs counted by status, and its files."""
-    counts = {"runs": len(rows), **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")}}
+    counts = {
+        "runs": len(rows),
+        **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")},
+    }
     return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
 
 
@@ -544,4 +615,6 @@ def failure_summary(rows: list[dict]) -> str | None:
 def failed_runs_section(rows: list[dict]) -> str:
     """The "Failed runs" list under a table, one line a run; empty when none failed."""
     failed = [r for r in rows if r["status"] == "failed"]
-    return "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""
+    return (
+        "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""
+    )

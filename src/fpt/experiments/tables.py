@@ -2,8 +2,8 @@
 
 Each cell shows our mean and spread over seeds next to the paper's number, on the split its
 column names (a task's test split, or each of its test holdouts, scored once at the end of every
-run; the generated bit tasks' test set is a second fixed draw; a task without one, its held-out set). A regression task's
-cell (a forecast) shows MSE / MAE, lower being better, the lowest MSE of a column in bold. A cell
+run; the generated bit tasks' test set is a second fixed draw; a task without one, its held-out set). A regression
+task's cell (a forecast) shows MSE / MAE, lower being better, the lowest MSE of a column in bold. A cell
 whose runs failed because the data is not on this machine says so (from the run's failure kind);
 nothing is left blank or invented. `table_data` and `steps_data` are what the text and the charts share.
 """
@@ -29,9 +29,15 @@ FAILURE_TEXTS = {
     TOO_SHALLOW: "needs a deeper backbone",
 }
 # A split's name in a column heading.
-SPLIT_LABELS = {"heldout": "held-out", "val": "val", "valid": "val", "test": "test",
-                "test_fold_holdout": "test (fold)", "test_superfamily_holdout": "test (superfamily)",
-                "test_family_holdout": "test (family)"}
+SPLIT_LABELS = {
+    "heldout": "held-out",
+    "val": "val",
+    "valid": "val",
+    "test": "test",
+    "test_fold_holdout": "test (fold)",
+    "test_superfamily_holdout": "test (superfamily)",
+    "test_family_holdout": "test (family)",
+}
 SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold_holdout"
 # A regression run's row (a forecast) carries "mse:test" and "mae:test" (and "mse", "mae") instead.
 
@@ -47,8 +53,11 @@ def failure_text(kinds: list[str], layers=None) -> str:
 
 def row_metric(row: dict) -> str:
     """What a row is ranked by: "mse" for a regression run's (lower is better), else "accuracy"."""
-    return "mse" if any((key == "mse" or key.startswith("mse:")) and value not in (None, "")
-                        for key, value in row.items()) else "accuracy"
+    return (
+        "mse"
+        if any((key == "mse" or key.startswith("mse:")) and value not in (None, "") for key, value in row.items())
+        else "accuracy"
+    )
 
 
 def scores(row: dict, metric: str | None = None) -> dict[str | None, float]:
@@ -56,8 +65,11 @@ def scores(row: dict, metric: str | None = None) -> dict[str | None, float]:
     "mae": its MAE). A row made before splits were named: its one score, on the split it names."""
     metric = metric or row_metric(row)
     prefix = SCORE_PREFIX if metric == "accuracy" else f"{metric}:"
-    found = {key[len(prefix):]: float(value) for key, value in row.items()
-             if key.startswith(prefix) and value not in (None, "")}
+    found = {
+        key[len(prefix) :]: float(value)
+        for key, value in row.items()
+        if key.startswith(prefix) and value not in (None, "")
+    }
     if not found and row.get(metric) not in (None, ""):
         found = {row.get("split") or None: float(row[metric])}
     return found
@@ -123,8 +135,12 @@ def table_data(rows: list[dict], paper_table: str | None = None, row_key: str = 
         splits = sorted({s for (_, (t, s)) in ours if t == task}, key=split_order)
         columns += [(task, s) for s in splits] or [(task, None)]
     labels = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
-    figures = {(label, column): paper[label][column[0]] for label in labels for column in columns
-               if column[0] in paper.get(label, {})}
+    figures = {
+        (label, column): paper[label][column[0]]
+        for label in labels
+        for column in columns
+        if column[0] in paper.get(label, {})
+    }
     return TableData(columns, labels, dict(ours), dict(failures), layers, figures, metrics, dict(maes))
 
 
@@ -149,7 +165,9 @@ def _cell_text(data: TableData, label: str, column: tuple) -> str:
 
 def _lowest(data: TableData, column: tuple) -> str | None:
     """The row with a regression column's lowest mean MSE, where two rows or more have one."""
-    means = {label: statistics.mean(data.ours[(label, column)]) for label in data.rows if data.ours.get((label, column))}
+    means = {
+        label: statistics.mean(data.ours[(label, column)]) for label in data.rows if data.ours.get((label, column))
+    }
     return min(means, key=means.get) if len(means) > 1 else None
 
 
@@ -157,15 +175,23 @@ def markdown_table(rows: list[dict], title: str, paper_table: str | None = None,
     """Our mean ± std over seeds (n runs) beside the paper's figure, in percent, one column per
     task and reported split; a regression task's: MSE ± std / MAE, the lowest MSE in bold."""
     data = table_data(rows, paper_table, row_key)
-    lines = [f"### {title}", "", "| | " + " | ".join(column_heading(*c) for c in data.columns) + " |",
-             "|---" * (len(data.columns) + 1) + "|"]
+    lines = [
+        f"### {title}",
+        "",
+        "| | " + " | ".join(column_heading(*c) for c in data.columns) + " |",
+        "|---" * (len(data.columns) + 1) + "|",
+    ]
     for label in data.rows:
         lines.append(f"| {label} | " + " | ".join(_cell_text(data, label, c) for c in data.columns) + " |")
-    validation = [TASK_COLUMNS[t] for t in PAPER_SCORED_VALIDATION
-                  if data.paper and any(c[0] == t for c in data.columns)]
+    validation = [
+        TASK_COLUMNS[t] for t in PAPER_SCORED_VALIDATION if data.paper and any(c[0] == t for c in data.columns)
+    ]
     if validation:
-        lines += ["", f"The paper's figures for {' and '.join(validation)} are its code's validation-split scores; "
-                  "ours are the test split(s) named in each column."]
+        lines += [
+            "",
+            f"The paper's figures for {' and '.join(validation)} are its code's validation-split scores; "
+            "ours are the test split(s) named in each column.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -175,8 +201,11 @@ def split_title(rows: list[dict]) -> str:
     tested = splits and all(s is not None and (s == "test" or s.startswith("test_")) for s in splits)
     done = [r for r in rows if r["status"] == "done"]
     if done and all(row_metric(r) == "mse" for r in done):
-        return "test MSE / MAE (lower is better)" if tested else \
-            "MSE / MAE (lower is better) on the split named in each column (test where the task has one)"
+        return (
+            "test MSE / MAE (lower is better)"
+            if tested
+            else "MSE / MAE (lower is better) on the split named in each column (test where the task has one)"
+        )
     forecasts = "; MSE / MAE for a forecast (lower is better)" if any(row_metric(r) == "mse" for r in done) else ""
     if tested:
         return "test accuracy in %" + forecasts
@@ -209,7 +238,9 @@ class StepsCell:
     text: str  # what the table cell says
 
 
-def steps_data(rows: list[dict], row_key: str = "variant") -> tuple[list[str], list[str], dict[tuple[str, str], StepsCell]]:
+def steps_data(
+    rows: list[dict], row_key: str = "variant"
+) -> tuple[list[str], list[str], dict[tuple[str, str], StepsCell]]:
     """(tasks, row labels, (row, task) -> StepsCell) for Table 6."""
     tasks = _tasks(rows)
     labels = list(dict.fromkeys(str(r.get(row_key, "fpt")) for r in rows))
@@ -247,11 +278,19 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant") -> str:
     regression = [r for r in rows if r["status"] == "done" and row_metric(r) == "mse"]
     definition = describe() + f" Accuracy during training, on the {split or 'evaluation'} split."
     if regression:  # a forecast's runs: their MSE, lower is better
-        definition = (describe(metric="mse") + f" MSE during training, on the {split or 'evaluation'} split."
-                      if len(regression) == sum(r["status"] == "done" for r in rows) else
-                      definition + " " + describe(metric="mse"))
-    lines = [f"### {title}", "", definition, "",
-             "| | " + " | ".join(TASK_COLUMNS.get(t, t) for t in tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
+        definition = (
+            describe(metric="mse") + f" MSE during training, on the {split or 'evaluation'} split."
+            if len(regression) == sum(r["status"] == "done" for r in rows)
+            else definition + " " + describe(metric="mse")
+        )
+    lines = [
+        f"### {title}",
+        "",
+        definition,
+        "",
+        "| | " + " | ".join(TASK_COLUMNS.get(t, t) for t in tasks) + " |",
+        "|---" * (len(tasks) + 1) + "|",
+    ]
     for label in labels:
         texts = []
         for task in tasks:
@@ -262,7 +301,9 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant") -> str:
         speedups = []
         for task in tasks:
             fpt, random = cells[("fpt", task)].steps, cells[("random", task)].steps
-            paper = PAPER_STEPS["random"].get(task, 0) / PAPER_STEPS["fpt"][task] if task in PAPER_STEPS["fpt"] else None
+            paper = (
+                PAPER_STEPS["random"].get(task, 0) / PAPER_STEPS["fpt"][task] if task in PAPER_STEPS["fpt"] else None
+            )
             paper_text = f" (paper {paper:.1f}x)" if paper else ""
             if fpt and random:
                 speedups.append(f"{statistics.median(random) / statistics.median(fpt):.1f}x{paper_text}")

@@ -3,8 +3,25 @@ bucketing (bucketing) and the registry (registry); importing this package regist
 
 from fpt.tasks import bits, forecasting, images, sequences, timeseries  # noqa: F401  (each module registers its tasks)
 from fpt.tasks.base import Batch, Task, TaskSpec
-from fpt.tasks.registry import (TASK_OPTIONS, check_task_option_types, create_task, list_tasks, register_task,
-                                task_option_types, task_options)
+from fpt.tasks.registry import (
+    TASK_OPTIONS,
+    check_task_option_types,
+    create_task,
+    list_tasks,
+    register_task,
+    task_option_types,
+    task_options,
+)
 
-__all__ = ["TASK_OPTIONS", "Batch", "Task", "TaskSpec", "check_task_option_types", "create_task", "list_tasks",
-           "register_task", "task_option_types", "task_options"]
+__all__ = [
+    "TASK_OPTIONS",
+    "Batch",
+    "Task",
+    "TaskSpec",
+    "check_task_option_types",
+    "create_task",
+    "list_tasks",
+    "register_task",
+    "task_option_types",
+    "task_options",
+]

@@ -62,8 +62,10 @@ class ArrayTask(Task):
         lengths = self.train.lengths
         self.train = Split(self.train.x[:kept], self.train.y[:kept], None if lengths is None else lengths[:kept])
         self._epoch = None
-        self.notes = {**getattr(self, "notes", {}), "train_fraction": {"fraction": fraction, "kept": kept,
-                                                                       "of": total, "unit": "examples"}}
+        self.notes = {
+            **getattr(self, "notes", {}),
+            "train_fraction": {"fraction": fraction, "kept": kept, "of": total, "unit": "examples"},
+        }
 
     def prepare(self, x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
         """Stored rows -> model inputs; `gen` is given for training batches (augmentation)."""
@@ -85,7 +87,7 @@ class ArrayTask(Task):
         n, parts = len(self.train), []
         while count > 0:
             epoch, offset = divmod(start, n)
-            take = self._permutation(seed, epoch)[offset: offset + count]
+            take = self._permutation(seed, epoch)[offset : offset + count]
             parts.append(take)
             start, count = start + len(take), count - len(take)
         return torch.cat(parts)

@@ -89,8 +89,9 @@ def training_share(fraction: float, total: int, what: str) -> int:
     floating point would give); a share that keeps none is refused."""
     kept = math.floor(Fraction(repr(float(fraction))) * total)
     if kept < 1:
-        raise FptError(f"--train-fraction {fraction} keeps none of the {total:,} training {what}; "
-                       f"use at least {1 / total:.3g}")
+        raise FptError(
+            f"--train-fraction {fraction} keeps none of the {total:,} training {what}; use at least {1 / total:.3g}"
+        )
     return kept
 
 
@@ -128,8 +129,10 @@ class Task(ABC):
     def keep_training_share(self, fraction: float) -> None:
         """Train on the first `fraction` of the training split, in its stored order (few-shot);
         the evaluation splits stay whole. A task that draws fresh examples every step has no split."""
-        raise FptError(f"--train-fraction: task {self.name!r} draws fresh training examples every step, so "
-                       "it has no training split to take a share of; leave --train-fraction unset")
+        raise FptError(
+            f"--train-fraction: task {self.name!r} draws fresh training examples every step, so "
+            "it has no training split to take a share of; leave --train-fraction unset"
+        )
 
     @abstractmethod
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:

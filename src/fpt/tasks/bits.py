@@ -13,8 +13,8 @@ from typing import Iterator
 import torch
 
 from fpt.errors import FptError
-from fpt.tasks.registry import register_task
 from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
+from fpt.tasks.registry import register_task
 
 # Fixed: neither set depends on the run's --seed. The held-out seed is the one every earlier run
 # was watched on, so those runs' curves are validation curves; the test set was drawn after them.
@@ -32,7 +32,9 @@ def _check_positive(**values: float) -> None:
 def _check_patch(n_bits: int, patch_size: int) -> None:
     _check_positive(patch_size=patch_size)
     if n_bits % patch_size:
-        raise FptError(f"--patch-size {patch_size} does not divide the {n_bits}-bit strings; pick a divisor of {n_bits}")
+        raise FptError(
+            f"--patch-size {patch_size} does not divide the {n_bits}-bit strings; pick a divisor of {n_bits}"
+        )
 
 
 class _BitTask(Task):
@@ -73,8 +75,9 @@ class BitMemory(_BitTask):
 
     name = "bit-memory"
 
-    def __init__(self, n_bits: int = 1000, n_strings: int = 5, patch_size: int = 50,
-                 mask_prob: float = 0.5, eval_size: int = 500):
+    def __init__(
+        self, n_bits: int = 1000, n_strings: int = 5, patch_size: int = 50, mask_prob: float = 0.5, eval_size: int = 500
+    ):
         super().__init__(eval_size)
         _check_positive(n_bits=n_bits, n_strings=n_strings)
         _check_patch(n_bits, patch_size)
@@ -82,8 +85,13 @@ class BitMemory(_BitTask):
             raise FptError(f"--mask-prob must be in [0, 1), got {mask_prob}")
         self.n_bits, self.n_strings, self.patch_size, self.mask_prob = n_bits, n_strings, patch_size, mask_prob
         tokens_per_string = n_bits // patch_size
-        self.spec = TaskSpec(seq_len=(n_strings + 1) * tokens_per_string, num_classes=2,
-                             input_dim=patch_size, last_k=tokens_per_string, outputs_per_token=patch_size)
+        self.spec = TaskSpec(
+            seq_len=(n_strings + 1) * tokens_per_string,
+            num_classes=2,
+            input_dim=patch_size,
+            last_k=tokens_per_string,
+            outputs_per_token=patch_size,
+        )
 
     def _generate(self, n: int, gen: torch.Generator) -> Batch:
         strings = torch.randint(0, 2, (n, self.n_strings, self.n_bits), generator=gen).float() * 2 - 1
@@ -93,7 +101,6 @@ class BitMemory(_BitTask):
         query = target * keep
         x = torch.cat([strings.reshape(n, -1), query], dim=1).reshape(n, -1, self.patch_size)
         return Batch(x=x, y=(target > 0).long())
-
 
 
 @register_task("bit-xor")
@@ -113,10 +120,14 @@ class BitXor(_BitTask):
         self.n_bits, self.patch_size = n_bits, patch_size
         tokens_per_string = n_bits // patch_size
         continuous = patch_size > 1
-        self.spec = TaskSpec(seq_len=2 * tokens_per_string, num_classes=2,
-                             input_dim=patch_size if continuous else None,
-                             vocab_size=None if continuous else 2,
-                             last_k=tokens_per_string, outputs_per_token=patch_size)
+        self.spec = TaskSpec(
+            seq_len=2 * tokens_per_string,
+            num_classes=2,
+            input_dim=patch_size if continuous else None,
+            vocab_size=None if continuous else 2,
+            last_k=tokens_per_string,
+            outputs_per_token=patch_size,
+        )
 
     def _generate(self, n: int, gen: torch.Generator) -> Batch:
         bits = torch.randint(0, 2, (n, 2, self.n_bits), generator=gen)
@@ -126,4 +137,3 @@ class BitXor(_BitTask):
         else:
             x = (bits.float() * 2 - 1).reshape(n, -1, self.patch_size)
         return Batch(x=x, y=y)
-

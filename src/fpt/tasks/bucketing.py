@@ -33,8 +33,10 @@ class LengthBucketedTask(Task):
     def __init__(self, task: Task, window: int = 32):
         check_bucket_window(window)
         if not (isinstance(task, ArrayTask) and task.variable_length):
-            raise FptError(f"task {task.name!r} has sequences of one length; length bucketing needs a "
-                           "variable-length task (e.g. listops), leave --bucket-window out")
+            raise FptError(
+                f"task {task.name!r} has sequences of one length; length bucketing needs a "
+                "variable-length task (e.g. listops), leave --bucket-window out"
+            )
         self.inner, self.window = task, window
         self.name, self.spec, self.eval_split = task.name, task.spec, task.eval_split
         self.notes = getattr(task, "notes", {})

@@ -31,7 +31,8 @@ import torch
 
 from fpt.data.series_csv import SeriesTable, read_series_csv
 from fpt.errors import MISSING_DATA, FptError
-from fpt.paths import data_dir as default_data_dir, user_path
+from fpt.paths import data_dir as default_data_dir
+from fpt.paths import user_path
 from fpt.tasks.arrays import ArrayTask
 from fpt.tasks.base import Batch, TaskSpec, series_tokens, training_share
 from fpt.tasks.registry import register_task
@@ -71,7 +72,7 @@ class Windows:
         start, channel = index // self.channels, index % self.channels
         steps = start[:, None] + torch.arange(self.lookback + self.horizon)
         rows = self.series[channel[:, None], steps]
-        return rows[:, :self.lookback], rows[:, self.lookback:]
+        return rows[:, : self.lookback], rows[:, self.lookback :]
 
 
 class ForecastTask(ArrayTask):
@@ -83,9 +84,15 @@ class ForecastTask(ArrayTask):
         self.name, self.notes = name, notes
         super().__init__(splits["train"], {"val": splits["val"], "test": splits["test"]}, "val")
         lookback, horizon = splits["train"].lookback, splits["train"].horizon
-        self.spec = TaskSpec(seq_len=series_tokens(lookback, patch_size, patch_stride), num_classes=1,
-                             input_dim=patch_size, outputs_per_token=horizon, target="values",
-                             patch_stride=patch_stride, window_norm=True)
+        self.spec = TaskSpec(
+            seq_len=series_tokens(lookback, patch_size, patch_stride),
+            num_classes=1,
+            input_dim=patch_size,
+            outputs_per_token=horizon,
+            target="values",
+            patch_stride=patch_stride,
+            window_norm=True,
+        )
 
     @property
     def pinned_options(self) -> dict:
@@ -102,20 +109,35 @@ class ForecastTask(ArrayTask):
         and test are scored exactly as without the cut."""
         train = self.train
         kept = training_share(fraction, train.windows, "windows")
-        self.train = Windows(train.series[:, :kept + train.lookback + train.horizon - 1], train.lookback, train.horizon)
+        self.train = Windows(
+            train.series[:, : kept + train.lookback + train.horizon - 1], train.lookback, train.horizon
+        )
         self._epoch = None
-        self.notes = {**self.notes, "train_fraction": {"fraction": fraction, "kept": kept, "of": train.windows,
-                                                       "unit": "windows", "examples": len(self.train)}}
+        self.notes = {
+            **self.notes,
+            "train_fraction": {
+                "fraction": fraction,
+                "kept": kept,
+                "of": train.windows,
+                "unit": "windows",
+                "examples": len(self.train),
+            },
+        }
 
 
 def check_window_options(lookback: int, horizon: int, patch_size: int, patch_stride: int) -> None:
-    for key, value in {"lookback": lookback, "horizon": horizon, "patch_size": patch_size,
-                       "patch_stride": patch_stride}.items():
+    for key, value in {
+        "lookback": lookback,
+        "horizon": horizon,
+        "patch_size": patch_size,
+        "patch_stride": patch_stride,
+    }.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FptError(f"--{key.replace('_', '-')} must be a whole number of at least 1, got {value!r}")
     if patch_size > lookback:
-        raise FptError(f"--patch-size {patch_size} is longer than --lookback {lookback}; use a patch of at most "
-                       f"{lookback} steps")
+        raise FptError(
+            f"--patch-size {patch_size} is longer than --lookback {lookback}; use a patch of at most {lookback} steps"
+        )
 
 
 def split_rows(rows: int, lookback: int, ett: bool) -> dict[str, tuple[int, int]]:
@@ -126,8 +148,11 @@ def split_rows(rows: int, lookback: int, ett: bool) -> dict[str, tuple[int, int]
         train, test = int(rows * CUSTOM_SHARES["train"]), int(rows * CUSTOM_SHARES["test"])
         val = rows - train - test
     ends = {"train": train, "val": train + val, "test": train + val + test}
-    return {"train": (0, train), "val": (max(0, train - lookback), ends["val"]),
-            "test": (max(0, ends["val"] - lookback), ends["test"])}
+    return {
+        "train": (0, train),
+        "val": (max(0, train - lookback), ends["val"]),
+        "test": (max(0, ends["val"] - lookback), ends["test"]),
+    }
 
 
 def file_digest(path: Path) -> str:
@@ -140,48 +165,78 @@ def check_unchanged(path: Path, sha256: str | None) -> str:
     on former test rows, an evaluation score other windows)."""
     digest = file_digest(path)
     if sha256 is not None and digest != sha256:
-        raise FptError(f"{path} changed since this run was trained (sha256 {digest[:12]}..., the run's "
-                       f"{sha256[:12]}...); its splits and scaler come from the file's rows: put the original "
-                       "file back, or train a new run on the new one")
+        raise FptError(
+            f"{path} changed since this run was trained (sha256 {digest[:12]}..., the run's "
+            f"{sha256[:12]}...); its splits and scaler come from the file's rows: put the original "
+            "file back, or train a new run on the new one"
+        )
     return digest
 
 
-def build_forecast(name: str, table: SeriesTable, lookback: int, horizon: int, patch_size: int, patch_stride: int,
-                   ett: bool, sha256: str) -> ForecastTask:
+def build_forecast(
+    name: str,
+    table: SeriesTable,
+    lookback: int,
+    horizon: int,
+    patch_size: int,
+    patch_stride: int,
+    ett: bool,
+    sha256: str,
+) -> ForecastTask:
     """Splits, scaler and windows of a series table (see the module docstring)."""
     check_window_options(lookback, horizon, patch_size, patch_stride)
     rows = len(table.values)
     if ett and rows < sum(ETT_HOURS.values()):
-        raise FptError(f"{table.path} has {rows} rows; the ETTh protocol needs {sum(ETT_HOURS.values())} hours "
-                       "(20 months): fetch the file again with `fpt data get ett`")
+        raise FptError(
+            f"{table.path} has {rows} rows; the ETTh protocol needs {sum(ETT_HOURS.values())} hours "
+            "(20 months): fetch the file again with `fpt data get ett`"
+        )
     bounds = split_rows(rows, lookback, ett)
     short = [s for s, (first, end) in bounds.items() if end - first < lookback + horizon]
     if short:
         first, end = bounds[short[0]]
-        raise FptError(f"{table.path}: the {short[0]} split has {end - first} rows with its look-back, fewer than "
-                       f"--lookback + --horizon ({lookback} + {horizon}); use a shorter look-back or horizon, or a "
-                       "longer series")
+        raise FptError(
+            f"{table.path}: the {short[0]} split has {end - first} rows with its look-back, fewer than "
+            f"--lookback + --horizon ({lookback} + {horizon}); use a shorter look-back or horizon, or a "
+            "longer series"
+        )
     train_first, train_end = bounds["train"]
     mean = table.values[train_first:train_end].mean(axis=0)
     std = table.values[train_first:train_end].std(axis=0)  # StandardScaler's: population std
     std = np.where(std > 0, std, 1.0)  # a constant training column scales by 1, as scikit-learn's does
     scaled = torch.from_numpy(((table.values - mean) / std).T.astype(np.float32)).contiguous()
     splits = {s: Windows(scaled[:, first:end], lookback, horizon) for s, (first, end) in bounds.items()}
-    notes = {"source": str(table.path), "sha256": sha256, "columns": table.columns, "channels": len(table.columns),
-             "lookback": lookback, "horizon": horizon, "patch_size": patch_size, "patch_stride": patch_stride,
-             "split_rows": {s: list(b) for s, b in bounds.items()},
-             "windows": {s: w.windows for s, w in splits.items()},
-             "examples": {s: len(w) for s, w in splits.items()},
-             "first_target_date": {s: str(table.dates[first + lookback]) for s, (first, _) in bounds.items()},
-             "scaler_mean": mean.tolist(), "scaler_std": std.tolist(),
-             "protocol": ("ETTh: 12/4/4 months" if ett else "70/10/20% of rows") + ", scaler fitted on train, "
-                         "metrics on scaled values, channel-independent, every window scored"}
+    notes = {
+        "source": str(table.path),
+        "sha256": sha256,
+        "columns": table.columns,
+        "channels": len(table.columns),
+        "lookback": lookback,
+        "horizon": horizon,
+        "patch_size": patch_size,
+        "patch_stride": patch_stride,
+        "split_rows": {s: list(b) for s, b in bounds.items()},
+        "windows": {s: w.windows for s, w in splits.items()},
+        "examples": {s: len(w) for s, w in splits.items()},
+        "first_target_date": {s: str(table.dates[first + lookback]) for s, (first, _) in bounds.items()},
+        "scaler_mean": mean.tolist(),
+        "scaler_std": std.tolist(),
+        "protocol": ("ETTh: 12/4/4 months" if ett else "70/10/20% of rows") + ", scaler fitted on train, "
+        "metrics on scaled values, channel-independent, every window scored",
+    }
     return ForecastTask(name, splits, patch_size, patch_stride, notes)
 
 
 @register_task("ett")
-def ett(dataset: str = "ETTh1", data_dir: str | None = None, lookback: int = 336, horizon: int = 96,
-        patch_size: int = 16, patch_stride: int = 8, sha256: str | None = None) -> ForecastTask:
+def ett(
+    dataset: str = "ETTh1",
+    data_dir: str | None = None,
+    lookback: int = 336,
+    horizon: int = 96,
+    patch_size: int = 16,
+    patch_stride: int = 8,
+    sha256: str | None = None,
+) -> ForecastTask:
     """ETTh1 or ETTh2 (`--task ett:ETTh1`): 7 channels of hourly transformer load and oil temperature,
     forecast `horizon` hours (96, 192, 336, 720 in the published tables) from `lookback` hours
     (336, One Fits All's for ETTh). The CSV comes from `fpt data get ett` or --data-dir."""
@@ -190,22 +245,32 @@ def ett(dataset: str = "ETTh1", data_dir: str | None = None, lookback: int = 336
     folder = user_path(data_dir) if data_dir else default_data_dir("ett")
     path = folder / f"{dataset}.csv"
     if not path.is_file():
-        raise FptError(f"no {dataset}.csv in {folder}: run `fpt data get ett` or pass --data-dir DIR holding it",
-                       kind=MISSING_DATA)
+        raise FptError(
+            f"no {dataset}.csv in {folder}: run `fpt data get ett` or pass --data-dir DIR holding it", kind=MISSING_DATA
+        )
     digest = check_unchanged(path, sha256)
     table = read_series_csv(path)
     return build_forecast(f"ett:{dataset}", table, lookback, horizon, patch_size, patch_stride, ett=True, sha256=digest)
 
 
 @register_task("forecast")
-def forecast(path: str, date_column: str | None = None, columns: str | None = None, lookback: int = 336,
-             horizon: int = 96, patch_size: int = 16, patch_stride: int = 8, sha256: str | None = None) -> ForecastTask:
+def forecast(
+    path: str,
+    date_column: str | None = None,
+    columns: str | None = None,
+    lookback: int = 336,
+    horizon: int = 96,
+    patch_size: int = 16,
+    patch_stride: int = 8,
+    sha256: str | None = None,
+) -> ForecastTask:
     """Any CSV with a date column and numeric columns (`--task forecast:FILE.csv`): every numeric
     column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order."""
     chosen = None if columns is None else [name.strip() for name in columns.split(",") if name.strip()]
     table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)  # a missing file: one line
     digest = check_unchanged(table.path, sha256)
-    task = build_forecast(f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride,
-                          ett=False, sha256=digest)
+    task = build_forecast(
+        f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride, ett=False, sha256=digest
+    )
     task.date_column = date_column
     return task

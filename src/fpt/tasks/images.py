@@ -15,11 +15,12 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
-from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import MISSING_DATA, FptError
-from fpt.tasks.registry import register_task
+from fpt.paths import data_dir as default_data_dir
+from fpt.paths import user_path
 from fpt.tasks.arrays import ArrayTask, Split, carve_validation
 from fpt.tasks.base import TaskSpec
+from fpt.tasks.registry import register_task
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)  # the paper's normalisation
 CIFAR_STD = (0.2023, 0.1994, 0.2010)
@@ -31,8 +32,10 @@ def data_dir(name: str, given: str | None) -> Path:
     """The task's data folder: --data-dir, else the fpt cache (where `fpt data get` puts it)."""
     path = user_path(given) if given else default_data_dir(name)
     if not path.is_dir():
-        raise FptError(f"no {name} data at {path}: run `fpt data get {name}` or pass --data-dir DIR holding its files",
-                       kind=MISSING_DATA)
+        raise FptError(
+            f"no {name} data at {path}: run `fpt data get {name}` or pass --data-dir DIR holding its files",
+            kind=MISSING_DATA,
+        )
     return path
 
 
@@ -42,7 +45,7 @@ def shift_and_flip(images: torch.Tensor, gen: torch.Generator, padding: int, fli
     batch, _, height, width = images.shape
     padded = F.pad(images, (padding,) * 4)
     offsets = torch.randint(0, 2 * padding + 1, (batch, 2), generator=gen).tolist()
-    images = torch.stack([padded[i, :, y:y + height, x:x + width] for i, (y, x) in enumerate(offsets)])
+    images = torch.stack([padded[i, :, y : y + height, x : x + width] for i, (y, x) in enumerate(offsets)])
     if flip:
         mirrored = torch.rand(batch, generator=gen) < 0.5
         images = torch.where(mirrored[:, None, None, None], images.flip(-1), images)
@@ -79,21 +82,34 @@ def shift_and_mirror_clothes(images: torch.Tensor, gen: torch.Generator) -> torc
 class ImageTask(ArrayTask):
     """uint8 images (N, H, W, C) -> (B, H*W/p^2, p*p*C) continuous patch tokens, or pixel tokens."""
 
-    def __init__(self, name: str, train: Split, evals: dict[str, Split], eval_split: str, patch_size: int,
-                 mean: tuple[float, ...], std: tuple[float, ...], augment: Augmentation | None,
-                 grayscale: bool = False, pixel_tokens: bool = False):
+    def __init__(
+        self,
+        name: str,
+        train: Split,
+        evals: dict[str, Split],
+        eval_split: str,
+        patch_size: int,
+        mean: tuple[float, ...],
+        std: tuple[float, ...],
+        augment: Augmentation | None,
+        grayscale: bool = False,
+        pixel_tokens: bool = False,
+    ):
         self.name = name
         super().__init__(train, evals, eval_split)
         height, width = train.x.shape[1:3]
         channels = 1 if grayscale else train.x.shape[3]
         if patch_size < 1 or height % patch_size or width % patch_size:
-            raise FptError(f"--patch-size {patch_size} does not divide the {height}x{width} images; pick a divisor of {height}")
+            raise FptError(
+                f"--patch-size {patch_size} does not divide the {height}x{width} images; pick a divisor of {height}"
+            )
         self.patch_size, self.augment, self.grayscale, self.pixel_tokens = patch_size, augment, grayscale, pixel_tokens
         self.mean, self.std = torch.tensor(mean), torch.tensor(std)
         tokens = (height // patch_size) * (width // patch_size)
         # what a CNN baseline needs to put the patches back into an image
-        self.image_geometry = None if pixel_tokens else dict(height=height, width=width, channels=channels,
-                                                              patch_size=patch_size)
+        self.image_geometry = (
+            None if pixel_tokens else dict(height=height, width=width, channels=channels, patch_size=patch_size)
+        )
         if pixel_tokens:  # LRA: each 8-bit gray pixel is a token of a 256-entry vocabulary
             self.spec = TaskSpec(seq_len=tokens, num_classes=10, vocab_size=256)
         else:
@@ -117,8 +133,7 @@ def to_gray_uint8(x: torch.Tensor) -> torch.Tensor:
     return (x.float() @ torch.tensor(GRAY_WEIGHTS)).round().clamp(0, 255).to(torch.uint8)
 
 
-def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int,
-                augment: Augmentation | None) -> ImageTask:
+def _mnist_like(name: str, data: str | None, patch_size: int, val_size: int, augment: Augmentation | None) -> ImageTask:
     from fpt.data.idx import load_mnist_dir
 
     folder = data_dir(name, data)
@@ -138,8 +153,9 @@ def mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0, a
 
 
 @register_task("fashion-mnist")
-def fashion_mnist(data_dir: str | None = None, patch_size: int = 4, val_size: int = 0,
-                  augment: bool = False) -> ImageTask:
+def fashion_mnist(
+    data_dir: str | None = None, patch_size: int = 4, val_size: int = 0, augment: bool = False
+) -> ImageTask:
     """Fashion-MNIST, read and cut exactly as MNIST; augment: `shift_and_mirror_clothes`."""
     return _mnist_like("fashion-mnist", data_dir, patch_size, val_size, shift_and_mirror_clothes if augment else None)
 
@@ -156,8 +172,9 @@ def cifar10(data_dir: str | None = None, patch_size: int = 4, augment: bool = Tr
     """CIFAR-10, 4x4 patches (64 tokens of 48); the paper's augmentation and normalisation."""
     splits = {k: Split.from_numpy(*v) for k, v in _cifar(data_dir).items()}
     train, evals, during = carve_validation(splits["train"], splits["test"], val_size)
-    return ImageTask("cifar10", train, evals, during, patch_size, CIFAR_MEAN, CIFAR_STD,
-                     augment_like_the_paper if augment else None)
+    return ImageTask(
+        "cifar10", train, evals, during, patch_size, CIFAR_MEAN, CIFAR_STD, augment_like_the_paper if augment else None
+    )
 
 
 @register_task("cifar10-lra")
@@ -173,8 +190,17 @@ def cifar10_lra(data_dir: str | None = None, protocol: str = "paper", augment: b
     raw = _cifar(data_dir)
     if protocol == "paper":
         splits = {k: Split.from_numpy(*v) for k, v in raw.items()}
-        return ImageTask("cifar10-lra", splits["train"], {"test": splits["test"]}, "test", 1,
-                         (0.0,), (1.0,), None if augment is False else augment_like_the_paper, grayscale=True)
+        return ImageTask(
+            "cifar10-lra",
+            splits["train"],
+            {"test": splits["test"]},
+            "test",
+            1,
+            (0.0,),
+            (1.0,),
+            None if augment is False else augment_like_the_paper,
+            grayscale=True,
+        )
     if augment:
         raise FptError("--protocol lra has no augmentation; drop --augment or use --protocol paper")
     images, labels = raw["train"]
@@ -182,5 +208,15 @@ def cifar10_lra(data_dir: str | None = None, protocol: str = "paper", augment: b
     train = Split.from_numpy(images[:cut], labels[:cut])
     val = Split.from_numpy(images[cut:], labels[cut:])
     test = Split.from_numpy(*raw["test"])
-    return ImageTask("cifar10-lra", train, {"val": val, "test": test}, "val", 1, (0.0,), (1.0,), None,
-                     grayscale=True, pixel_tokens=True)
+    return ImageTask(
+        "cifar10-lra",
+        train,
+        {"val": val, "test": test},
+        "val",
+        1,
+        (0.0,),
+        (1.0,),
+        None,
+        grayscale=True,
+        pixel_tokens=True,
+    )

@@ -22,8 +22,11 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
     "data_dir": (str, "folder holding the task's files (default: the fpt cache)"),
     "protocol": (str, "listops: lra | paper; cifar10-lra: paper | lra"),
     "max_len": (int, "longest sequence kept; longer ones are cut and counted"),
-    "augment": (bool, "image augmentation on training batches (cifar10: on by default, the paper's; "
-                      "mnist: shifts; fashion-mnist: shifts and mirroring)"),
+    "augment": (
+        bool,
+        "image augmentation on training batches (cifar10: on by default, the paper's; "
+        "mnist: shifts; fashion-mnist: shifts and mirroring)",
+    ),
     "test_path": (str, "npz: a second file used as the test split"),
     "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
     "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2"),
@@ -33,8 +36,11 @@ TASK_OPTIONS: dict[str, tuple[type, str]] = {
     "patch_stride": (int, "forecasts: time steps between the starts of two patches (default 8)"),
     "date_column": (str, "forecast:FILE.csv: the column of dates (default: one named date, else the first)"),
     "columns": (str, "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)"),
-    "val_size": (int, "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
-                      "and evaluate on it while training (choose settings there, not on test)"),
+    "val_size": (
+        int,
+        "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
+        "and evaluate on it while training (choose settings there, not on test)",
+    ),
 }
 
 

@@ -9,18 +9,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpt.paths import data_dir as default_data_dir, user_path
 from fpt.errors import MISSING_DATA, FptError
-from fpt.tasks.registry import register_task
+from fpt.paths import data_dir as default_data_dir
+from fpt.paths import user_path
 from fpt.tasks.arrays import ArrayTask, Split, check_labels
 from fpt.tasks.base import TaskSpec
+from fpt.tasks.registry import register_task
 
 
 class SequenceTask(ArrayTask):
     """Single-label classification of token sequences (or vector sequences for npz)."""
 
-    def __init__(self, name: str, train: Split, evals: dict[str, Split], eval_split: str, num_classes: int,
-                 seq_len: int, vocab_size: int | None = None, input_dim: int | None = None, notes: dict | None = None):
+    def __init__(
+        self,
+        name: str,
+        train: Split,
+        evals: dict[str, Split],
+        eval_split: str,
+        num_classes: int,
+        seq_len: int,
+        vocab_size: int | None = None,
+        input_dim: int | None = None,
+        notes: dict | None = None,
+    ):
         self.name = name
         super().__init__(train, evals, eval_split)
         self.spec = TaskSpec(seq_len=seq_len, num_classes=num_classes, vocab_size=vocab_size, input_dim=input_dim)
@@ -67,8 +78,10 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
     if data_dir is not None:
         folder = user_path(data_dir)
         if not folder.is_dir():
-            raise FptError(f"no ListOps data at {folder}: pass the folder holding LRA's basic_*.tsv, "
-                           "or leave --data-dir out to generate the set")
+            raise FptError(
+                f"no ListOps data at {folder}: pass the folder holding LRA's basic_*.tsv, "
+                "or leave --data-dir out to generate the set"
+            )
     else:
         folder = ensure_listops_tsv(default_data_dir("listops"))
     length = PROTOCOL_MAX_LEN[protocol] if max_len is None else max_len
@@ -78,9 +91,16 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
         ids, mask, cut = tokenize_listops(sources, max_len=length, protocol=protocol)
         splits[split] = Split.from_numpy(_compact(ids), labels, mask)
         truncated[split] = cut
-    return SequenceTask("listops", splits["train"], {"val": splits["val"], "test": splits["test"]}, "val",
-                        num_classes=10, seq_len=length, vocab_size=len(VOCAB),
-                        notes={"protocol": protocol, "max_len": length, "truncated": truncated})
+    return SequenceTask(
+        "listops",
+        splits["train"],
+        {"val": splits["val"], "test": splits["test"]},
+        "val",
+        num_classes=10,
+        seq_len=length,
+        vocab_size=len(VOCAB),
+        notes={"protocol": protocol, "max_len": length, "truncated": truncated},
+    )
 
 
 @register_task("remote-homology")
@@ -90,9 +110,11 @@ def remote_homology(data_dir: str | None = None, max_len: int = 1024) -> Sequenc
 
     folder = user_path(data_dir) if data_dir else default_data_dir("remote-homology")
     if not folder.is_dir():
-        raise FptError(f"no remote homology data at {folder}: pass --data-dir holding TAPE's remote_homology/ "
-                       "folder (from http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_homology.tar.gz)",
-                       kind=MISSING_DATA)
+        raise FptError(
+            f"no remote homology data at {folder}: pass --data-dir holding TAPE's remote_homology/ "
+            "folder (from http://s3.amazonaws.com/songlabdata/proteindata/data_pytorch/remote_homology.tar.gz)",
+            kind=MISSING_DATA,
+        )
     splits, truncated = {}, {}
     for split in SPLITS:
         sequences, labels = load_remote_homology(folder, split)
@@ -100,8 +122,16 @@ def remote_homology(data_dir: str | None = None, max_len: int = 1024) -> Sequenc
         splits[split] = Split.from_numpy(_compact(ids), labels, mask)
         truncated[split] = cut
     train = splits.pop("train")
-    return SequenceTask("remote-homology", train, splits, "valid", num_classes=1195, seq_len=max_len,
-                        vocab_size=len(IUPAC_VOCAB), notes={"max_len": max_len, "truncated": truncated})
+    return SequenceTask(
+        "remote-homology",
+        train,
+        splits,
+        "valid",
+        num_classes=1195,
+        seq_len=max_len,
+        vocab_size=len(IUPAC_VOCAB),
+        notes={"max_len": max_len, "truncated": truncated},
+    )
 
 
 @register_task("npz")
@@ -117,8 +147,10 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
     if test_path is not None:
         test = load_npz_task(test_path)
         if test[0].dtype.kind != x.dtype.kind or test[0].shape[2:] != x.shape[2:]:
-            raise FptError(f"{test_path}: x is {test[0].dtype} {test[0].shape[1:]}, but the training file's is "
-                           f"{x.dtype} {x.shape[1:]}; both files need the same kind of rows")
+            raise FptError(
+                f"{test_path}: x is {test[0].dtype} {test[0].shape[1:]}, but the training file's is "
+                f"{x.dtype} {x.shape[1:]}; both files need the same kind of rows"
+            )
         eval_name = "test"
     else:
         if not 0 < heldout_fraction < 1:
@@ -136,10 +168,17 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
         raise FptError(f"{path}: every label is {classes[0]}; a classifier needs examples of at least two classes")
     tokens = np.issubdtype(x.dtype, np.integer)
     train = Split.from_numpy(_compact(x) if tokens else _features(x, path), y, mask)
-    evaluation = Split.from_numpy(_compact(test[0]) if tokens else _features(test[0], test_path or path),
-                                  test[1], test[2])
+    evaluation = Split.from_numpy(
+        _compact(test[0]) if tokens else _features(test[0], test_path or path), test[1], test[2]
+    )
     vocab = int(max(x.max(initial=0), test[0].max(initial=0))) + 1 if tokens else None
-    return SequenceTask(f"npz:{path}", train, {eval_name: evaluation}, eval_name,
-                        num_classes=int(max(y.max(initial=0), test[1].max(initial=0))) + 1, seq_len=x.shape[1],
-                        vocab_size=vocab, input_dim=None if tokens else x.shape[2])
-
+    return SequenceTask(
+        f"npz:{path}",
+        train,
+        {eval_name: evaluation},
+        eval_name,
+        num_classes=int(max(y.max(initial=0), test[1].max(initial=0))) + 1,
+        seq_len=x.shape[1],
+        vocab_size=vocab,
+        input_dim=None if tokens else x.shape[2],
+    )

@@ -23,8 +23,8 @@ import numpy as np
 
 from fpt.data.ts import read_ts, ucr_split_files
 from fpt.errors import FptError
-from fpt.tasks.registry import register_task
 from fpt.tasks.arrays import Split, carve_validation
+from fpt.tasks.registry import register_task
 from fpt.tasks.sequences import SequenceTask
 
 # Default patch: the fewest steps per token that keep a series within 64 tokens. 64 is the
@@ -32,6 +32,8 @@ from fpt.tasks.sequences import SequenceTask
 # (BERT 512, GPT-2 1024) and keeps a CPU step cheap, while series of <= 64 steps keep one
 # step per token (GunPoint, 150 steps: patches of 3 -> 50 tokens; ACSF1, 1460: 23 -> 64).
 MAX_DEFAULT_TOKENS = 64
+
+
 def class_order(labels: np.ndarray) -> list[str]:
     """Distinct labels, sorted numerically when all are numbers (so "10" follows "9"), else as text."""
     distinct = sorted(set(labels.tolist()))
@@ -58,15 +60,20 @@ def to_tokens(series: list[np.ndarray], patch_size: int, steps: int) -> tuple[np
     x = np.zeros((len(series), tokens * patch_size, channels), dtype=np.float32)
     mask = np.zeros((len(series), tokens), dtype=bool)
     for i, case in enumerate(series):
-        x[i, :len(case)] = case
-        mask[i, :math.ceil(len(case) / patch_size)] = True
+        x[i, : len(case)] = case
+        mask[i, : math.ceil(len(case) / patch_size)] = True
     # time-major within a token: (t p) d -> t (p d), each token p consecutive steps of all channels
     return x.reshape(len(series), tokens, patch_size * channels), mask
 
 
 @register_task("ucr")
-def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int | None = None,
-        znorm: bool = True, val_size: int = 0) -> SequenceTask:
+def ucr(
+    dataset: str = "GunPoint",
+    data_dir: str | None = None,
+    patch_size: int | None = None,
+    znorm: bool = True,
+    val_size: int = 0,
+) -> SequenceTask:
     """A UCR/UEA time-series classification set: sktime's bundled copy, or NAME/NAME_{TRAIN,TEST}.ts in --data-dir.
 
     patch_size: time steps per token (default: the fewest that keep the longest series within
@@ -77,8 +84,10 @@ def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int 
     raw = {"train": read_ts(train_path), "test": read_ts(test_path)}
     channels = {case.shape[1] for series, _ in raw.values() for case in series}
     if len(channels) != 1:
-        raise FptError(f"{train_path.parent}: series have {sorted(channels)} channels; every series of a "
-                       "dataset needs the same number")
+        raise FptError(
+            f"{train_path.parent}: series have {sorted(channels)} channels; every series of a "
+            "dataset needs the same number"
+        )
     lengths = [len(case) for series, _ in raw.values() for case in series]
     steps = max(lengths)
     if patch_size is None:
@@ -87,8 +96,9 @@ def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int 
         raise FptError(f"--patch-size must be 1 to {steps} time steps (the longest series), got {patch_size}")
     classes = class_order(np.concatenate([labels for _, labels in raw.values()]))
     if len(classes) < 2:
-        raise FptError(f"{train_path.parent}: every label is {classes[0]}; a classifier needs examples of "
-                       "at least two classes")
+        raise FptError(
+            f"{train_path.parent}: every label is {classes[0]}; a classifier needs examples of at least two classes"
+        )
     index = {label: i for i, label in enumerate(classes)}
     missing = sum(int(np.isnan(case).sum()) for series, _ in raw.values() for case in series)
     equal = min(lengths) == steps
@@ -100,10 +110,28 @@ def ucr(dataset: str = "GunPoint", data_dir: str | None = None, patch_size: int 
         splits[split] = Split.from_numpy(x, y, None if equal else mask)
     (d,) = channels
     train, evals, watched = carve_validation(splits["train"], splits["test"], val_size)
-    notes = {"dataset": train_path.stem.removesuffix("_TRAIN"), "source": str(train_path.parent),
-             "classes": classes, "channels": d, "series_length": steps, "min_length": min(lengths),
-             "patch_size": patch_size, "tokens": math.ceil(steps / patch_size), "znorm": znorm,
-             "missing_values": missing, "train_size": len(train), "test_size": len(splits["test"]),
-             "val_size": val_size}
-    return SequenceTask("ucr", train, evals, watched, num_classes=len(classes),
-                        seq_len=notes["tokens"], input_dim=patch_size * d, notes=notes)
+    notes = {
+        "dataset": train_path.stem.removesuffix("_TRAIN"),
+        "source": str(train_path.parent),
+        "classes": classes,
+        "channels": d,
+        "series_length": steps,
+        "min_length": min(lengths),
+        "patch_size": patch_size,
+        "tokens": math.ceil(steps / patch_size),
+        "znorm": znorm,
+        "missing_values": missing,
+        "train_size": len(train),
+        "test_size": len(splits["test"]),
+        "val_size": val_size,
+    }
+    return SequenceTask(
+        "ucr",
+        train,
+        evals,
+        watched,
+        num_classes=len(classes),
+        seq_len=notes["tokens"],
+        input_dim=patch_size * d,
+        notes=notes,
+    )
