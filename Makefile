@@ -8,7 +8,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint setup clean
+.PHONY: demo test test-fast lint docs setup clean
 
 $(BIN)/.fpt-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,13 +22,18 @@ setup: $(BIN)/.fpt-installed
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/fpt train --task bit-xor --backbone minilm --target-accuracy 0.99
 
-test: setup lint
+test: setup lint docs
 	HF_HUB_OFFLINE=1 $(BIN)/pytest
 
 # ruff: pyflakes, pycodestyle, import order and the formatter's style (pyproject.toml [tool.ruff])
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+
+# the documentation site (mkdocs.yml) into site/; --strict: a broken link, a missing page or a docstring
+# mkdocstrings cannot read fails the build (NO_MKDOCS_2_WARNING: Material's banner about its successor)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 test-fast: setup
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -m "not slow"

@@ -1,18 +1,20 @@
-"""The README's results tables, made from the committed result files under benchmarks/results/.
+"""The results tables of README.md and benchmarks/README.md, made from the committed files under benchmarks/results/.
 
-    .venv/bin/python benchmarks/readme_tables.py             # rewrite every table in README.md
+    .venv/bin/python benchmarks/readme_tables.py             # rewrite every table where it lives
     .venv/bin/python benchmarks/readme_tables.py --check     # exit 1 naming each table the files disagree with
     .venv/bin/python benchmarks/readme_tables.py --print speed   # one table, to stdout
 
-A table lives in README.md between `<!-- table:NAME -->` and `<!-- /table:NAME -->`: what lies
-between the markers is this script's output and nothing else, the prose around them is written by
-hand. Every figure in a table is read or computed from a file; the script holds only labels,
-which rows to show and how to word them. tests/test_readme_tables.py runs the check, so a README
-edited by hand, or a result file changed without rerunning this script, fails the suite.
+A table lives between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in one file (HOMES: the
+headline in README.md, every other table in benchmarks/README.md): what lies between the markers
+is this script's output and nothing else, the prose around them is written by hand. Every figure
+in a table is read or computed from a file; the script holds only labels, which rows to show and
+how to word them. tests/test_readme_tables.py runs the check, so a table edited by hand, or a
+result file changed without rerunning this script, fails the suite.
 
-To add a run to the headline table: commit its run directory under benchmarks/results/ (config.json,
+To add a run to the converged table: commit its run directory under benchmarks/results/ (config.json,
 metrics.jsonl, summary.json; sittings.jsonl where converge.py ran it; evaluation.json where val
-chose and test was scored once), add a `Converged` row below, run this script.
+chose and test was scored once), add a `Converged` row below, run this script. The front page's
+headline table is the `HEADLINES` list: a row there names the run directories it reads, one per seed.
 """
 
 from __future__ import annotations
@@ -947,7 +949,141 @@ def uea_table() -> str:
     return _markdown(header, rows)
 
 
+# --- the front page's one table: the headline claims, each from its runs ----------------------------
+
+
+@dataclass(frozen=True)
+class Headline:
+    task: str  # the task column's words
+    model: str  # the model column's words
+    runs: tuple[str, ...]  # run directories under benchmarks/results/, one per seed
+    horizon: int = 0  # a forecast's horizon: the row reads test MSE / MAE instead of accuracy
+
+
+HEADLINES = [
+    Headline(
+        "MNIST",
+        "frozen MiniLM, pretrained, fast recipe without dropout, 16,000 steps",
+        (
+            "converge/mnist-fpt-fast16k-dropout0-seed0",
+            "converge/mnist-fpt-fast16k-dropout0-seed1",
+            "converge/mnist-fpt-fast16k-dropout0-seed2",
+        ),
+    ),
+    Headline("MNIST", "the same with random frozen weights", ("converge/mnist-random-fast16k-dropout0-seed0",)),
+    Headline(
+        "Fashion-MNIST",
+        "frozen MiniLM, pretrained, the same recipe",
+        ("converge/fashion-mnist-fpt-fast16k-dropout0-seed0",),
+    ),
+    Headline(
+        "Fashion-MNIST",
+        "the same with random frozen weights",
+        ("converge/fashion-mnist-random-fast16k-dropout0-seed0",),
+    ),
+    Headline(
+        "Fashion-MNIST",
+        "pretrained, 5,000 training images held out as val",
+        (
+            "converge/fashion-mnist-fpt-fast16k-dropout0-val5k-seed0",
+            "converge/fashion-mnist-fpt-fast16k-dropout0-val5k-seed1",
+        ),
+    ),
+    Headline(
+        "Bit Memory",
+        "frozen MiniLM, pretrained, fast recipe without dropout, stopped at 99",
+        (
+            "converge/bit-memory-fpt-fast-dropout0-eval100-seed0",
+            "converge/bit-memory-fpt-fast-dropout0-eval100-seed1",
+            "converge/bit-memory-fpt-fast-dropout0-eval100-seed2",
+        ),
+    ),
+    Headline(
+        "Bit Memory",
+        "clean protocol: a constant rate for 1,000 steps, chosen on held-out curves",
+        ("headline/bit-memory-fpt-fast1k-constant-seed0",),
+    ),
+    Headline(
+        "ListOps (LRA input)",
+        "frozen MiniLM, pretrained, fast recipe, 1,000 steps",
+        ("converge/listops-fpt-fast-seed0",),
+    ),
+    Headline(
+        "ETTh1, look-back 336",
+        "DLinear (`--model linear`), trained by fpt's loop",
+        (
+            "forecasting/linear/ETTh1-h96-seed0",
+            "forecasting/linear/ETTh1-h96-seed1",
+            "forecasting/linear/ETTh1-h96-seed2",
+        ),
+        horizon=96,
+    ),
+    Headline(
+        "ETTh1, look-back 336",
+        "frozen MiniLM, fast recipe, 1,500 steps",
+        ("headline/etth1-96-fpt-fast1500-seed0",),
+        horizon=96,
+    ),
+    Headline(
+        "JapaneseVowels (UEA)",
+        "frozen MiniLM, pretrained, raw series, 1,000 steps",
+        ("headline/japanese-vowels-fpt-fast1k-val50-raw-seed0",),
+    ),
+]
+
+
+def _headline_score(run: Path) -> tuple[float, str]:
+    """A run's reported accuracy and where it was scored: the test split scored once at the end where
+    the run has one apart from the split it watched, else its final evaluation on the split it watched."""
+    summary = _json(run / "summary.json")
+    final = summary["final"]
+    split = {"heldout": "held-out"}.get(final["split"], final["split"])
+    evaluation = run / "evaluation.json"
+    test = _json(evaluation)["splits"].get("test") if evaluation.exists() else (summary.get("test") or {}).get("test")
+    if test is not None and final["split"] != "test":
+        return test["accuracy"], f"test ({test['examples']:,}), scored once at the end; {split} watched"
+    return final["accuracy"], f"{split} ({final['examples']:,}), watched while training"
+
+
+def _folders(names: tuple[str, ...]) -> str:
+    """`a-seed0`, `a-seed1` -> `a-seed{0,1}`: one cell for the seeds of one recipe."""
+    stems = {re.sub(r"seed\d+$", "", name) for name in names}
+    if len(names) > 1 and len(stems) == 1:
+        seeds = ",".join(re.search(r"seed(\d+)$", name).group(1) for name in names)
+        return f"`{stems.pop()}seed{{{seeds}}}`"
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def headline_table() -> str:
+    from fpt.experiments.paper import PUBLISHED_FORECASTS, PUBLISHED_UEA
+
+    rows = []
+    for row in HEADLINES:
+        runs = [RESULTS / name for name in row.runs]
+        config = _json(runs[0] / "config.json")
+        if row.horizon:  # a forecast: test MSE / MAE, scored once at each run's end
+            ours = _forecast_cell(_finished(runs))
+            published = PUBLISHED_FORECASTS.get((config["task"], row.horizon), {}).get(config.get("model", "fpt"))
+            paper = "-" if published is None else f"{published[1]:.3f} / {published[2]:.3f} ({published[0]})"
+            where = f"test MSE / MAE, H={row.horizon}, scored once at the end; val watched"
+        else:
+            scores = [_headline_score(run) for run in runs]
+            values = [100 * accuracy for accuracy, _ in scores]
+            ours = (
+                f"{values[0]:.2f}"
+                if len(values) == 1
+                else f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} "
+                f"({', '.join(f'{v:.2f}' for v in values)}; {_count(len(values))} seeds)"
+            )
+            where = "accuracy %, " + scores[0][1]
+            uea = PUBLISHED_UEA.get(f"ucr:{(config.get('task_options') or {}).get('dataset')}")
+            paper = f"{uea['fpt'][1]} ({uea['fpt'][0]})" if config["task"] == "ucr" and uea else paper_figure(config)
+        rows.append([row.task, row.model, paper, ours, where, _folders(row.runs)])
+    return _markdown(["task", "model", "paper or published", "ours", "scored on", "runs (benchmarks/results/)"], rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "headline": headline_table,
     "converged": converged_table,
     "table6-mnist": table6_mnist,
     "recipes": recipes_table,
@@ -970,7 +1106,13 @@ TABLES: dict[str, Callable[[], str]] = {
 }
 
 
-# --- the README --------------------------------------------------------------------------------
+# --- where each table lives ----------------------------------------------------------------------
+
+# The front page carries only the headline; every other table sits in benchmarks/README.md beside
+# the notes that explain it. Paths are relative to the repository root (--root in the tests).
+FRONT = "README.md"
+BENCHMARKS = "benchmarks/README.md"
+HOMES = {name: FRONT if name == "headline" else BENCHMARKS for name in TABLES}
 
 
 def _pattern(name: str) -> re.Pattern:
@@ -981,13 +1123,21 @@ def render(names=None) -> dict[str, str]:
     return {name: TABLES[name]().rstrip("\n") + "\n" for name in (names or TABLES)}
 
 
+def by_home(tables: dict[str, str]) -> dict[str, dict[str, str]]:
+    """{file: {table: text}} for the files these tables live in."""
+    homes: dict[str, dict[str, str]] = {}
+    for name, table in tables.items():
+        homes.setdefault(HOMES[name], {})[name] = table
+    return homes
+
+
 def differences(text: str, tables: dict[str, str]) -> list[str]:
-    """The tables whose text in `text` (a README) is not what the files give, each with why."""
+    """The tables whose text in `text` (the file they live in) is not what the files give, each with why."""
     found = []
     for name, table in tables.items():
         match = _pattern(name).search(text)
         if match is None:
-            found.append(f"{name}: no <!-- table:{name} --> ... <!-- /table:{name} --> markers in the README")
+            found.append(f"{name}: no <!-- table:{name} --> ... <!-- /table:{name} --> markers in {HOMES[name]}")
         elif match.group(2) != table:
             found.append(f"{name}: differs from what the files give")
     return found
@@ -998,18 +1148,31 @@ def update(text: str, tables: dict[str, str]) -> str:
         pattern = _pattern(name)
         if pattern.search(text) is None:
             raise SystemExit(
-                f"README.md has no markers for table {name!r}: put <!-- table:{name} --> and "
+                f"{HOMES[name]} has no markers for table {name!r}: put <!-- table:{name} --> and "
                 f"<!-- /table:{name} --> on lines of their own where it belongs"
             )
         text = pattern.sub(lambda m: m.group(1) + table + m.group(3), text, count=1)
     return text
 
 
+def strays(root: Path) -> list[str]:
+    """Markers of a table in a file it does not live in: the script would never rewrite them."""
+    found = []
+    for home in (FRONT, BENCHMARKS):
+        text = (root / home).read_text()
+        found += [
+            f"{name}: markers in {home}, but the table lives in {HOMES[name]}"
+            for name in TABLES
+            if HOMES[name] != home and f"<!-- table:{name} -->" in text
+        ]
+    return found
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     parser.add_argument("--print", dest="show", choices=list(TABLES), help="print one table")
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--root", type=Path, default=ROOT, help="the folder holding README.md and benchmarks/README.md")
     parser.add_argument(
         "names",
         nargs="*",
@@ -1021,19 +1184,23 @@ def main(argv: list[str]) -> int:
     if args.show:
         print(render([args.show])[args.show], end="")
         return 0
-    text = args.readme.read_text()
-    tables = render(args.names)
+    homes = by_home(render(args.names))
     if args.check:
-        wrong = differences(text, tables)
+        wrong = strays(args.root)
+        for home, tables in homes.items():
+            wrong += [f"{home}: {line}" for line in differences((args.root / home).read_text(), tables)]
         for line in wrong:
             print(line, file=sys.stderr)
         if wrong:
             print("rerun: python benchmarks/readme_tables.py (then read the diff)", file=sys.stderr)
         return 1 if wrong else 0
-    new = update(text, tables)
-    if new != text:
-        args.readme.write_text(new)
-    print(f"{len(tables)} tables written into {args.readme.name}")
+    for home, tables in homes.items():
+        path = args.root / home
+        text = path.read_text()
+        new = update(text, tables)
+        if new != text:
+            path.write_text(new)
+        print(f"{len(tables)} tables written into {home}")
     return 0
 
 

@@ -1,7 +1,10 @@
-"""The README's results tables are what the committed result files give (benchmarks/readme_tables.py):
-a number edited by hand, or a result file changed without rerunning the script, fails here."""
+"""The results tables of README.md and benchmarks/README.md are what the committed result files give
+(benchmarks/readme_tables.py): a number edited by hand, or a result file changed without rerunning the
+script, fails here."""
 
 import importlib.util
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -24,33 +27,69 @@ def rendered(readme_tables):
     return readme_tables.render()
 
 
-def test_every_readme_table_is_what_the_committed_files_give(readme_tables, rendered):
-    wrong = readme_tables.differences((ROOT / "README.md").read_text(), rendered)
-    assert not wrong, "README.md and benchmarks/results/ disagree (rerun benchmarks/readme_tables.py):\n" + "\n".join(
+def test_every_table_is_what_the_committed_files_give_in_the_file_it_lives_in(readme_tables, rendered):
+    wrong = readme_tables.strays(ROOT)
+    for home, tables in readme_tables.by_home(rendered).items():
+        wrong += [f"{home}: {line}" for line in readme_tables.differences((ROOT / home).read_text(), tables)]
+    assert not wrong, "the tables and benchmarks/results/ disagree (rerun benchmarks/readme_tables.py):\n" + "\n".join(
         wrong
     )
 
 
+def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
+    front, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
+    markers = re.compile(r"^<!-- table:([\w-]+) -->$", re.M)
+    assert markers.findall(front) == ["headline"]
+    assert sorted(markers.findall(benchmarks)) == sorted(set(readme_tables.TABLES) - {"headline"})
+    assert len(front.splitlines()) <= 250  # the front door stays one short page
+
+
+def test_the_headline_reads_each_seed_from_its_run(rendered):
+    # MNIST's three seeds of the headline recipe, as their summary.json files give them
+    row = next(line for line in rendered["headline"].splitlines() if line.startswith("| MNIST | frozen MiniLM"))
+    assert "98.16 ± 0.05 (98.15, 98.12, 98.21; three seeds)" in row
+    assert "`converge/mnist-fpt-fast16k-dropout0-seed{0,1,2}`" in row
+
+
+def _copy_tree(tmp_path: Path) -> Path:
+    (tmp_path / "benchmarks").mkdir()
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copy(ROOT / "benchmarks" / "README.md", tmp_path / "benchmarks" / "README.md")
+    return tmp_path
+
+
 def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_tables, rendered, tmp_path):
-    text = readme_tables.update((ROOT / "README.md").read_text(), rendered)
-    assert readme_tables.differences(text, rendered) == []
+    text = readme_tables.update(
+        (ROOT / "benchmarks" / "README.md").read_text(), readme_tables.by_home(rendered)["benchmarks/README.md"]
+    )
+    tables = readme_tables.by_home(rendered)["benchmarks/README.md"]
+    assert readme_tables.differences(text, tables) == []
     # a hand edit inside the memory table: one figure changed
     start = text.index("<!-- table:memory -->")
     edited = text[:start] + text[start:].replace("| listops | 1999 |", "| listops | 2000 |", 1)
     assert edited != text
-    assert readme_tables.differences(edited, rendered) == ["memory: differs from what the files give"]
+    assert readme_tables.differences(edited, tables) == ["memory: differs from what the files give"]
     # markers removed: the table is reported missing, and update refuses rather than guess a place
     unmarked = text.replace("<!-- table:speed -->\n", "")
-    assert readme_tables.differences(unmarked, rendered)[0].startswith("speed: no <!-- table:speed -->")
+    assert readme_tables.differences(unmarked, tables)[0].startswith("speed: no <!-- table:speed -->")
     with pytest.raises(SystemExit, match="no markers for table 'speed'"):
-        readme_tables.update(unmarked, rendered)
+        readme_tables.update(unmarked, tables)
     # the command line: --check exits 1 on the edited file and changes nothing; a plain run repairs it
-    readme = tmp_path / "README.md"
-    readme.write_text(edited)
-    assert readme_tables.main(["--check", "--readme", str(readme)]) == 1
-    assert readme.read_text() == edited
-    assert readme_tables.main(["--readme", str(readme), "memory"]) == 0
-    assert readme_tables.main(["--check", "--readme", str(readme)]) == 0
+    root = _copy_tree(tmp_path)
+    (root / "benchmarks" / "README.md").write_text(edited)
+    assert readme_tables.main(["--check", "--root", str(root)]) == 1
+    assert (root / "benchmarks" / "README.md").read_text() == edited
+    assert readme_tables.main(["--root", str(root), "memory"]) == 0
+    assert readme_tables.main(["--check", "--root", str(root)]) == 0
+
+
+def test_a_table_moved_to_the_wrong_file_is_named(readme_tables, tmp_path):
+    # the memory table's markers copied onto the front page: the script would never rewrite them there
+    root = _copy_tree(tmp_path)
+    front = root / "README.md"
+    front.write_text(front.read_text() + "\n<!-- table:memory -->\n<!-- /table:memory -->\n")
+    assert readme_tables.strays(root) == ["memory: markers in README.md, but the table lives in benchmarks/README.md"]
+    assert readme_tables.main(["--check", "--root", str(root)]) == 1
 
 
 def test_the_speed_table_divides_the_medians_it_shows(rendered):
