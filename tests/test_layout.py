@@ -24,15 +24,19 @@ LEVELS = {
     "policy": 3,
     "model": 4,
     "baselines": 5,
+    "evaluation": 5,
     "config": 6,
     "checkpoint": 6,
     "runs": 6,
     "prediction": 6,
     "tracking": 6,
-    "training": 7,
-    "experiments": 8,
-    "export": 8,
-    "cli": 9,
+    "build": 7,
+    "trainer": 7,
+    "training": 8,
+    "experiments": 9,
+    "export": 9,
+    "sklearn": 9,  # the scikit-learn estimators, over fpt.training
+    "cli": 10,
 }
 
 

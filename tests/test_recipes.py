@@ -165,7 +165,7 @@ def test_a_validation_split_is_carved_from_training_the_same_for_every_seed(tmp_
 def test_a_kill_while_confirming_a_target_resumes_into_the_same_run(tiny_gpt2, tmp_path, monkeypatch):
     config = dict(eval_subset=20, target_accuracy=0.01)
     straight, _ = train(_bits(tiny_gpt2, **config), out=tmp_path / "straight", progress=False)
-    import fpt.training as training
+    import fpt.trainer as training  # the loop's own evaluate
 
     real = training.evaluate
 

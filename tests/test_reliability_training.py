@@ -107,6 +107,18 @@ def test_a_failed_run_empties_a_folder_the_user_made_but_keeps_it(tiny_gpt2, tmp
     assert mine.is_dir() and not list(mine.iterdir())
 
 
+@pytest.mark.parametrize("out", ["default", "nested"])
+def test_a_run_failing_on_its_first_step_leaves_no_folder_behind(tiny_gpt2, tmp_path, monkeypatch, capsys, out):
+    """Not the run's directory, nor the runs/ (or --out's parents) made for it."""
+    monkeypatch.chdir(tmp_path)
+    argv = train_argv(tiny_gpt2, tmp_path / "new" / "deeper" / "run", "--lr", "1e30", "--steps", "3")
+    if out == "default":  # runs/<task>-<backbone>-<time>
+        argv = argv[: argv.index("--out")] + argv[argv.index("--out") + 2 :]
+    assert main(argv) == 2
+    assert "try a lower --lr" in one_line_error(capsys)
+    assert not list(tmp_path.iterdir())
+
+
 def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_gpt2, tmp_path):
     import fpt.runtime as runtime
 

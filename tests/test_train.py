@@ -1,10 +1,12 @@
 import json
 import os
 import signal
+import time
 
 import pytest
 import torch
 
+from fpt import runtime
 from fpt.checkpoint import FORMAT, checkpoint_step, load_checkpoint
 from fpt.config import TrainConfig
 from fpt.errors import FptError, StopRequested
@@ -113,7 +115,7 @@ def test_target_accuracy_stops_early_and_reports_the_step(tiny_gpt2, tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
-    import fpt.training as train_module
+    import fpt.trainer as train_module
 
     real = train_module.task_loss
     calls = {"n": 0}
@@ -220,13 +222,31 @@ def test_sigterm_finishes_the_step_saves_and_the_resumed_run_equals_an_uninterru
     assert [r["step"] for r in records] == [5, 10] and records[1]["elapsed_s"] > checkpoint.elapsed_s
 
 
-def test_a_second_sigterm_stops_at_once_from_the_last_checkpoint(tiny_gpt2, tmp_path):
+def test_a_second_request_made_later_stops_at_once_from_the_last_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
+    monkeypatch.setattr(runtime, "SAME_REQUEST_S", 0.2)
+
     def impatient(step, loss):
         if step == 7:
             os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.3)  # pressed again after a while: not the first request echoed
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(KeyboardInterrupt) as interrupted:
         train(_config(tiny_gpt2), out=tmp_path / "run", progress=False, on_step=impatient)
     assert not isinstance(interrupted.value, StopRequested)
     assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 5
+
+
+def test_one_ctrl_c_reaching_a_rank_three_times_is_one_request(tiny_gpt2, tmp_path):
+    """Under torchrun a terminal's Ctrl-C arrives as SIGINT, torchrun's SIGINT and its SIGTERM:
+    the step under way still finishes and is checkpointed, as for a single signal."""
+
+    def ctrl_c(step, loss):
+        if step == 7:
+            for number in (signal.SIGINT, signal.SIGINT, signal.SIGTERM):
+                os.kill(os.getpid(), number)
+
+    with pytest.raises(StopRequested) as stopped:
+        train(_config(tiny_gpt2), out=tmp_path / "run", progress=False, on_step=ctrl_c)
+    assert stopped.value.signum == signal.SIGINT and "step 7 of 10" in str(stopped.value)
+    assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 7

@@ -1,4 +1,5 @@
-"""Process-wide settings, made by entry points only (the CLI, `fpt.train`, `fpt.resume`).
+"""Process-wide settings, made by entry points only (the CLI, `fpt.train`, `fpt.resume`), and
+the signal handling of a training process (StopOnSignal).
 
 Building a model or a task changes nothing outside itself; these calls do, so they are made
 once per process by whoever owns the process.
@@ -10,9 +11,13 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import signal
 import sys
+import threading
+import time
 from functools import cache
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -103,3 +108,51 @@ def warn_if_bf16_emulated(precision: str) -> None:
             "slower than fp32; use --precision fp32 here",
             file=sys.stderr,
         )
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Signals this soon after the first are the same request by another route (see StopOnSignal):
+# torchrun forwards a terminal's Ctrl-C and sends its SIGTERM within a moment of it.
+SAME_REQUEST_S = 3.0
+
+
+class StopOnSignal:
+    """Ctrl-C or SIGTERM (a scheduler's preemption, `kill`, the end of a sitting) as a request to
+    stop at the next step boundary, read from `signum`; a second request stops at once
+    (KeyboardInterrupt). Installed by `with`, in the main thread only: elsewhere (a Ray worker)
+    signals keep their own handling.
+
+    One user Ctrl-C reaches a torchrun rank up to three times within a moment (the terminal's
+    SIGINT, torchrun's forwarded SIGINT, then its SIGTERM): signals within SAME_REQUEST_S of
+    the first count as that one request, so only a request made later stops at once.
+    """
+
+    def __init__(self, on_request: Callable[[int], None] | None = None):
+        self.on_request = on_request
+        self.signum: int | None = None
+        self._first_at = 0.0
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _request(self, signum: int, frame) -> None:
+        if self.signum is not None:
+            if time.monotonic() - self._first_at < SAME_REQUEST_S:
+                return  # the same request, by another route
+            raise KeyboardInterrupt  # asked twice: stop now, from the last checkpoint
+        self.signum, self._first_at = signum, time.monotonic()
+        if self.on_request is not None:
+            self.on_request(signum)
+
+    def __enter__(self) -> "StopOnSignal":
+        self.signum = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
