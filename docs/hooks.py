@@ -23,3 +23,11 @@ def on_files(files, config):
         if uri.removeprefix("benchmarks/") in text:  # only the figures the page shows
             files.append(File.generated(config, uri, abs_src_path=str(image)))
     return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    # the benchmarks' tables run to nine columns: give them the table of contents' width too (the
+    # page opens with its own list of sections); front matter would show as a table on GitHub
+    if page.file.src_uri == "benchmarks/README.md":
+        page.meta["hide"] = ["toc"]
+    return markdown

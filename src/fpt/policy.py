@@ -18,6 +18,8 @@ from fpt.errors import FptError
 from fpt.families import group_by_module_type, group_rules
 
 GROUPS = ("input", "output", "layernorm", "position", "attention", "last-attention", "feedforward")
+"""The seven groups every backbone parameter is put in; `last-attention` is the last block's attention,
+so that it can be trained alone."""
 
 POLICIES: dict[str, frozenset[str]] = {
     "fpt": frozenset({"input", "output", "layernorm", "position"}),
@@ -30,6 +32,7 @@ POLICIES: dict[str, frozenset[str]] = {
     "fpt+feedforward": frozenset({"input", "output", "layernorm", "position", "feedforward"}),
     "fpt+last-attention": frozenset({"input", "output", "layernorm", "position", "feedforward", "last-attention"}),
 }
+"""The named policies (`--policy NAME`): each the set of groups it trains; every other group is frozen."""
 
 
 def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:

@@ -40,6 +40,7 @@ def register_backbone(make_entry: Callable[[], BackboneEntry]) -> Callable[[], B
 
 
 def list_backbones() -> list[BackboneEntry]:
+    """Every registered backbone, built in or added with `register_backbone`, in registration order."""
     return list(_REGISTRY.values())
 
 

@@ -70,6 +70,7 @@ def register_task(name: str):
 
 
 def list_tasks() -> list[str]:
+    """The registered task names, sorted (a prefixed task such as `npz:PATH` is listed by its prefix)."""
     return sorted(_TASKS)
 
 
