@@ -104,6 +104,12 @@ def _one_error_line(capsys, *needles):
         (["train", "--steps", "many"], ["invalid int value"]),
         (["evaluate", "/nonexistent/run"], ["does not exist"]),
         (["evaluate", "/nonexistent/run", "--threads", "0"], ["--threads must be 1 to 1024"]),
+        # no abbreviations: `--npro 2` would otherwise pass for --nproc and reach torchrun unread
+        (["train", "--npro", "2"], ["unrecognized arguments: --npro 2"]),
+        (["train", "--step", "2"], ["unrecognized arguments: --step 2"]),
+        (["evaluate", "/nonexistent/run", "--thread", "2"], ["unrecognized arguments: --thread"]),
+        (["reproduce", "table1", "--budg", "3"], ["unrecognized arguments: --budg"]),
+        (["data", "get", "mnist", "--des", "x"], ["unrecognized arguments: --des"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, needles, tmp_path, capsys, monkeypatch):
@@ -156,6 +162,9 @@ def test_train_reads_a_yaml_config_and_flags_override_it(tiny_gpt2, tmp_path, ca
         ("colour: red\n", "unknown option 'colour'"),
         ("steps: many\n", "steps must be int"),
         ("- a list\n", "maps option names"),
+        ("", "is empty"),  # 0 bytes: not a default 2,000-step run
+        ("# steps: 5\n", "is empty"),
+        ("steps: 5\nlr: 0.1\nsteps: 50\n", "line 3: key 'steps' is given twice"),  # not the last one kept
     ):
         config.write_text(text)
         assert main(["train", "--config", str(config), "--out", str(tmp_path / "bad")]) == 2
@@ -200,3 +209,23 @@ def test_device_choices_are_checked_and_a_missing_device_named_in_one_line(tiny_
     )
     assert json.loads((out / "config.json").read_text())["device"] == "cpu"
     assert main(["train", "--resume", str(out), "--device", "cpu", "--steps", "3", "--no-progress"]) == 0
+
+
+@pytest.mark.parametrize("command", ["train", "reproduce"])
+def test_a_missing_pyyaml_is_the_pip_command_in_one_line(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "yaml", None)  # an import of it fails, as when it is not installed
+    config = tmp_path / "run.yaml"
+    config.write_text("steps: 2\n")
+    argv = ["train", "--config", str(config)] if command == "train" else ["reproduce", "table1", "--set", "lr=1"]
+    assert main(argv) == 2
+    _one_error_line(capsys, "pip install pyyaml")
+
+
+def test_a_broken_pyyaml_is_named_in_one_line(tmp_path, capsys, monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "yaml", types.ModuleType("yaml"))  # imports, but holds nothing
+    (tmp_path / "spec.yaml").write_text("grid:\n  task: [bit-xor]\n")
+    assert main(["sweep", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "sweep")]) == 2
+    _one_error_line(capsys, "broken", "pip install pyyaml")
+    assert not (tmp_path / "sweep").exists()

@@ -14,7 +14,7 @@ from fpt import runtime
 from fpt.backbones import load_backbone
 from fpt.backbones.surgery import enable_checkpointing
 from fpt.baselines import Baseline, build_baseline
-from fpt.config import TrainConfig
+from fpt.config import LONG_INPUT, TrainConfig
 from fpt.devices import resolve_device
 from fpt.distributed import SINGLE, World
 from fpt.errors import FptError
@@ -70,7 +70,6 @@ def build_model(config: TrainConfig, task: Task) -> TrainableModel:
 # Where that happens, activation checkpointing (exact: dropout masks are replayed) keeps one block's
 # attention at a time (4.9 GB measured), and micro-batches keep that block's attention within this
 # budget (same gradients in expectation; the dropout masks are drawn per micro-batch).
-LONG_INPUT = 512
 ATTENTION_BYTES_BUDGET = 2.5e9
 _BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, the dropout mask and a temporary
 

@@ -1,5 +1,6 @@
-"""TrainConfig: everything that defines a run, the single source of defaults for the CLI, sweeps
-and config.json; `validate` checks numbers here and names through each one's own lookup."""
+"""TrainConfig: everything that defines a run, the single source of defaults, help texts and
+choices for the CLI (its `fpt train` options are generated from the fields), sweeps and
+config.json; `validate` checks numbers here and names through each one's own lookup."""
 
 from __future__ import annotations
 
@@ -7,16 +8,15 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from fpt.backbones import check_init
-from fpt.backbones.controls import BACKBONE, check_body
-from fpt.backbones.surgery import check_attention, check_dropout_rates, compute_dtype
-from fpt.baselines import check_model
-from fpt.devices import check_device_name
+from fpt.backbones import INITS, check_init
+from fpt.backbones.controls import BACKBONE, BODIES, check_body
+from fpt.backbones.surgery import PRECISIONS, check_attention, check_dropout_rates, compute_dtype
+from fpt.devices import DEVICE_CHOICES, check_device_name
 from fpt.errors import FptError, check_type
-from fpt.model import check_pooling
-from fpt.policy import parse_policy
+from fpt.families import ATTENTIONS
+from fpt.policy import POLICIES, parse_policy
 from fpt.runtime import native_bf16
-from fpt.tasks import check_task_option_types, task_option_types
+from fpt.tasks import check_task_option_types, list_tasks, task_option_types
 from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
@@ -25,6 +25,11 @@ TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile"
 
 
 LR_SCHEDULES = ("constant", "cosine")
+# The names fpt.baselines and fpt.model define, as data here so that this module sits below both
+# (tests/test_config_schema.py keeps them equal): fewer levels for a reader to climb.
+MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched", "linear")
+POOLINGS = ("last", "mean", "flatten")
+LONG_INPUT = 512  # tokens from which attention dropout turns --checkpointing on by default (fpt.build.plan_memory)
 
 # Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what
 # `fpt reproduce` uses. "fast": measured to reach the same accuracy in less wall
@@ -61,53 +66,112 @@ def recipe_defaults(recipe: str) -> dict:
     return values
 
 
+def option(default=None, help: str = "", choices=None, group: str = "train", **kwargs):
+    """A TrainConfig field with what `fpt train --help` says of it, written once: `help`, the
+    `choices` (a tuple, a mapping of names to what each is, or a function listing them) and the
+    `group` ("model": also an `fpt info` option; "train"; None: not a command-line option)."""
+    if "default_factory" not in kwargs:
+        kwargs["default"] = default
+    return field(metadata={"help": help, "choices": choices, "group": group}, **kwargs)
+
+
+# The help of the two options with long explanations (kept here, beside their fields' meaning)
+_PRECISION_HELP = (
+    "bf16: frozen weights in bfloat16, bf16 matmuls, about 2-3x faster on CPUs with AVX512-BF16/AMX "
+    "and on GPUs, half the memory, changes numerics; fp16: CUDA only, with a loss scaler. Trained weights "
+    "and Adam stay fp32"
+)
+_RECIPE_HELP = (
+    "the named defaults that fill the options not given (given ones win): paper (Adam 1e-3 constant, "
+    "batch 16, dropout 0.1: the paper's) | fast (Adam 3e-3, warm-up then cosine, batch 32, bf16 where "
+    "native, no dropout on a frozen body: measured to reach the same accuracy in less time; see the README)"
+)
+
+
 @dataclass
 class TrainConfig:
-    """Everything that defines a run; saved as config.json and enough to rebuild it."""
+    """Everything that defines a run; saved as config.json and enough to rebuild it. Each field's
+    metadata is its `fpt train` option (see `option`)."""
 
-    task: str = "bit-xor"
-    task_options: dict = field(default_factory=dict)  # e.g. {"n_bits": 1000, "patch_size": 50}
-    train_fraction: float | None = None  # train on the first fraction of a dataset's training split (few-shot)
-    model: str = "fpt"  # fpt (a frozen backbone) | lstm | lstm* | cnn | cnn-matched (fully trained baselines)
-    backbone: str = "minilm"
-    init: str = "pretrained"  # pretrained | random | stats
-    policy: str = "fpt"  # a policy name or a comma list of groups
-    # backbone | none | attention | block: the blocks, or a control in their place (fpt.backbones.controls)
-    body: str = "backbone"
-    layers: int | None = None  # keep only the first K transformer blocks
-    pooling: str | None = (
-        None  # last (the paper's last-k tokens) | mean | flatten (None: the task's, see fpt.model.default_pooling)
+    task: str = option("bit-xor", "npz:PATH: your own arrays", list_tasks, "model")
+    task_options: dict = option(help="e.g. {'n_bits': 1000, 'patch_size': 50}", group=None, default_factory=dict)
+    train_fraction: float | None = option(
+        help="dataset tasks: train on the first fraction F of the training split, in its stored order (a "
+        "forecast: the earliest windows), floor(F x N) examples; validation and test unchanged (few-shot: "
+        "the published setting is 0.1)",
+        group="model",
     )
-    attention: str | None = None  # causal | bidirectional (None: as pretrained: BERT both ways, GPT-2 and Llama causal)
-    extra_positions: bool = False  # a learned position table in the embedder (for RoPE backbones)
-    dropout: float = 0.1
-    attention_dropout: float | None = (
-        None  # on attention probabilities (None: --dropout); 0 is much faster on long inputs
+    model: str = option(
+        "fpt",
+        "fpt: a frozen transformer; the others fully trained baselines: cnn for image tasks, cnn-matched sized "
+        "to the FPT's trained count, -frozen: LSTM layers left at random init",
+        MODELS,
+        "model",
     )
-    steps: int = 2000
-    batch_size: int = 16
-    micro_batch_size: int | None = None  # split each batch to bound memory; same gradients up to dropout masks
-    lr: float = 1e-3
-    grad_clip: float = 1.0
-    eval_every: int = 100
-    eval_batch_size: int = 256
-    target_accuracy: float | None = None  # stop once held-out accuracy reaches this
-    target_mse: float | None = None  # a regression task (forecast): stop once held-out MSE is at most this
-    seed: int = 0
-    # The learning-rate schedule (a function of the step alone: a resumed run needs no extra state)
-    lr_schedule: str = "constant"  # constant (the paper's) | cosine (decays to 0 at --steps)
-    warmup_steps: int = 0  # the rate rises linearly from lr/warmup to lr over these steps
-    eval_subset: int | None = None  # evaluate the first N examples in between; the whole split at the end
-    recipe: str = "paper"  # the named defaults (RECIPES) that filled the options not given
+    backbone: str = option("minilm", "registered name, local directory or hub id", group="model")
+    init: str = option("pretrained", "bit: trained on Bit Memory, see `fpt export-backbone`", INITS, "model")
+    policy: str = option("fpt", "or a comma list of groups (fpt.policy.GROUPS)", tuple(POLICIES), "model")
+    body: str = option(
+        "backbone",
+        "a control keeps the backbone's position table and trains every parameter it has",
+        BODIES,
+        "model",
+    )
+    layers: int | None = option(
+        help="keep only the first K transformer blocks (--init random: build K, as many as asked)", group="model"
+    )
+    pooling: str | None = option(
+        help="last: the last-k tokens, the paper's; flatten: every token, the forecasts'; unset: the task's",
+        choices=POOLINGS,
+        group="model",
+    )
+    attention: str | None = option(
+        help="unset: as pretrained (MiniLM/BERT bidirectional, GPT-2/Llama causal); causal masks an encoder as "
+        "GPT-2 is, so only the last token sees the whole input",
+        choices=ATTENTIONS,
+        group="model",
+    )
+    extra_positions: bool = option(False, "add a learned position table (for RoPE backbones)", group="model")
+    dropout: float = option(0.1, "dropout in the backbone and the new layers", group="model")
+    attention_dropout: float | None = option(
+        help="dropout on attention probabilities (unset: --dropout); 0 lets CPU attention use its fused "
+        "kernel, several times faster on long inputs such as ListOps",
+        group="model",
+    )
+    steps: int = option(2000, "optimiser steps")
+    batch_size: int = option(16, "examples per step (the global batch, split among --nproc processes)")
+    micro_batch_size: int | None = option(
+        help="split each batch into micro-batches (less memory; the same gradients up to dropout masks)"
+    )
+    lr: float = option(1e-3, "Adam learning rate")
+    grad_clip: float = option(1.0, "gradient-norm clip")
+    eval_every: int = option(100, "evaluate and checkpoint every N steps")
+    eval_batch_size: int = option(256, "examples per evaluation batch (fewer for long sequences)")
+    target_accuracy: float | None = option(help="stop once held-out accuracy reaches this fraction")
+    target_mse: float | None = option(help="a forecast: stop once held-out MSE is at most this")
+    seed: int = option(0, "seeds the new layers, the batches and dropout", group="model")
+    # a function of the step alone: a resumed run needs no scheduler state
+    lr_schedule: str = option("constant", "cosine: to 0 at --steps, after --warmup-steps", LR_SCHEDULES)
+    warmup_steps: int = option(0, "the rate rises linearly from lr/N to lr over these N steps")
+    eval_subset: int | None = option(
+        help="evaluate the first N held-out examples in between (recorded as split[:N]); the whole split at the end"
+    )
+    recipe: str = option("paper", _RECIPE_HELP)
     # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
-    precision: str = "fp32"  # fp32 | bf16 (frozen weights in bfloat16, backbone under autocast)
-    # recompute each block in backward: much less memory, ~1/3 more compute; None: on where attention
-    # dropout meets long inputs (fpt.training.plan_memory), which also picks micro-batches there
-    checkpointing: bool | None = None
-    compile: bool = False  # torch.compile the backbone (eager where unavailable)
-    bucket_window: int | None = None  # batch variable-length sequences of similar length, per window of N batches
-    threads: int | None = None  # torch intra-op threads (default: one per core)
-    device: str = "auto"  # auto (CUDA, else MPS, else CPU) | cpu | cuda | cuda:N | mps
+    precision: str = option("fp32", _PRECISION_HELP, tuple(PRECISIONS), "model")
+    checkpointing: bool | None = option(
+        help="recompute each block in backward: same numbers, much less memory, about 1.4x step time; unset: on "
+        f"(with micro-batches) where attention dropout meets inputs of {LONG_INPUT} tokens or more",
+        group="model",
+    )
+    compile: bool = option(False, "torch.compile the backbone (eager where unavailable)", group="model")
+    bucket_window: int | None = option(
+        help="batch variable-length sequences of similar length, per window of N batches", group="model"
+    )
+    threads: int | None = option(help="torch intra-op threads (unset: one per core this process may use)")
+    device: str = option(
+        "auto", "auto: CUDA if there is one, else MPS, else the CPU", tuple(DEVICE_CHOICES.split(" | ")), "model"
+    )
 
     def validate(self, world_size: int = 1) -> None:
         """Check every value; `world_size`: the number of ranks the global batch is split among."""
@@ -162,10 +226,11 @@ class TrainConfig:
                 "leave --layers unset"
             )
         check_init(self.init)
-        check_pooling(self.pooling)
+        if self.pooling is not None:
+            check_choice("pooling", self.pooling, POOLINGS)
         check_attention(self.attention)
         compute_dtype(self.precision)
-        check_model(self.model)
+        check_choice("model", self.model, MODELS)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
         if self.model != "fpt" and any(getattr(self, k) not in (defaults[k], False) for k in TRANSFORMER_ONLY_OPTIONS):
             flags = ", ".join(f"--{k}" for k in TRANSFORMER_ONLY_OPTIONS)
@@ -222,6 +287,11 @@ def _field_types() -> dict[str, tuple[type, ...]]:
 
 
 _FIELD_TYPES = _field_types()
+
+
+def check_choice(option: str, value, choices) -> None:
+    if value not in choices:
+        raise FptError(f"unknown --{option.replace('_', '-')} {value!r}; choose one of {', '.join(choices)}")
 
 
 MAX_THREADS = 1024  # torch takes a C int; more threads than any machine's cores is a typo

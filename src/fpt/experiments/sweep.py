@@ -19,6 +19,7 @@ Cells run in threads of this process (`LocalExecutor`, the default) or as Ray ta
 from __future__ import annotations
 
 import collections
+import collections.abc
 import csv
 import dataclasses
 import hashlib
@@ -138,18 +139,53 @@ def read_spec_text(path: Path, what: str = "sweep spec") -> str:
 
 
 def _yaml():
-    return require("yaml", "pip install pyyaml (or pip install 'fpt[sweep]')")
+    """pyyaml, or one line naming the pip command: missing, or broken (an import that fails
+    otherwise, or a module without the loader)."""
+    pip = "pip install pyyaml (or pip install 'fpt[sweep]')"
+    try:
+        yaml = require("yaml", pip)
+    except FptError:
+        raise
+    except Exception as exc:  # noqa: BLE001  a broken install raises anything on import
+        raise FptError(f"pyyaml is installed but broken ({type(exc).__name__}); reinstall it: {pip}") from None
+    if not all(hasattr(yaml, name) for name in ("SafeLoader", "YAMLError", "compose", "safe_load")):
+        raise FptError(f"pyyaml is installed but broken (no SafeLoader); reinstall it: {pip}")
+    return yaml
+
+
+def _unique_key_loader(yaml):
+    """SafeLoader refusing a key given twice in one mapping (YAML itself keeps the last silently)."""
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:`: merged in by SafeLoader itself
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, collections.abc.Hashable) and key in seen:
+                    raise FptError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice")
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def read_yaml(path: Path, what: str = "sweep spec") -> tuple[object, object]:
     """A short YAML file's data and its node tree (where each key is, for messages); a missing
-    pyyaml or file, or text that is not YAML, is one line naming the fix."""
+    pyyaml or file, text that is not YAML, an empty file or a key given twice is one line naming
+    the fix."""
     yaml = _yaml()
     text = read_spec_text(path, what)
     try:
-        return yaml.safe_load(text), yaml.compose(text)
+        data, root = yaml.load(text, Loader=_unique_key_loader(yaml)), yaml.compose(text)
     except yaml.YAMLError as exc:
         raise FptError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except FptError as exc:
+        raise FptError(f"{path}, {exc}; keep one") from None
+    if data is None:  # a 0-byte file, or comments alone
+        raise FptError(f"{what} {path} is empty; write its options in it as YAML (e.g. 'steps: 500')")
+    return data, root
 
 
 def yaml_value(text: str):

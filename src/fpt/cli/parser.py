@@ -1,0 +1,285 @@
+"""The `fpt` parsers. The `fpt train` options are generated from TrainConfig's fields (their help
+and choices are written once, in fpt.config), the task options from fpt.tasks.TASK_OPTIONS; a
+usage mistake is one line, and no option may be abbreviated (`--npro 2` is not `--nproc 2`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from fpt import __version__
+from fpt.config import TrainConfig
+from fpt.devices import DEVICE_CHOICES
+from fpt.errors import FptError
+from fpt.experiments.paper import REPRODUCIBLE
+from fpt.tasks import TASK_OPTIONS
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line, as every other fpt error, and no abbreviations:
+    a prefix such as `--npro` would otherwise pass for `--nproc` here and reach torchrun unread."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        raise FptError(f"{message} (see `{self.prog} --help`)")
+
+
+_KINDS = {"int": int, "float": float, "str": str}
+
+
+def option_help(field: dataclasses.Field) -> str:
+    """A TrainConfig field's help: its choices, what it does, its default."""
+    choices = field.metadata["choices"]
+    choices = choices() if callable(choices) else choices
+    if isinstance(choices, dict):
+        names = "; ".join(f"{name}: {what}" for name, what in choices.items())
+    else:
+        names = " | ".join(choices or ())
+    text = "; ".join(part for part in (names, field.metadata["help"]) if part)
+    default = None if field.default is dataclasses.MISSING else field.default
+    return text if default is None else f"{text} (default: {default})"
+
+
+def add_config_options(parser: argparse.ArgumentParser, group: str) -> None:
+    """The TrainConfig fields of `group` as options; one left unset keeps TrainConfig's default
+    (or the recipe's)."""
+    for field in dataclasses.fields(TrainConfig):
+        if field.metadata.get("group") != group:
+            continue
+        kinds = [kind.strip() for kind in field.type.split("|") if kind.strip() != "None"]
+        flag = dict(action=argparse.BooleanOptionalAction) if kinds == ["bool"] else dict(type=_KINDS[kinds[0]])
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}", dest=field.name, default=None, help=option_help(field), **flag
+        )
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    add_config_options(parser, "model")
+    parser.add_argument(
+        "--train",
+        dest="train_groups",
+        metavar="GROUPS",
+        help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)",
+    )
+    for name, (kind, help_text) in TASK_OPTIONS.items():
+        flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, default=None, help=f"{help_text} (default: the task's)", **flag
+        )
+
+
+def _add_executor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: runs on this machine, the spec's parallel at a time; ray: each run a Ray task "
+        "(the sweep folder on a filesystem every node shares) (default: local)",
+    )
+    parser.add_argument("--ray-address", help="a running Ray cluster, e.g. auto (default: start Ray on this machine)")
+    parser.add_argument("--cpus-per-run", type=int, help="Ray: CPUs (torch threads) per run (default: 1)")
+    parser.add_argument("--gpus-per-run", type=float, help="Ray: GPUs per run, fractions share one (default: 0)")
+
+
+def _add_tracking_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--report-to",
+        metavar="LIST",
+        help="also send parameters, evaluations and results to "
+        "these trackers: a comma list of mlflow, tensorboard, wandb (default: none; "
+        "metrics.jsonl is always written)",
+    )
+    parser.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="the MLflow store, e.g. sqlite:///mlflow.db or "
+        "http://host:5000 (default: $MLFLOW_TRACKING_URI, else MLflow's own)",
+    )
+    parser.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="the MLflow experiment and W&B project (default: $MLFLOW_EXPERIMENT_NAME, $WANDB_PROJECT, else fpt)",
+    )
+
+
+def tracker_from_args(args: argparse.Namespace, parent: str | None = None):
+    """The trackers of --report-to, each package imported now: a missing one stops before any work."""
+    from fpt.tracking import build_tracker
+
+    return build_tracker(args.report_to, args.tracking_uri, args.experiment, parent)
+
+
+PROGRESS_HELP = "a progress bar on stderr (default: when stderr is a terminal)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="fpt",
+        description="Frozen Pretrained Transformers: train only the input, "
+        "output, layer norms and positions of a language-pretrained transformer.",
+    )
+    parser.add_argument("--version", action="version", version=f"fpt {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    _add_train(commands)
+    _add_run_commands(commands)
+    _add_data_and_report(commands)
+    _add_sweep_commands(commands)
+    return parser
+
+
+def _add_train(commands) -> None:
+    train = commands.add_parser("train", help="train a model on a task; prints held-out accuracy and the run directory")
+    _add_model_options(train)
+    add_config_options(train, "train")
+    train.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE.yaml",
+        help="any train options as YAML (names with underscores); flags given here override it",
+    )
+    train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
+    train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
+    train.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
+    train.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="train one run on N processes (data parallel): "
+        "the same as `torchrun --standalone --nproc-per-node N -m fpt train ...`",
+    )
+    train.add_argument(
+        "--ddp-backend",
+        metavar="gloo|nccl",
+        help="torch.distributed backend under torchrun (default: gloo for CPU tensors, nccl for CUDA)",
+    )
+    _add_tracking_options(train)
+    info = commands.add_parser("info", help="parameter groups: counts, trained or frozen, percent")
+    _add_model_options(info)
+
+
+def _device_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", help="compute on this device instead of the run's own (" + DEVICE_CHOICES + ")")
+
+
+def _add_run_commands(commands) -> None:
+    """The commands that read a run directory."""
+    evaluate = commands.add_parser("evaluate", help="reload a run and report its held-out accuracy")
+    evaluate.add_argument("run_dir", type=Path)
+    _device_option(evaluate)
+    evaluate.add_argument(
+        "--splits",
+        default="all",
+        help="all | test (the task's test split and test holdouts) | a comma list of split names (default: all)",
+    )
+    evaluate.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    evaluate.add_argument(
+        "--shuffle",
+        metavar="tokens",
+        help="also score each split with every input's order "
+        "shuffled (a seeded permutation of its real tokens, padding in place; a forecast's window "
+        "time steps, before patching), beside the ordered score",
+    )
+    evaluate.add_argument("--shuffle-seed", type=int, help="the shuffle's seed (default: 0)")
+
+    attention = commands.add_parser("attention", help="PNG of a run's mean attention over heads")
+    attention.add_argument("run_dir", type=Path)
+    _device_option(attention)
+    attention.add_argument("--layer", type=int, default=0)
+    attention.add_argument("--examples", type=int, default=64, help="held-out inputs to average over")
+    attention.add_argument("--out", type=Path, help="PNG path (default: RUN_DIR/attention_layer<L>.png)")
+
+    export = commands.add_parser("export-backbone", help="save a run's trained backbone body (e.g. for --init bit)")
+    export.add_argument("run_dir", type=Path)
+    _device_option(export)
+    export.add_argument(
+        "--out",
+        type=Path,
+        help="safetensors path (default for a Bit Memory run from random "
+        "init with every weight trained: where --init bit looks)",
+    )
+    _add_export_and_predict(commands)
+
+
+def _add_export_and_predict(commands) -> None:
+    export_run = commands.add_parser(
+        "export", help="write a trained run as a PEFT adapter or a Hugging Face-style directory"
+    )
+    export_run.add_argument("run_dir", type=Path)
+    export_run.add_argument(
+        "--format",
+        required=True,
+        help="peft (a layer-norm-tuning adapter for the base model, "
+        "plus fpt's input layer and head) | hf (the whole model, for "
+        "FrozenPretrainedTransformer.from_pretrained and `fpt predict`)",
+    )
+    export_run.add_argument("--out", type=Path, required=True, help="a new (or empty) directory")
+
+    predict = commands.add_parser("predict", help="a trained run's predictions on new inputs, in input order")
+    predict.add_argument("run_dir", type=Path, help="a run directory, or a directory `fpt export --format hf` wrote")
+    predict.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        help="an .npz with x (and optional mask, y), "
+        "IDX images, a ListOps .tsv or a TAPE .json, as the run's task reads them; for a "
+        "forecast, an .npz of windows (x, optional y) or a .csv series to continue",
+    )
+    predict.add_argument(
+        "--out",
+        type=Path,
+        help="predictions.csv, .jsonl or .npy "
+        "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)",
+    )
+    predict.add_argument("--batch-size", type=int, default=256)
+    _device_option(predict)
+
+
+def _add_data_and_report(commands) -> None:
+    commands.add_parser("backbones", help="list backbones, whether each loads here, how to get it")
+    data = commands.add_parser("data", help="get a dataset into the folder its task reads by default")
+    data_commands = data.add_subparsers(dest="data_command", required=True, parser_class=Parser)
+    get = data_commands.add_parser("get", help="fetch (or generate) a dataset; prints the folder to read")
+    get.add_argument("name", help="mnist | fashion-mnist | cifar10 | listops | remote-homology | ett")
+    get.add_argument(
+        "--dest",
+        type=Path,
+        help="folder to fill (default: the fpt cache's data/NAME, where tasks look without --data-dir)",
+    )
+    report = commands.add_parser("report", help="a self-contained HTML page for a run or a sweep")
+    report.add_argument("directory", type=Path)
+    report.add_argument("--out", type=Path, help="HTML path (default: DIRECTORY/report.html)")
+
+
+def _add_sweep_commands(commands) -> None:
+    sweep = commands.add_parser("sweep", help="run a grid of runs from a YAML spec (resumable)")
+    sweep.add_argument("spec", type=Path)
+    sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
+    sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
+    _add_executor_options(sweep)
+    _add_tracking_options(sweep)
+
+    reproduce = commands.add_parser("reproduce", help="ready-made sweeps beside the paper's tables")
+    reproduce.add_argument(
+        "table", help="a comma list of " + " | ".join(REPRODUCIBLE) + "; runs shared between tables are made once"
+    )
+    reproduce.add_argument("--tasks", help="comma list: only these of the table's tasks")
+    reproduce.add_argument("--budget", type=int, default=500, help="training steps per run (default: 500)")
+    reproduce.add_argument("--backbone", default="minilm")
+    reproduce.add_argument("--seeds", type=int, default=3)
+    reproduce.add_argument("--parallel", type=int, default=1, help="runs at once (threads are split between them)")
+    reproduce.add_argument("--skip-variants", help="comma list of variants not to run; their cells say so")
+    reproduce.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an `fpt train` option for every run, e.g. --set precision=bf16 (repeatable); "
+        "attention, precision, checkpointing and compile reach transformer rows only",
+    )
+    reproduce.add_argument("--out", type=Path, help="sweep directory (default: runs/reproduce-<table>)")
+    reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
+    _add_executor_options(reproduce)
+    _add_tracking_options(reproduce)

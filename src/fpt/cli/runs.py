@@ -1,0 +1,231 @@
+"""The commands that read a trained run: evaluate, attention, export-backbone, export, predict,
+report; and backbones and data, which read this machine."""
+
+from __future__ import annotations
+
+import argparse
+
+from fpt.errors import FptError
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from fpt.config import check_threads
+    from fpt.experiments.plots import plot_confusion
+    from fpt.runs import RunDir
+    from fpt.scores import describe
+    from fpt.training import evaluate, load_run
+
+    check_threads(args.threads)
+    shuffle_seed = _shuffle_option(args)
+    config, task, model, trainer = load_run(args.run_dir, device=args.device, threads=args.threads)
+    shuffled = None
+    if shuffle_seed is not None:
+        from fpt.tasks.shuffle import ShuffledTask, what_is_shuffled
+
+        shuffled = ShuffledTask(task, shuffle_seed)
+        print(f"shuffled: {what_is_shuffled(task.spec)}, seed {shuffle_seed}")
+    single_label = task.spec.num_outputs == 1 and not task.spec.regression
+    results, mixed = {}, {}
+    for split in _chosen_splits(task, args.splits):
+        result = evaluate(model, task, config.eval_batch_size, split, confusion=single_label)
+        if single_label:
+            png = args.run_dir / f"confusion_{split}.png"
+            plot_confusion(
+                result.pop("confusion"),
+                png,
+                f"{config.task} on {config.backbone}: {split} (accuracy {result['accuracy']:.4f})",
+            )
+            result["confusion_png"] = str(png)
+        results[split] = result
+        print(f"{split}: {describe(result)} on {result['examples']} examples, loss {result['loss']:.4f}")
+        if shuffled is not None:
+            mixed[split] = evaluate(model, shuffled, config.eval_batch_size, split)
+            print(
+                f"{split}, shuffled {args.shuffle}: {describe(mixed[split])}, loss {mixed[split]['loss']:.4f}; "
+                f"{_change(result, mixed[split])} from the ordered inputs"
+            )
+    evaluation = {"step": trainer.step, "splits": results}
+    if shuffled is not None:
+        evaluation["shuffled"] = {
+            "order": args.shuffle,
+            "seed": shuffled.seed,
+            "what": what_is_shuffled(task.spec),
+            "splits": mixed,
+        }
+    print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
+
+
+def _shuffle_option(args: argparse.Namespace) -> int | None:
+    """`fpt evaluate --shuffle tokens [--shuffle-seed N]`: the seed, or None without --shuffle."""
+    from fpt.tasks.shuffle import check_shuffle
+
+    if args.shuffle is None:
+        if args.shuffle_seed is not None:
+            raise FptError("--shuffle-seed goes with --shuffle tokens")
+        return None
+    check_shuffle(args.shuffle)
+    seed = 0 if args.shuffle_seed is None else args.shuffle_seed
+    if not 0 <= seed < 2**63:
+        raise FptError(f"--shuffle-seed must be in 0..2^63-1, got {seed}")
+    return seed
+
+
+def _change(ordered: dict, shuffled: dict) -> str:
+    """The shuffled score minus the ordered one, on the headline metric: "accuracy -0.4120"."""
+    from fpt.scores import headline_metric
+
+    metric = headline_metric(ordered)
+    name = metric.upper() if metric == "mse" else metric
+    return f"{name} {shuffled[metric] - ordered[metric]:+.4f}"
+
+
+def _chosen_splits(task, which: str) -> tuple[str, ...]:
+    """`fpt evaluate --splits`: all, test (the splits tables report) or names."""
+    have = ", ".join(task.eval_splits)
+    if which == "all":
+        return task.eval_splits
+    if which == "test":
+        if not task.test_splits:
+            raise FptError(f"task {task.name!r} has no test split (it has {have}); use --splits all")
+        return task.test_splits
+    names = tuple(name for name in which.split(",") if name)
+    unknown = [name for name in names if name not in task.eval_splits]
+    if unknown or not names:
+        raise FptError(f"task {task.name!r} has no split {', '.join(unknown) or repr(which)}; it has {have}")
+    return names
+
+
+def cmd_backbones(args: argparse.Namespace) -> None:
+    from fpt.backbones import list_backbones
+
+    print(f"{'name':<14} {'here':<5} description / how to get it")
+    for entry in list_backbones():
+        here = "yes" if entry.is_available() else "no"
+        print(f"{entry.name:<14} {here:<5} {entry.description}")
+        print(f"{'':<20} get: {entry.how_to_get}")
+    print("Any Hugging Face hub id or local save_pretrained directory also works as --backbone.")
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from fpt.experiments.plots import mean_attention, plot_attention
+    from fpt.training import load_run
+
+    if args.examples < 1:
+        raise FptError(f"--examples must be at least 1, got {args.examples}")
+    config, task, model, trainer = load_run(args.run_dir, device=args.device)
+    if config.model != "fpt":
+        raise FptError(f"{args.run_dir} trained a {config.model}, which has no attention to plot")
+    if config.body == "none":
+        raise FptError(f"{args.run_dir} trained a --body none control, which has no attention layer to plot")
+    attention = mean_attention(model, task, args.layer, args.examples)
+    out = args.out or args.run_dir / f"attention_layer{args.layer}.png"
+    title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.step})"
+    read = task.spec.seq_len if model.head.pooling == "flatten" else task.spec.last_k  # flatten: every token is read
+    print(plot_attention(attention, out, title, read))
+
+
+def cmd_data(args: argparse.Namespace) -> None:
+    from fpt.data.fetch import get_dataset
+
+    path = get_dataset(args.name, args.dest)
+    print(f"{args.name}: {path}")
+    if args.dest is not None:
+        print(f"train on it with --data-dir {path}")
+
+
+def cmd_export_backbone(args: argparse.Namespace) -> None:
+    from fpt.backbones import bit_backbone_path, export_backbone
+    from fpt.runs import RunDir
+    from fpt.scores import headline_metric, metric_label
+    from fpt.training import load_run
+
+    if args.out is not None and args.out.is_dir():
+        raise FptError(f"--out {args.out} is a directory; give the path of a .safetensors file")
+    config, _, model, trainer = load_run(args.run_dir, device=args.device)
+    if config.model != "fpt":
+        raise FptError(f"{args.run_dir} trained a {config.model}, not a transformer backbone")
+    if config.body != "backbone":
+        raise FptError(f"{args.run_dir} trained a --body {config.body} control, not the backbone's own blocks")
+    if model.extended_positions is not None:
+        raise FptError(
+            f"{args.run_dir} grew the position table to {model.extended_positions[1]} rows; "
+            "export a run whose task fits the backbone's own positions"
+        )
+    is_bit = config.task == "bit-memory" and config.init == "random" and config.policy == "full"
+    out = args.out
+    if out is None:
+        if not is_bit:
+            raise FptError(
+                "give --out: only a Bit Memory run from --init random with --policy full "
+                "has a default place (the one --init bit reads)"
+            )
+        out = bit_backbone_path(config.backbone)
+    final = (RunDir(args.run_dir).read_summary() or {}).get("final")
+    metric = headline_metric(final) if final else "accuracy"  # a forecast's: mse
+    accuracy = "unknown (run not finished)" if final is None else f"{final[metric]:.4f}"
+    export_backbone(
+        model.backbone,
+        out,
+        {
+            "backbone": config.backbone,
+            "task": config.task,
+            "init": config.init,
+            "policy": config.policy,
+            "step": str(trainer.step),
+            metric: accuracy,
+            "run": str(args.run_dir),
+        },
+    )
+    print(
+        f"backbone {config.backbone} after {trainer.step} steps of {config.task} "
+        f"(held-out {metric_label(metric)} {accuracy}): {out}"
+    )
+    if out == bit_backbone_path(config.backbone):
+        print(f"use it with --init bit --backbone {config.backbone}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from fpt.export import export_run
+
+    print(f"{args.format} export of {args.run_dir}: {export_run(args.run_dir, args.format, args.out)}")
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from fpt.prediction import (
+        accuracy,
+        check_output,
+        is_saved_model,
+        load_saved_model,
+        predict_probabilities,
+        read_inputs,
+        write_predictions,
+    )
+    from fpt.training import eval_batch_for, load_run
+
+    if args.batch_size < 1:
+        raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.out is not None:
+        check_output(args.out)  # before any work
+    if is_saved_model(args.run_dir):  # written by `fpt export --format hf`
+        task, model = load_saved_model(args.run_dir, args.device)
+    else:
+        _, task, model, _ = load_run(args.run_dir, device=args.device)
+    if task.spec.regression:  # a forecast: windows from an .npz, or the steps after a CSV series
+        from fpt.prediction import predict_forecast
+
+        out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
+        print("\n".join(predict_forecast(model, task, args.input, out, eval_batch_for(task, args.batch_size))))
+        return
+    batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
+    probabilities = predict_probabilities(model, batches)
+    suffix = ".csv" if task.spec.num_outputs == 1 else ".jsonl"
+    out = write_predictions(args.out or args.run_dir / f"predictions-{args.input.name}{suffix}", probabilities)
+    print(f"{len(probabilities)} predictions: {out}")
+    if labels is not None:
+        print(f"accuracy {accuracy(probabilities, labels):.4f} on the labels in {args.input.name}")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from fpt.experiments.report import write_report
+
+    print(write_report(args.directory, args.out))

@@ -1,0 +1,111 @@
+"""`fpt sweep` and `fpt reproduce`: grids of whole runs, here or on Ray; exit status 1 when some
+of their runs failed."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+
+from fpt.cli.parser import tracker_from_args
+from fpt.errors import FptError
+
+
+def _refuse_under_torchrun(command: str) -> None:
+    from fpt.distributed import launched
+
+    if launched():
+        raise FptError(
+            f"fpt {command} runs whole trainings one after another, not as ranks of one; "
+            "start it without torchrun (--executor ray spreads cells over a cluster)"
+        )
+
+
+def _executor(args: argparse.Namespace):
+    """The Ray executor the flags ask for (checked, and ray imported, before anything runs), or
+    None: the local one."""
+    ray_flags = {
+        "--ray-address": args.ray_address,
+        "--cpus-per-run": args.cpus_per_run,
+        "--gpus-per-run": args.gpus_per_run,
+    }
+    if args.executor == "local":
+        given = [flag for flag, value in ray_flags.items() if value is not None]
+        if given:
+            raise FptError(f"{', '.join(given)}: for Ray only; add --executor ray")
+        return None
+    from fpt.experiments.ray_executor import RayExecutor
+
+    return RayExecutor(
+        args.ray_address,
+        1 if args.cpus_per_run is None else args.cpus_per_run,
+        0 if args.gpus_per_run is None else args.gpus_per_run,
+    )
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from fpt.experiments.sweep import load_spec, run_sweep, sweep_outcome, write_sweep_report
+
+    _refuse_under_torchrun("sweep")
+    executor = _executor(args)
+    tracker = tracker_from_args(args)
+    spec = load_spec(args.spec)
+    out = args.out or Path("runs") / f"sweep-{spec.name}"
+    with executor or contextlib.nullcontext(), tracker.open(out, dataclasses.asdict(spec), role="sweep"):
+        rows = run_sweep(spec, out, progress=args.progress, executor=executor, tracker=tracker)
+        print(write_sweep_report(rows, spec, out))
+        tracker.finish(*sweep_outcome(rows, out))
+    print(f"sweep directory: {out}")
+    return _failed_runs_status(rows, out / "results.md")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from fpt.experiments.reproduce import Reproduction, run_reproduction
+    from fpt.experiments.sweep import sweep_outcome, yaml_value
+
+    _refuse_under_torchrun("reproduce")
+    tracker = tracker_from_args(args)
+    options = {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise FptError(f"--set takes KEY=VALUE (e.g. --set precision=bf16), got {item!r}")
+        options[key.replace("-", "_")] = yaml_value(value)
+    executor = _executor(args)
+    tables = [t for t in args.table.split(",") if t]
+    plan = Reproduction(
+        tables,
+        args.tasks.split(",") if args.tasks else None,
+        args.budget,
+        args.seeds,
+        args.backbone,
+        args.parallel,
+        tuple(v for v in (args.skip_variants or "").split(",") if v),
+        options,
+    )
+    plan.check()
+    out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
+    with executor or contextlib.nullcontext(), tracker.open(out, dataclasses.asdict(plan), role="sweep"):
+        rows, text = run_reproduction(plan, out, progress=args.progress, executor=executor, tracker=tracker)
+        tracker.finish(*sweep_outcome(rows, out))
+    print(text)
+    print(f"results: {out}")
+    return _failed_runs_status(rows, out / "results.md")
+
+
+def _failed_runs_status(rows: list[dict], report: Path) -> int:
+    """The exit status of a sweep: 1 when some of its runs failed, so that a script running it
+    learns its tables are incomplete."""
+    from fpt.experiments.sweep import failure_summary
+
+    summary = failure_summary(rows)
+    if summary is None:
+        return 0
+    print(
+        f"fpt: {summary}; each is listed under 'Failed runs' in {report}; run the same command again once "
+        f"fixed (finished runs are kept)",
+        file=sys.stderr,
+    )
+    return 1

@@ -1,0 +1,168 @@
+"""`fpt train` and `fpt info`: options from the command line and a --config file, merged into a
+TrainConfig; a run started, resumed, or launched on N processes under torchrun."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+
+from fpt.cli.parser import tracker_from_args
+from fpt.errors import FptError
+from fpt.tasks import TASK_OPTIONS
+
+
+def _config_file(path: Path | None) -> dict:
+    """`fpt train --config FILE.yaml`: train and task options by name, each of its option's type."""
+    if path is None:
+        return {}
+    from fpt.config import coerce_option
+    from fpt.experiments.sweep import read_yaml
+
+    data = read_yaml(path, "config file")[0]
+    if not isinstance(data, dict):
+        raise FptError(f"{path}: a config file maps option names to values, e.g. 'task: mnist'")
+    known = _train_option_names()
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise FptError(f"{path}: unknown option {unknown[0]!r}; use `fpt train` option names with underscores")
+    return {key: coerce_option(key, value, str(path)) for key, value in data.items()}
+
+
+def _train_option_names() -> set[str]:
+    from fpt.config import TrainConfig
+
+    return ({f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}) | set(TASK_OPTIONS)
+
+
+def _config_from_args(args: argparse.Namespace):
+    from fpt.config import TrainConfig
+
+    given = {k: v for k, v in vars(args).items() if k in _train_option_names() and v is not None}
+    if getattr(args, "train_groups", None):
+        given["policy"] = args.train_groups
+    merged = {**_config_file(getattr(args, "config", None)), **given}  # flags override the file
+    task_options = {k: merged.pop(k) for k in list(merged) if k in TASK_OPTIONS}
+    return TrainConfig.from_recipe(merged.pop("recipe", "paper"), **merged, task_options=task_options)
+
+
+def _resume_conflicts(args: argparse.Namespace) -> list[str]:
+    """Options that would change a resumed run: only --steps may (to extend it)."""
+    from fpt.config import TrainConfig
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads", "device"}
+    given = [
+        k
+        for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out", "config"})
+        if getattr(args, k, None) is not None
+    ]
+    return ["--" + k.replace("_", "-") for k in given]
+
+
+def _report(summary: dict, run_dir: Path) -> None:
+    from fpt.scores import describe
+
+    final = summary["final"]
+    reached = summary["target_reached_at_step"]
+    where = f" (target reached at step {reached})" if reached else ""
+    print(
+        f"{final['split']} {describe(final)} on {final['examples']} examples "
+        f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s"
+    )
+    for split, result in (summary.get("test") or {}).items():
+        print(f"{split} {describe(result)} on {result['examples']} examples (scored once, at the end)")
+    print(f"run directory: {run_dir}")
+
+
+def cmd_train(args: argparse.Namespace) -> int | None:
+    from fpt.config import check_threads
+    from fpt.distributed import check_backend, is_main_process, launch
+    from fpt.tracking import TRACKING_PARENT_ENV
+    from fpt.training import resume, train
+
+    check_threads(args.threads)
+    check_backend(args.ddp_backend)
+    tracker = tracker_from_args(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
+    if args.resume is not None:
+        conflicts = _resume_conflicts(args)
+        if conflicts:
+            raise FptError(
+                f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
+                "(only --steps may change, to extend the run)"
+            )
+    if args.nproc is not None:
+        _check_before_launch(args)
+        return launch(args.nproc, _without_nproc(args.argv))
+    if args.resume is not None:
+        summary, run_dir = resume(
+            args.resume,
+            steps=args.steps,
+            progress=args.progress,
+            device=args.device,
+            ddp_backend=args.ddp_backend,
+            tracker=tracker,
+            threads=args.threads,
+        )
+    else:
+        summary, run_dir = train(
+            _config_from_args(args), out=args.out, progress=args.progress, ddp_backend=args.ddp_backend, tracker=tracker
+        )
+    if is_main_process():
+        _report(summary, run_dir)
+    return None
+
+
+def _check_before_launch(args: argparse.Namespace) -> None:
+    """What `--nproc N` can check in this process, so a usage mistake is one line here rather than
+    one per rank under torchrun's report: the options, the batch split, the device, the run dir."""
+    from fpt.checkpoint import load_checkpoint
+    from fpt.devices import resolve_device
+    from fpt.distributed import check_launch
+    from fpt.runs import RunDir
+
+    check_launch(args.nproc)
+    if args.resume is not None:
+        run = RunDir.existing(args.resume)
+        if run.has_checkpoint:
+            load_checkpoint(run.checkpoint_path).check_world_size(args.nproc, run.checkpoint_path)
+        return
+    config = _config_from_args(args)
+    config.validate(args.nproc)
+    resolve_device(config.device)
+    if args.out is not None:
+        RunDir.check_creatable(args.out)
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--nproc":
+            skip = True
+        elif not token.startswith("--nproc="):
+            kept.append(token)
+    return kept
+
+
+def cmd_info(args: argparse.Namespace) -> None:
+    from fpt.policy import format_group_table
+    from fpt.runtime import bf16_note
+    from fpt.training import build
+
+    config = _config_from_args(args)
+    _, model = build(config)
+    if config.model != "fpt":
+        print(f"model {config.model} (every parameter trained), task {config.task}")
+    else:
+        print(
+            f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
+            f"task {config.task}, policy {config.policy}"
+        )
+        if config.body != "backbone":
+            from fpt.backbones.controls import describe_body
+
+            print(describe_body(config.body, model.backbone, model.backbone_info.positions))
+    print(format_group_table(model.group_rows))
+    print(bf16_note())
