@@ -1,0 +1,214 @@
+"""Frozen linear layers stored in int8: a quarter of fp32's memory for the weights fpt never trains.
+
+`quantize_frozen_linears(body)` replaces every frozen `nn.Linear` (and GPT-2's `Conv1D`) of a body
+with an `Int8Linear`: the weight rounded to int8 with one fp32 scale per output channel
+(symmetric, scale = max |w| / 127), the bias kept as a frozen fp32 parameter. Backward gives the
+input its gradient and nothing else: the weight is a constant and never gets one, so no
+activation is saved for it either.
+
+Two ways to compute, both from the same int8 storage (measured in benchmarks/int8.py):
+
+- "fp32": the int8 weight is turned back into fp32 (times its scales) for each product, one
+  layer at a time, and multiplied in fp32. Always available; outputs differ from fp32 only by the
+  weight's rounding.
+- "fbgemm": torch's int8 kernels (`torch.ops.quantized.linear_dynamic`): each token's
+  activations are quantised to 8 bits on the fly (scaled per token, so one large token does not
+  flatten the others), multiplied in int8, accumulated in int32. Backward does the same with the
+  output's gradient against the transposed weight, packed once at quantisation. Needs torch's
+  fbgemm engine (x86); it holds a second, packed int8 copy of each weight.
+
+The state dict keeps the layer's own names and shapes (`weight`, `bias`): `weight` is written
+dequantised in fp32 and re-quantised on load, so a model saved with int8 layers loads into an
+fp32 model and back, and the format of saved models does not change. The rounding is
+idempotent: re-quantising a dequantised weight gives the same int8 values.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+from fpt.errors import FptError
+
+COMPUTES = ("fp32", "fbgemm")
+
+
+def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 values, fp32 scale per row) of an (out, in) weight; an all-zero row gets scale 1."""
+    weight = weight.detach().float()
+    scale = weight.abs().amax(dim=1) / 127.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    values = torch.round(weight / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    return values, scale
+
+
+def fbgemm_available() -> bool:
+    return "fbgemm" in torch.backends.quantized.supported_engines
+
+
+class _FrozenInt8Product(torch.autograd.Function):
+    """y = x W^T + b with W constant: backward returns the input's gradient only."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, layer: "Int8Linear") -> torch.Tensor:
+        ctx.layer = layer
+        return layer.product(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.layer.input_gradient(grad), None
+
+
+def _per_token_int8(x: torch.Tensor, packed) -> torch.Tensor:
+    """x (rows, in) times a packed int8 weight, each row quantised with its own scale: fbgemm
+    quantises one tensor with one scale, so each row is first brought to [-1, 1] and its scale
+    put back on the output."""
+    row_max = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+    # reduce_range: 7-bit activations, which AVX2's int8 products (u8 x s8 pairs summed in 16 bits) need
+    out = torch.ops.quantized.linear_dynamic(x / row_max, packed, True)
+    return out.mul_(row_max)
+
+
+class Int8Linear(nn.Module):
+    """A frozen linear layer whose weight is int8 with per-output-channel fp32 scales."""
+
+    def __init__(
+        self,
+        values: torch.Tensor,
+        scale: torch.Tensor,
+        bias: torch.Tensor | None,
+        compute: str = "fp32",
+        conv1d: bool = False,
+    ):
+        super().__init__()
+        check_compute(compute)
+        self.out_features, self.in_features = values.shape
+        self.compute, self.conv1d = compute, conv1d  # conv1d: the state dict keeps Conv1D's (in, out) layout
+        self.register_buffer("weight_int8", values, persistent=False)
+        self.register_buffer("weight_scale", scale, persistent=False)
+        self.bias = None if bias is None else nn.Parameter(bias.detach().float().clone(), requires_grad=False)
+        self._pack()
+
+    @classmethod
+    def from_float(cls, layer: nn.Module, compute: str = "fp32") -> "Int8Linear":
+        if isinstance(layer, Int8Linear):
+            raise FptError("this layer is already int8; quantise a body once")
+        if not isinstance(layer, (nn.Linear, Conv1D)):
+            raise FptError(f"cannot quantise a {type(layer).__name__}: only nn.Linear and Conv1D")
+        if any(p.requires_grad for p in layer.parameters()):
+            raise FptError(
+                "int8 storage is for frozen layers only and this one trains; "
+                "apply the freeze policy first, or train it in fp32 (--precision fp32)"
+            )
+        weight = layer.weight.T if isinstance(layer, Conv1D) else layer.weight
+        values, scale = quantize_weight(weight)
+        return cls(values, scale, layer.bias, compute, conv1d=isinstance(layer, Conv1D))
+
+    def _pack(self) -> None:
+        """fbgemm's packed copies: W for forward, W^T (scale 1: the scales go on the gradient) for backward."""
+        self._packed = self._packed_t = None
+        if self.compute != "fbgemm":
+            return
+        values = self.weight_int8.float()
+        zeros = torch.zeros(self.out_features, dtype=torch.long)
+        forward = torch.quantize_per_channel(
+            values * self.weight_scale[:, None], self.weight_scale.double(), zeros, 0, torch.qint8
+        )
+        self._packed = torch.ops.quantized.linear_prepack(forward, None)
+        backward = torch.quantize_per_tensor(values.T.contiguous(), 1.0, 0, torch.qint8)
+        self._packed_t = torch.ops.quantized.linear_prepack(backward, None)
+
+    def dequantized(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The (out, in) weight as the layer uses it: int8 values times their row's scale."""
+        return self.weight_int8.to(dtype).mul_(self.weight_scale.to(dtype)[:, None])
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        if self.compute == "fbgemm" and x.dtype == torch.float32 and x.device.type == "cpu":
+            shape = x.shape
+            out = _per_token_int8(x.reshape(-1, self.in_features), self._packed)
+            out = out.reshape(*shape[:-1], self.out_features)
+            return out if self.bias is None else out.add_(self.bias)
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        return F.linear(x, self.dequantized(x.dtype), bias)
+
+    def input_gradient(self, grad: torch.Tensor) -> torch.Tensor:
+        if self.compute == "fbgemm" and grad.dtype == torch.float32 and grad.device.type == "cpu":
+            shape = grad.shape
+            scaled = grad.reshape(-1, self.out_features) * self.weight_scale
+            return _per_token_int8(scaled, self._packed_t).reshape(*shape[:-1], self.in_features)
+        return grad.matmul(self.dequantized(grad.dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _FrozenInt8Product.apply(x, self)
+        return self.product(x)
+
+    def _apply(self, fn, recurse=True):  # .to(device): the packed copies are CPU-only, rebuilt here
+        result = super()._apply(fn, recurse)
+        if self.weight_int8.device.type == "cpu":
+            self._pack()
+        return result
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        weight = self.dequantized()
+        destination[prefix + "weight"] = weight.T.contiguous() if self.conv1d else weight
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected, errors):
+        weight = state_dict.pop(prefix + "weight", None)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected, errors)
+        if weight is None:
+            missing_keys.append(prefix + "weight")
+            return
+        weight = weight.T if self.conv1d else weight
+        if tuple(weight.shape) != (self.out_features, self.in_features):
+            errors.append(f"size mismatch for {prefix}weight: {tuple(weight.shape)} in the file")
+            return
+        values, scale = quantize_weight(weight)
+        self.weight_int8.copy_(values)
+        self.weight_scale.copy_(scale)
+        self._pack()
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, compute={self.compute}"
+        )
+
+
+def check_compute(compute: str) -> str:
+    if compute not in COMPUTES:
+        raise FptError(f"unknown int8 compute {compute!r}; choose one of {', '.join(COMPUTES)}")
+    if compute == "fbgemm" and not fbgemm_available():
+        raise FptError("int8 compute 'fbgemm' needs torch's fbgemm engine (x86); use compute 'fp32'")
+    return compute
+
+
+def quantize_frozen_linears(body: nn.Module, compute: str = "fp32") -> int:
+    """Replace every frozen nn.Linear and Conv1D in `body` by an Int8Linear; returns the bytes saved.
+
+    Apply it once the freeze policy is (it refuses a layer that trains, or a body already quantised);
+    trained layers elsewhere in the body are left as they are only if they are not linear: a linear
+    layer that trains is an error, not silently skipped, so a policy that trains attention or
+    feed-forward layers cannot be combined with int8."""
+    check_compute(compute)
+    if any(isinstance(m, Int8Linear) for m in body.modules()):
+        raise FptError("this body is already int8; quantise it once")
+    targets = [(name, m) for name, m in body.named_modules() if isinstance(m, (nn.Linear, Conv1D))]
+    trained = [name for name, m in targets if any(p.requires_grad for p in m.parameters())]
+    if trained:
+        shown = ", ".join(trained[:4]) + (" ..." if len(trained) > 4 else "")
+        raise FptError(
+            f"int8 storage is for frozen layers and {len(trained)} linear layers of this body train ({shown}); "
+            "use a policy that freezes attention and feed-forward (fpt), or --precision fp32"
+        )
+    saved = 0
+    for name, layer in targets:
+        parent_name, _, attr = name.rpartition(".")
+        parent = body.get_submodule(parent_name) if parent_name else body
+        quantized = Int8Linear.from_float(layer, compute)
+        saved += layer.weight.numel() * (layer.weight.element_size() - 1) - quantized.weight_scale.numel() * 4
+        setattr(parent, attr, quantized)
+    return saved

@@ -1,0 +1,148 @@
+"""int8 frozen weights (fpt.backbones.int8): rounding, the input-only backward, refusals, and a
+tiny model that trains and checkpoints with them."""
+
+import pytest
+import torch
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+from fpt.backbones import load_backbone
+from fpt.backbones.int8 import Int8Linear, fbgemm_available, quantize_frozen_linears, quantize_weight
+from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
+from fpt.errors import FptError
+from fpt.model import FrozenPretrainedTransformer
+from fpt.tasks import create_task
+
+COMPUTES = ["fp32", pytest.param("fbgemm", marks=pytest.mark.skipif(not fbgemm_available(), reason="no fbgemm"))]
+
+
+def frozen_linear(fan_in=48, fan_out=80, seed=0) -> nn.Linear:
+    torch.manual_seed(seed)
+    return nn.Linear(fan_in, fan_out).requires_grad_(False)
+
+
+def test_weights_round_to_int8_per_output_channel_within_half_a_step():
+    weight = torch.randn(16, 40) * torch.logspace(-3, 1, 16)[:, None]  # rows of very different sizes
+    weight[3] = 0.0
+    values, scale = quantize_weight(weight)
+    assert values.dtype == torch.int8 and scale.shape == (16,)
+    assert values.abs().max() == 127
+    error = (values.float() * scale[:, None] - weight).abs()
+    assert torch.all(error <= scale[:, None] / 2 + 1e-7)  # each row to half of its own step
+    assert torch.all(values[3] == 0)
+    again, again_scale = quantize_weight(values.float() * scale[:, None])  # rounding is idempotent
+    assert torch.equal(again, values) and torch.allclose(again_scale, scale)
+
+
+@pytest.mark.parametrize("compute", COMPUTES)
+def test_int8_layer_matches_fp32_and_gives_only_the_input_a_gradient(compute):
+    layer = frozen_linear()
+    x = torch.randn(5, 7, 48, requires_grad=True)
+    grad = torch.randn(5, 7, 80)
+    layer(x).backward(grad)
+    expected = x.grad.clone()
+    x.grad = None
+    quantized = Int8Linear.from_float(layer, compute)
+    y = quantized(x)
+    y.backward(grad)
+    tolerance = 0.01 if compute == "fp32" else 0.05  # weight rounding; int8 activations add their own
+    reference = layer(x)
+    assert (y - reference).norm() / reference.norm() < tolerance
+    assert (x.grad - expected).norm() / expected.norm() < tolerance
+    assert quantized.weight_int8.grad is None and quantized.weight_scale.grad is None
+    assert quantized.bias.grad is None and not quantized.bias.requires_grad
+    assert [n for n, p in quantized.named_parameters() if p.requires_grad] == []
+
+
+def test_fp32_compute_is_exactly_the_dequantised_weight():
+    layer = frozen_linear()
+    quantized = Int8Linear.from_float(layer)
+    x = torch.randn(3, 48)
+    expected = torch.nn.functional.linear(x, quantized.dequantized(), layer.bias)
+    assert torch.allclose(quantized(x), expected, atol=1e-6)
+
+
+def test_gpt2_conv1d_is_quantised_in_its_own_layout():
+    torch.manual_seed(0)
+    conv = Conv1D(80, 48).requires_grad_(False)  # weight (in, out): y = x W + b
+    torch.nn.init.normal_(conv.weight, std=0.1)
+    quantized = Int8Linear.from_float(conv)
+    x = torch.randn(4, 48)
+    assert (quantized(x) - conv(x)).norm() / conv(x).norm() < 0.01
+    state = quantized.state_dict()
+    assert set(state) == {"weight", "bias"} and state["weight"].shape == (48, 80)
+
+
+def test_a_trained_layer_a_second_quantisation_and_an_unknown_compute_are_refused():
+    trained = nn.Linear(4, 4)
+    with pytest.raises(FptError, match="frozen"):
+        Int8Linear.from_float(trained)
+    body = nn.Sequential(frozen_linear(4, 4), nn.Linear(4, 4))
+    with pytest.raises(FptError, match=r"1 linear layers .*\(1\)"):
+        quantize_frozen_linears(body)
+    assert isinstance(body[0], nn.Linear)  # nothing was half-done
+    body[1].requires_grad_(False)
+    assert quantize_frozen_linears(body) > 0
+    with pytest.raises(FptError, match="already int8"):
+        quantize_frozen_linears(body)
+    with pytest.raises(FptError, match="already int8"):
+        Int8Linear.from_float(body[0])
+    with pytest.raises(FptError, match="unknown int8 compute"):
+        quantize_frozen_linears(nn.Sequential(frozen_linear(4, 4)), compute="int4")
+
+
+def test_state_dict_keeps_the_layer_names_and_loads_into_fp32_and_back():
+    layer = frozen_linear()
+    quantized = Int8Linear.from_float(layer)
+    state = quantized.state_dict()
+    assert {k: v.shape for k, v in state.items()} == {k: v.shape for k, v in layer.state_dict().items()}
+    plain = nn.Linear(48, 80)
+    plain.load_state_dict(state)
+    x = torch.randn(3, 48)
+    assert torch.allclose(plain(x), quantized(x), atol=1e-6)
+    other = Int8Linear.from_float(frozen_linear(seed=1))
+    other.load_state_dict(state)
+    assert torch.equal(other.weight_int8, quantized.weight_int8)
+    with pytest.raises(RuntimeError, match="weight"):
+        other.load_state_dict({"bias": state["bias"]})
+
+
+def _model(path, task, compute):
+    torch.manual_seed(0)
+    model = FrozenPretrainedTransformer(load_backbone(path, dropout=0.0), task.spec, dropout=0.0)
+    if compute is not None:
+        quantize_frozen_linears(model.backbone, compute)
+    return model
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_a_tiny_model_with_int8_frozen_layers_trains_and_its_checkpoint_is_unchanged(tiny_backbones, tmp_path, family):
+    task = create_task("bit-memory", n_bits=8, n_strings=2, patch_size=4, eval_size=4)
+    path = tiny_backbones[family]
+    plain = _model(path, task, None)
+    model = _model(path, task, "fp32")
+    layers = [m for m in model.backbone.modules() if isinstance(m, Int8Linear)]
+    assert len(layers) >= 8  # every attention and feed-forward projection of the two blocks
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == set(plain.trainable_state())
+    assert {k: v.shape for k, v in model.state_dict().items()} == {k: v.shape for k, v in plain.state_dict().items()}
+
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    batch = task.train_batch(0, 16, 0)
+    losses = []
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(batch.x).flatten(0, 1), batch.y.flatten())
+        loss.backward()
+        losses.append(loss.item())
+        assert all((p.grad is not None) == p.requires_grad for p in model.parameters())
+        optimizer.step()
+    assert losses[-1] < 0.5 * losses[0]
+    assert all(b.grad is None for b in model.buffers())
+
+    save_checkpoint(tmp_path / "ckpt.safetensors", model, optimizer, step=30)
+    checkpoint = load_checkpoint(tmp_path / "ckpt.safetensors")
+    assert set(checkpoint.params) == set(plain.trainable_state())  # only trained tensors: no int8 buffer
+    resumed = _model(path, task, "fp32")
+    restore(resumed, checkpoint, tmp_path / "ckpt.safetensors")
+    with torch.no_grad():
+        assert torch.equal(resumed(batch.x), model(batch.x))
