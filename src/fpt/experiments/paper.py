@@ -117,6 +117,10 @@ VARIANTS: dict[str, dict] = {
     "fpt+feedforward": {"policy": "fpt+feedforward"},
     "fpt+last-attention": {"policy": "fpt+last-attention"},
     "linear": {"model": "linear"},  # DLinear (Zeng et al. 2023), a forecast's baseline
+    # issue 32's controls (fpt.backbones.controls): the blocks replaced, every parameter trained
+    "none": {"body": "none"},  # Tan et al.'s "w/o LLM"
+    "attention": {"body": "attention"},  # "LLM2Attn"
+    "block": {"body": "block"},  # "LLM2Trsf"
 }
 
 # Options a variant takes on one task only: the paper's Full on CIFAR-10 is a 3-layer GPT-2 of width
@@ -165,6 +169,17 @@ PUBLISHED_UEA: dict[str, dict[str, tuple[str, float]]] = {
 }
 UEA_VAL_SIZES = {"ucr:JapaneseVowels": 50, "ucr:BasicMotions": 8}  # training series held out for validation
 
+
+# --- Is the pretrained transformer doing anything? (issue 32) -----------------------------------
+# fpt beside each control, every arm under the same recipe and budget: frozen random weights (the
+# paper's Random), the same architecture trained from scratch (the paper's Full), and the blocks
+# replaced by nothing, one attention layer or one block (Tan et al., NeurIPS 2024). `finetune` is
+# left out: its own learning rate would make it the one arm with another recipe.
+# (in the order they run: `full`, which trains every weight, is the slowest)
+CONTROL_ARMS = ["fpt", "random", "none", "attention", "block", "full"]
+CONTROL_TASKS = ["bit-xor", "bit-memory", "mnist", "fashion-mnist", "ucr:JapaneseVowels", "listops", "ett:ETTh1"]
+# options of a controls task's runs: JapaneseVowels raw (no z-normalisation), ETTh1 at horizon 96
+CONTROL_TASK_OPTIONS = {"ucr:JapaneseVowels": {"val_size": 50, "znorm": False}, "ett:ETTh1": {"horizon": 96}}
 
 REPRODUCIBLE: dict[str, PaperTable] = {
     "table1": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
@@ -218,6 +233,8 @@ REPRODUCIBLE: dict[str, PaperTable] = {
         "variant",
         {task: {"val_size": size} for task, size in UEA_VAL_SIZES.items()},
     ),
+    # issue 32: fpt beside its controls (fpt.experiments.controls writes the table)
+    "controls": PaperTable({"task": CONTROL_TASKS, "variant": CONTROL_ARMS}, None, "variant", CONTROL_TASK_OPTIONS),
 }
 # Tables drawn from later papers' figures (fpt.experiments.published_tables), not PAPER's.
 PUBLISHED_TABLES = ("forecasting", "uea")

@@ -3,7 +3,8 @@
 A `Reproduction` is some tables on some tasks: each run any of its tables needs is one cell of a
 sweep per task (fpt.experiments.sweep), run once and shared between the tables; Table 12, whose
 rows are depths rather than variants, gets sweeps of its own. `run_reproduction` runs them and
-writes each table beside the paper's figures.
+writes each table beside the paper's figures; the controls table (issue 32) also scores each of
+its runs on shuffled inputs and is written from the run folders (fpt.experiments.controls).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Reproduction:
             "table6" in self.tables
         ):  # steps to convergence (each run's own plateau) are read from 20 evaluations per run
             options["eval_every"] = max(1, self.budget // 20)
+        if "controls" in self.tables:
+            options.update(same_dropout(self.options))
         return {**options, **self.options}
 
     def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
@@ -165,6 +168,19 @@ class Reproduction:
         return folder, spec, skipped
 
 
+def same_dropout(options: dict) -> dict:
+    """The dropout of the recipe in `options`, to give every run of the controls table: a recipe's
+    dropout reaches only a frozen body (TrainConfig.from_recipe), so without it the controls that
+    train blocks (attention, block, full) would run another recipe than fpt. Rates given with --set win."""
+    from fpt.config import TrainConfig
+
+    frozen = TrainConfig.from_recipe(options.get("recipe", "paper"))
+    pinned = {"dropout": frozen.dropout}
+    if frozen.attention_dropout is not None:
+        pinned["attention_dropout"] = frozen.attention_dropout
+    return {} if {"dropout", "attention_dropout"} & set(options) else pinned
+
+
 def sweep_folder(task: str) -> str:
     """The folder of a task's shared sweep: its name, a colon made a dash (ett:ETTh1 -> ett-ETTh1)."""
     return task.replace(":", "-")
@@ -224,6 +240,17 @@ def run_reproduction(
         chart = out / f"{table}.png"
         if table in PUBLISHED_TABLES:  # a later paper's figures beside ours (the time-series tables)
             text = published_table(table, subset, title, options)
+            drawn = False
+        elif table == "controls":  # each finished run also scored on shuffled inputs; the table from run files
+            from fpt.experiments.controls import controls_markdown, read_arm_run, shuffle_evaluation
+
+            arms = []
+            for row in subset:
+                if row["status"] == "done":
+                    shuffle_evaluation(Path(row["run_dir"]))
+                    arms.append(read_arm_run(Path(row["run_dir"])))
+            note = f"Ran as: {setting}; {(executor or LocalExecutor()).describe(plan.parallel)}."
+            text = controls_markdown([a for a in arms if a is not None], f"controls ({plan.seeds} seed(s))", note)
             drawn = False
         elif table == "table6":
             text = steps_table(subset, title + ": gradient steps to convergence", "row")

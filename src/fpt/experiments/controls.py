@@ -1,0 +1,361 @@
+"""`fpt reproduce controls` (issue 32): is the pretrained transformer doing anything?
+
+fpt and each control (fpt.experiments.paper.CONTROL_ARMS) are trained under one recipe and budget
+by `fpt reproduce controls` (fpt.experiments.reproduce); here each finished run is also scored on
+its test inputs shuffled (`shuffle_evaluation`, as `fpt evaluate --shuffle tokens`, written to the
+run's shuffled.json), and the table is written from the run folders alone (`read_arm_runs`,
+`controls_markdown`): `python -m fpt.experiments.controls FOLDER [--out FILE]` rebuilds it from
+committed result files, with no checkpoint needed.
+
+Per task and arm: the score on the test split scored once at the end (accuracy in %, or a
+forecast's MSE / MAE), the same on shuffled inputs, the trained parameters, the median seconds per
+step, and the gap to fpt (arm minus fpt, paired by seed) with its spread; then Tan et al.'s direction
+of effect beside ours, per task, by a rule stated in the text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from fpt.errors import FptError
+from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
+from fpt.runs import RunDir
+from fpt.scores import headline_metric, is_regression
+
+SHUFFLE_FILE = "shuffled.json"  # a run's scores on ordered and shuffled test inputs
+SHUFFLE_SEED = 0
+
+ARM_TEXTS = {
+    "fpt": "frozen pretrained blocks (fpt)",
+    "random": "the same blocks at a random init, frozen (Lu et al.'s Random)",
+    "full": "the same architecture from scratch, every weight trained (Lu et al.'s Full)",
+    "none": "no blocks: input layer, positions, head (Tan et al.'s w/o LLM)",
+    "attention": "one fresh self-attention layer, trained (Tan et al.'s LLM2Attn)",
+    "block": "one fresh block of the backbone's architecture, trained (Tan et al.'s LLM2Trsf)",
+}
+# What Tan et al. (NeurIPS 2024) found for the arm that corresponds to ours, on forecasting.
+TAN_ET_AL = {
+    "none": "removing the LLM did as well or better",
+    "attention": "replacing the LLM with one attention layer did as well or better",
+    "block": "replacing the LLM with one transformer block did as well or better",
+    "full": "the LLM trained from scratch did as well as the pretrained one",
+}
+TAN_SUMMARY = (
+    'Tan et al. ("Are Language Models Actually Useful for Time Series Forecasting?", NeurIPS 2024), on '
+    "One Fits All, Time-LLM and CALF over 13 forecasting sets: removing the language model, or replacing it "
+    "with one attention layer or one transformer block, did as well or better in most cases; the models "
+    "trained from scratch did no worse than the pretrained ones; and shuffling the input hurt the LLM-based "
+    "models no more than the ablations (paraphrased from the paper)."
+)
+
+
+def arm_of(config: dict) -> str | None:
+    """The controls arm a run's config.json trained, or None for any other run: a control by its
+    body (whose run records the policy "full": it trains every parameter it has), else the
+    VARIANTS bundle of CONTROL_ARMS it matches."""
+    values = {"body": "backbone", "init": "pretrained", "policy": "fpt", "model": "fpt", **config}
+    if values["model"] != "fpt":
+        return None
+    if values["body"] != "backbone":
+        return values["body"] if values["body"] in CONTROL_ARMS and values["init"] == "pretrained" else None
+    for arm in CONTROL_ARMS:
+        bundle = {"body": "backbone", "init": "pretrained", "policy": "fpt", **VARIANTS[arm]}
+        if all(values.get(k) == v for k, v in bundle.items()):
+            return arm
+    return None
+
+
+def shuffle_evaluation(run_dir: Path, seed: int = SHUFFLE_SEED) -> dict:
+    """Score a finished run on its test split(s) (its watched split where it has none), ordered and
+    with every input's order shuffled (fpt.tasks.shuffle); write and return the run's shuffled.json.
+    A file already made at the run's last step and seed is returned as it is."""
+    from fpt.paths import write_json
+    from fpt.tasks.shuffle import ShuffledTask, what_is_shuffled
+    from fpt.training import evaluate, load_run
+
+    run = RunDir(run_dir)
+    summary = run.read_summary()
+    if summary is None:
+        raise FptError(f"{run_dir} has not finished; train it to the end before scoring shuffled inputs")
+    path = Path(run_dir) / SHUFFLE_FILE
+    if path.is_file():
+        done = json.loads(path.read_text())
+        if done.get("step") == summary["step"] and done.get("seed") == seed:
+            return done
+    config, task, model, trainer = load_run(run_dir)
+    shuffled = ShuffledTask(task, seed)
+    splits = {}
+    for split in task.test_splits or (task.eval_split,):
+        splits[split] = {
+            "ordered": evaluate(model, task, config.eval_batch_size, split),
+            "shuffled": evaluate(model, shuffled, config.eval_batch_size, split),
+        }
+    result = {"step": trainer.step, "seed": seed, "what": what_is_shuffled(task.spec), "splits": splits}
+    write_json(path, result)
+    return result
+
+
+@dataclass
+class ArmRun:
+    """One finished run of the controls table, read from its folder."""
+
+    task: str
+    arm: str
+    seed: int
+    backbone: str
+    split: str
+    metric: str  # "accuracy" (in %, higher is better) or "mse" (lower is better)
+    score: float
+    mae: float | None
+    shuffled: float | None  # the same metric on shuffled inputs; None before shuffle_evaluation
+    trained_params: int
+    step_s: float | None  # median seconds per step between evaluations (evaluation time included)
+    steps: int
+    recipe: str
+    path: Path
+
+
+def step_seconds(records: list[dict]) -> float | None:
+    """The median of (seconds / steps) between successive evaluations in metrics.jsonl: training
+    steps plus the evaluation each interval ends with (the run files time nothing finer)."""
+    first = {}
+    for record in records:
+        if "elapsed_s" in record:
+            first.setdefault(int(record["step"]), float(record["elapsed_s"]))
+    points = sorted(first.items())
+    rates = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(points, points[1:]) if s1 > s0]
+    if not rates and points and points[0][0] > 0:
+        rates = [points[0][1] / points[0][0]]
+    return statistics.median(rates) if rates else None
+
+
+def _first_test(summary: dict, evaluation: dict | None) -> tuple[str, dict]:
+    """The split the table reports and its result: the first test split the run scored once at its
+    end, else one `fpt evaluate` scored, else the split it was watched on."""
+    from fpt.experiments.tables import split_order
+
+    for tested in (summary.get("test") or {}, (evaluation or {}).get("splits") or {}):
+        tests = {k: v for k, v in tested.items() if k == "test" or k.startswith("test_")}
+        if tests:
+            split = min(tests, key=split_order)
+            return split, tests[split]
+    final = summary["final"]
+    return final["split"], final
+
+
+def read_arm_run(run_dir: Path) -> ArmRun | None:
+    """A finished controls run from its files, or None (not finished, or not a controls arm)."""
+    run = RunDir(run_dir)
+    if not run.config_path.is_file():
+        return None
+    config = run.read_config()
+    summary = run.read_summary()
+    arm = arm_of(config)
+    if summary is None or arm is None:
+        return None
+    split, result = _first_test(summary, run.read_evaluation())
+    metric = headline_metric(result)
+    scale = 1.0 if is_regression(result) else 100.0
+    shuffled = None
+    path = Path(run_dir) / SHUFFLE_FILE
+    if path.is_file():
+        mixed = json.loads(path.read_text())
+        if mixed.get("step") == summary["step"] and split in mixed.get("splits", {}):
+            shuffled = scale * mixed["splits"][split]["shuffled"][metric]
+    return ArmRun(
+        task=str(config["task"]),
+        arm=arm,
+        seed=int(config.get("seed", 0)),
+        backbone=str(config.get("backbone")),
+        split=split,
+        metric=metric,
+        score=scale * result[metric],
+        mae=result.get("mae"),
+        shuffled=shuffled,
+        trained_params=int(summary["trained_params"]),
+        step_s=step_seconds(run.read_metrics()),
+        steps=int(summary["step"]),
+        recipe=str(config.get("recipe", "paper")),
+        path=Path(run_dir),
+    )
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every run folder under `root` (a folder holding config.json and summary.json), sorted."""
+    return sorted(p.parent for p in Path(root).rglob(RunDir.CONFIG) if (p.parent / "summary.json").is_file())
+
+
+def read_arm_runs(root: Path) -> list[ArmRun]:
+    return [r for r in (read_arm_run(p) for p in find_run_dirs(root)) if r is not None]
+
+
+def _mean_std(values: list[float], digits: int) -> str:
+    if not values:
+        return "—"
+    spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
+    return f"{statistics.mean(values):.{digits}f}{spread}"
+
+
+def paired_gaps(runs: list[ArmRun], fpt: list[ArmRun], shuffled: bool = False) -> list[float]:
+    """Arm minus fpt, seed by seed (seeds both have); `shuffled`: on shuffled inputs."""
+    by_seed = {r.seed: (r.shuffled if shuffled else r.score) for r in fpt}
+    return [
+        (r.shuffled if shuffled else r.score) - by_seed[r.seed]
+        for r in runs
+        if by_seed.get(r.seed) is not None and (r.shuffled if shuffled else r.score) is not None
+    ]
+
+
+def direction(gaps: list[float], metric: str) -> str:
+    """ "better", "worse" or "no clear difference": worse where the mean gap is beyond one standard
+    deviation of the paired gaps on the losing side (the spread is 0 with one seed)."""
+    if not gaps:
+        return "not measured"
+    sign = -1.0 if metric == "mse" else 1.0  # a positive gain is better
+    mean = sign * statistics.mean(gaps)
+    spread = statistics.stdev(gaps) if len(gaps) > 1 else 0.0
+    if mean > spread:
+        return "better"
+    if mean < -spread:
+        return "worse"
+    return "no clear difference"
+
+
+def _task_heading(task: str) -> str:
+    return TASK_COLUMNS.get(task, task)
+
+
+NOTES = (
+    "Every arm ran under the same recipe, budget and dropout (the recipe's, given to every run: a recipe's "
+    "dropout otherwise reaches only a frozen body), on the same seeds; no arm was tuned apart from the others. "
+    "Score: the test split scored once at the end of each run, mean ± std over seeds. Shuffled inputs: the "
+    "same test split with each input's tokens permuted (seed 0; `fpt evaluate --shuffle tokens`). Trained "
+    "params: from each run's summary.json. s/step: the median over evaluation intervals of seconds per step, "
+    "from metrics.jsonl, the evaluation at the end of each interval included. On a BERT backbone (MiniLM) "
+    "the none and attention controls leave out the backbone's token-type vector and embedding LayerNorm, "
+    "which fpt's own arm keeps; block keeps them (fpt.backbones.controls)."
+)
+
+
+def controls_markdown(
+    runs: list[ArmRun], title: str = "Is the pretrained transformer doing anything?", note: str = ""
+) -> str:
+    """The controls table (one block per task, one row per arm) and Tan et al.'s direction of effect
+    beside ours, from finished runs (read_arm_runs); `note`: where and how it ran (e.g. the machine)."""
+    if not runs:
+        raise FptError("no finished controls runs found; run `fpt reproduce controls` first")
+    lines = [f"### {title}", "", NOTES + (f" {note}" if note else ""), ""]
+    tasks = list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))
+    verdicts = []
+    for task in tasks:
+        of_task = [r for r in runs if r.task == task]
+        metric = of_task[0].metric
+        digits, unit = (3, "MSE (lower is better)") if metric == "mse" else (1, "accuracy in %")
+        splits = sorted({r.split for r in of_task})
+        settings = sorted({(r.backbone, r.recipe, r.steps) for r in of_task})
+        setting = "; ".join(f"backbone {b}, recipe {rc}, {s:,} steps" for b, rc, s in settings)
+        lines += [
+            f"#### {_task_heading(task)}: {unit} on the {', '.join(splits)} split ({setting})",
+            "",
+            "| arm | what it is | score | shuffled inputs | trained params | s/step (median) | gap to fpt |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        fpt = [r for r in of_task if r.arm == "fpt"]
+        for arm in CONTROL_ARMS:
+            mine = sorted((r for r in of_task if r.arm == arm), key=lambda r: r.seed)
+            if not mine:
+                continue
+            scores = [r.score for r in mine]
+            if metric == "mse" and all(r.mae is not None for r in mine):
+                score = f"{_mean_std(scores, digits)} / MAE {statistics.mean(r.mae for r in mine):.3f}"
+            else:
+                score = _mean_std(scores, digits)
+            shuffled = [r.shuffled for r in mine if r.shuffled is not None]
+            params = sorted({r.trained_params for r in mine})
+            times = [r.step_s for r in mine if r.step_s is not None]
+            step = f"{statistics.median(times):.3f}" if times else "—"
+            gaps = paired_gaps(mine, fpt) if arm != "fpt" and fpt else []
+            gap = "—" if arm == "fpt" else (_mean_std(gaps, digits) if gaps else "no fpt run to pair")
+            lines.append(
+                f"| {arm} | {ARM_TEXTS[arm]} | {score} (n={len(mine)}) | "
+                f"{_mean_std(shuffled, digits) if shuffled else 'not scored'} | "
+                f"{' / '.join(f'{p:,}' for p in params)} | {step} | {gap} |"
+            )
+            if arm in TAN_ET_AL and gaps:
+                verdicts.append((task, arm, metric, gaps, digits))
+        lines.append("")
+    lines += _direction_section(runs, verdicts)
+    return "\n".join(lines) + "\n"
+
+
+def _direction_section(runs: list[ArmRun], verdicts: list[tuple]) -> list[str]:
+    lines = [
+        "#### Tan et al.'s direction of effect beside ours",
+        "",
+        TAN_SUMMARY,
+        "",
+        "Ours, per task and arm: the gap to fpt (arm minus fpt, paired by seed; accuracy points, or MSE where "
+        "lower is better) counts as worse or better only where its mean is beyond one standard deviation "
+        "of the paired gaps; otherwise no clear difference.",
+        "",
+        "| task | arm | Tan et al. (forecasting) | ours: gap to fpt | ours | agrees? |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task, arm, metric, gaps, digits in verdicts:
+        found = direction(gaps, metric)
+        agrees = "no: worse than fpt" if found == "worse" else "yes"
+        lines.append(
+            f"| {_task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {_mean_std(gaps, digits)} (n={len(gaps)}) | "
+            f"{found} | {agrees} |"
+        )
+    lines += ["", *_shuffle_lines(runs)]
+    return lines
+
+
+def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
+    """Per task: how much shuffling the inputs cost fpt, beside what it cost the controls."""
+    lines = []
+    for task in dict.fromkeys(r.task for r in runs):
+        drops = {}
+        for arm in CONTROL_ARMS:
+            mine = [r.shuffled - r.score for r in runs if r.task == task and r.arm == arm and r.shuffled is not None]
+            if mine:
+                drops[arm] = statistics.mean(mine)
+        if "fpt" in drops:
+            metric = next(r.metric for r in runs if r.task == task)
+            unit = "MSE" if metric == "mse" else "points"
+            others = ", ".join(f"{arm} {d:+.3g}" for arm, d in drops.items() if arm != "fpt")
+            lines.append(
+                f"Shuffled inputs on {_task_heading(task)} (shuffled minus ordered, {unit}, mean over seeds): "
+                f"fpt {drops['fpt']:+.3g}; {others or 'no control scored'}."
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m fpt.experiments.controls FOLDER [--out FILE]`: the table from committed run files."""
+    parser = argparse.ArgumentParser(prog="python -m fpt.experiments.controls", description=main.__doc__)
+    parser.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
+    parser.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
+    parser.add_argument("--title", default="Is the pretrained transformer doing anything?")
+    parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
+    args = parser.parse_args(argv)
+    try:
+        text = controls_markdown(read_arm_runs(args.folder), args.title, args.note)
+    except FptError as exc:
+        parser.exit(2, f"fpt: {exc}\n")
+    if args.out:
+        from fpt.paths import write_text
+
+        write_text(args.out, text)
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,228 @@
+"""`fpt reproduce controls` (issue 32): the runs it plans (every arm under one recipe), the table it
+writes from run files alone, and a tiny end-to-end run whose controls train only what they say."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from fpt.cli import build_parser, main
+from fpt.config import TrainConfig
+from fpt.errors import FptError
+from fpt.experiments.controls import (
+    SHUFFLE_FILE,
+    arm_of,
+    controls_markdown,
+    direction,
+    read_arm_runs,
+    step_seconds,
+)
+from fpt.experiments.controls import main as controls_main
+from fpt.experiments.paper import CONTROL_ARMS, VARIANTS
+from fpt.experiments.reproduce import Reproduction
+from fpt.experiments.sweep import train_args
+
+ARM_KEYS = ("policy", "init", "body", "seed")  # what may differ between the arms of one task
+
+
+def _resolved(options: dict, values: dict) -> dict:
+    """A cell's `fpt train` arguments read by fpt's own parser and resolved as a run resolves them
+    (the recipe filled in): every field of the config the run writes, less its task options."""
+    given = vars(build_parser().parse_args(["train", *train_args(options, values)]))
+    names = {f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}
+    fields = {k: v for k, v in given.items() if k in names and v is not None}
+    return vars(TrainConfig.from_recipe(fields.pop("recipe", "paper"), **fields))
+
+
+@pytest.mark.parametrize("recipe", ["fast", "paper"])
+def test_every_arm_of_every_task_runs_under_one_recipe_and_budget(recipe):
+    plan = Reproduction(
+        ["controls"],
+        tasks=["bit-xor", "ucr:JapaneseVowels", "ett:ETTh1"],
+        seeds=3,
+        budget=400,
+        options={"recipe": recipe},
+    )
+    plan.check()
+    sweeps = plan.sweeps()
+    assert [folder for folder, _, _ in sweeps] == ["bit-xor", "ucr-JapaneseVowels", "ett-ETTh1"]
+    for _, spec, skipped in sweeps:
+        assert not skipped
+        assert spec.grid["variant"] == CONTROL_ARMS and spec.grid["seed"] == [0, 1, 2]
+        cells = spec.cells()
+        assert len(cells) == len(CONTROL_ARMS) * 3
+        resolved = {(c.values["variant"], c.values["seed"]): _resolved(spec.options, c.values) for c in cells}
+        fpt = resolved[("fpt", 0)]
+        assert fpt["steps"] == 400 and fpt["recipe"] == recipe
+        for (arm, seed), config in resolved.items():
+            differ = {k for k in config if config[k] != fpt[k]}
+            assert differ <= set(ARM_KEYS), (arm, differ)
+            assert config["seed"] == seed
+            bundle = {"body": "backbone", "init": "pretrained", "policy": "fpt", **VARIANTS[arm]}
+            assert {k: config[k] for k in bundle} == bundle
+    # the fast recipe's dropout (0) would otherwise reach only the frozen arms
+    dropout = {c.values["variant"]: _resolved(sweeps[0][1].options, c.values)["dropout"] for c in sweeps[0][1].cells()}
+    assert set(dropout.values()) == {0.0 if recipe == "fast" else 0.1}
+
+
+def test_task_options_reach_their_task_and_set_wins():
+    plan = Reproduction(
+        ["controls"], tasks=["ucr:JapaneseVowels", "ett:ETTh1"], options={"recipe": "fast", "dropout": "0.2"}
+    )
+    plan.check()
+    (_, vowels, _), (_, ett, _) = plan.sweeps()
+    assert vowels.options["val_size"] == 50 and vowels.options["znorm"] is False and "horizon" not in vowels.options
+    assert ett.options["horizon"] == 96 and "val_size" not in ett.options
+    assert vowels.options["dropout"] == 0.2 and ett.options["dropout"] == 0.2
+    args = train_args(vowels.options, {"task": "ucr:JapaneseVowels", "variant": "none", "seed": 0})
+    assert "--no-znorm" in args and args[args.index("--body") + 1] == "none"
+    with pytest.raises(FptError, match="has no task cifar10"):
+        Reproduction(["controls"], tasks=["cifar10"]).check()
+
+
+def test_arm_of_names_each_arm_from_its_config_and_nothing_else():
+    for arm in CONTROL_ARMS:
+        config = {"task": "bit-xor", "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
+        assert arm_of({**config, **VARIANTS[arm]}) == arm
+    assert arm_of({"body": "attention", "init": "pretrained", "policy": "full"}) == "attention"  # as a run records it
+    assert arm_of({"model": "lstm"}) is None
+    assert arm_of({"policy": "output-only", "init": "pretrained", "body": "backbone"}) is None
+    assert arm_of({"policy": "full", "init": "pretrained", "body": "backbone"}) is None  # finetune
+
+
+def test_step_seconds_is_the_median_interval_between_evaluations():
+    records = [
+        {"step": 10, "elapsed_s": 50.0},  # the first interval carries the start-up
+        {"step": 20, "elapsed_s": 52.0},
+        {"step": 20, "elapsed_s": 53.0},  # a whole-split record after a subset one: the first counts
+        {"step": 30, "elapsed_s": 55.0},
+        {"step": 40, "elapsed_s": 58.0},
+    ]
+    assert step_seconds(records) == pytest.approx(0.3)
+    assert step_seconds([{"step": 10, "elapsed_s": 5.0}]) == pytest.approx(0.5)
+    assert step_seconds([]) is None
+
+
+def test_direction_counts_a_gap_only_beyond_its_spread():
+    assert direction([-10.0, -12.0, -11.0], "accuracy") == "worse"
+    assert direction([-1.0, 1.0, -0.5], "accuracy") == "no clear difference"
+    assert direction([3.0, 2.0, 4.0], "accuracy") == "better"
+    assert direction([0.05, 0.06, 0.04], "mse") == "worse"  # a higher MSE is worse
+    assert direction([-0.05], "mse") == "better"
+
+
+def _write_run(root: Path, arm: str, seed: int, accuracy: float, shuffled: float | None, params: int, task="bit-xor"):
+    run = root / f"task={task},variant={arm},seed={seed}"
+    run.mkdir(parents=True)
+    config = {"task": task, "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
+    config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast")
+    if config["body"] != "backbone":
+        config["policy"] = "full"  # as a control's run records it
+    (run / "config.json").write_text(json.dumps(config))
+    result = {"split": "test", "accuracy": accuracy, "loss": 0.1, "examples": 100}
+    summary = {"step": 20, "final": {**result, "split": "heldout"}, "test": {"test": result}}
+    summary.update(trained_params=params, total_params=1000, wall_time_s=3.0, status="completed")
+    (run / "summary.json").write_text(json.dumps(summary))
+    records = [{"step": 10, "elapsed_s": 1.0, "accuracy": 0.5}, {"step": 20, "elapsed_s": 3.0, "accuracy": accuracy}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if shuffled is not None:
+        mixed = {
+            "step": 20,
+            "seed": 0,
+            "splits": {"test": {"ordered": result, "shuffled": {**result, "accuracy": shuffled}}},
+        }
+        (run / SHUFFLE_FILE).write_text(json.dumps(mixed))
+
+
+def _row(text: str, task_heading: str, arm: str) -> list[str]:
+    block = text.split(f"#### {task_heading}")[1]
+    line = next(line for line in block.splitlines() if line.startswith(f"| {arm} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_table_is_written_from_run_files_alone(tmp_path):
+    root = tmp_path / "committed"
+    for seed, (fpt, none) in enumerate([(1.0, 0.5), (0.98, 0.52), (0.99, 0.48)]):
+        _write_run(root / "bit-xor" / "runs", "fpt", seed, fpt, 0.5, 500)
+        _write_run(root / "bit-xor" / "runs", "none", seed, none, None, 300)
+    _write_run(root / "bit-xor" / "runs", "block", 0, 1.0, 0.5, 900)
+    (root / "bit-xor" / "runs" / "not-a-run").mkdir()
+    _write_run(root / "other", "fpt", 0, 0.7, 0.6, 500, task="bit-memory")
+    runs = read_arm_runs(root)
+    assert sorted((r.task, r.arm, r.seed) for r in runs)[:3] == [
+        ("bit-memory", "fpt", 0),
+        ("bit-xor", "block", 0),
+        ("bit-xor", "fpt", 0),
+    ]
+    text = controls_markdown(runs, note="Ran on a test.")
+    fpt = _row(text, "XOR", "fpt")
+    assert (
+        fpt[2] == "99.0 ± 1.0 (n=3)"
+        and fpt[3] == "50.0 ± 0.0"
+        and fpt[4] == "500"
+        and fpt[5] == "0.200"
+        and fpt[6] == "—"
+    )
+    none = _row(text, "XOR", "none")
+    assert none[2] == "50.0 ± 2.0 (n=3)" and none[3] == "not scored" and none[4] == "300"
+    assert none[6] == "-49.0 ± 2.6"  # paired by seed: -50, -46, -51
+    block = _row(text, "XOR", "block")
+    assert block[2] == "100.0 (n=1)" and block[6] == "0.0"  # its seed 0 against fpt's seed 0 alone
+    assert (
+        "| XOR | none | removing the LLM did as well or better | -49.0 ± 2.6 (n=3) | worse | no: worse than fpt |"
+        in text
+    )
+    assert "| XOR | block |" in text and "no clear difference | yes |" in text
+    assert "Shuffled inputs on XOR (shuffled minus ordered, points, mean over seeds): fpt -49; block -50." in text
+    assert "Ran on a test." in text and "Bit Memory" in text
+    # the same text from the command line, from the files alone
+    out = tmp_path / "controls.md"
+    assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test."]) == 0
+    assert out.read_text() == text
+
+
+def test_no_runs_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        controls_main([str(tmp_path)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fpt: no finished controls runs found; run `fpt reproduce controls` first"
+    ]
+
+
+@pytest.mark.slow
+def test_reproduce_controls_end_to_end_trains_each_arm_only_what_it_says(tiny_gpt2, tmp_path):
+    out = tmp_path / "out"
+    argv = ["reproduce", "controls", "--tasks", "bit-xor", "--budget", "2", "--seeds", "1", "--backbone", tiny_gpt2]
+    argv += ["--out", str(out), "--no-progress", "--set", "recipe=fast"]
+    for option in ("n_bits=4", "eval_size=8", "batch_size=4", "eval_every=1", "warmup_steps=0"):
+        argv += ["--set", option]
+    assert main(argv) == 0
+    runs = {r.arm: r for r in read_arm_runs(out)}
+    assert sorted(runs) == sorted(CONTROL_ARMS)
+    for arm, run in runs.items():
+        config = json.loads((run.path / "config.json").read_text())
+        assert config["dropout"] == 0.0 and config["lr"] == 3e-3 and config["steps"] == 2, arm
+        mixed = json.loads((run.path / SHUFFLE_FILE).read_text())
+        summary = json.loads((run.path / "summary.json").read_text())
+        assert (
+            mixed["step"] == 2 and mixed["splits"]["test"]["ordered"]["accuracy"] == summary["test"]["test"]["accuracy"]
+        )
+        assert run.shuffled is not None and run.step_s is not None
+    hidden = 32  # the tiny GPT-2 (tests/conftest.py)
+    trained = {arm: run.trained_params for arm, run in runs.items()}
+    total = json.loads((runs["full"].path / "summary.json").read_text())["total_params"]
+    assert trained["random"] == trained["fpt"] and trained["full"] == total > trained["fpt"]
+    # one attention layer: query, key, value and output (weights and biases) and its layer norm
+    assert trained["attention"] - trained["none"] == 4 * (hidden * hidden + hidden) + 2 * hidden
+    # one GPT-2 block: two layer norms, attention (c_attn 3h, c_proj h) and an MLP of 4h
+    block = 2 * 2 * hidden + (hidden * 3 * hidden + 3 * hidden) + (hidden * hidden + hidden)
+    block += (hidden * 4 * hidden + 4 * hidden) + (4 * hidden * hidden + hidden)
+    assert trained["block"] - trained["none"] == block + 2 * hidden  # and the body's final layer norm
+    text = (out / "controls.md").read_text()
+    for arm in CONTROL_ARMS:
+        assert f"| {arm} | " in text
+    assert "Tan et al." in text and "s/step" in text
