@@ -1,8 +1,15 @@
 """Hostile sweep specs and `fpt reproduce` options: YAML bombs, grids too large, values of the wrong
 type, files that are not specs, cell keys where options go. Each is refused in one line before
-anything runs."""
+anything runs. A sweep killed by a signal takes its running cell with it."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from helpers import one_line_error
@@ -97,3 +104,52 @@ def test_cell_keys_under_options_or_set_are_refused(tmp_path, capsys):
     assert "list it under grid" in one_line_error(capsys)
     assert main(["reproduce", "table1", "--set", "variant=fpt", "--out", str(tmp_path / "r")]) == 2
     assert "the tables choose it" in one_line_error(capsys)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its exit status waits to be read
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads children from /proc (Linux)")
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "kill-9"])
+def test_a_killed_sweep_leaves_no_cell_training(tiny_gpt2, tmp_path, signum):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "grid:\n  task: [bit-xor]\noptions:\n"
+        f"  backbone: {tiny_gpt2}\n  n_bits: 4\n  eval_size: 8\n  batch_size: 4\n  steps: 1000000\n  eval_every: 5\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(tmp_path / "sweep"), "--no-progress"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    run = tmp_path / "sweep" / "runs" / "task=bit-xor"
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoint.safetensors").exists():  # the cell is training
+        assert sweep.poll() is None and time.monotonic() < deadline, "the cell never started training"
+        time.sleep(0.2)
+    (cell,) = _children(sweep.pid)
+    sweep.send_signal(signum)
+    sweep.wait(30)
+    deadline = time.monotonic() + 30
+    while _alive(cell) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _alive(cell)
+    if left:
+        os.kill(cell, signal.SIGKILL)  # leave nothing behind, even failing
+    assert not left, "the cell kept training after its sweep died"
+    assert (run / "checkpoint.safetensors").exists() and not (run / "summary.json").exists()  # resumable

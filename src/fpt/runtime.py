@@ -156,3 +156,26 @@ class StopOnSignal:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous = {}
+
+
+# Set for a child process that must not outlive its parent (a sweep's cell): the parent's pid.
+PARENT_PID_ENV = "FPT_DIE_WITH_PARENT"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGTERM this process when `parent` dies, even by kill -9 (a training then stops at its
+    next step with a checkpoint, so a rerun of the sweep resumes it). Linux: the kernel's
+    parent-death signal; elsewhere a thread watching the parent's pid."""
+    libc_name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
+    libc = ctypes.CDLL(libc_name, use_errno=True) if libc_name else None
+    if libc is None or libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, name="fpt-parent-watch", daemon=True).start()
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os.kill(os.getpid(), signal.SIGTERM)

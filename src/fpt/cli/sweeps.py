@@ -46,7 +46,8 @@ def _executor(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from fpt.experiments.sweep import load_spec, run_sweep, sweep_outcome, write_sweep_report
+    from fpt.experiments.spec import load_spec
+    from fpt.experiments.sweep import run_sweep, sweep_outcome, write_sweep_report
 
     _refuse_under_torchrun("sweep")
     executor = _executor(args)
@@ -63,7 +64,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from fpt.experiments.reproduce import Reproduction, run_reproduction
-    from fpt.experiments.sweep import sweep_outcome, yaml_value
+    from fpt.experiments.spec import yaml_value
+    from fpt.experiments.sweep import sweep_outcome
 
     _refuse_under_torchrun("reproduce")
     tracker = tracker_from_args(args)

@@ -18,7 +18,7 @@ def _config_file(path: Path | None) -> dict:
     if path is None:
         return {}
     from fpt.config import coerce_option
-    from fpt.experiments.sweep import read_yaml
+    from fpt.experiments.spec import read_yaml
 
     data = read_yaml(path, "config file")[0]
     if not isinstance(data, dict):
