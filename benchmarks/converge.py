@@ -461,8 +461,9 @@ def training_seconds(records: list[dict]) -> list[float]:
 
 
 def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> bool:
-    """Start or continue one cell for at most `minutes`; log the sitting. False where its `fpt
-    train` failed (not where this sitting's time ended it, nor where the cell has to wait)."""
+    """Start or continue one cell for at most `minutes` (`fpt train --max-minutes`); log the
+    sitting. False where its `fpt train` failed (not where the sitting's time ended it, exit 0,
+    nor where the cell has to wait)."""
     run = ROOT / name
     before = _last_step(run)
     summary = RunDir(run).read_summary()
@@ -484,21 +485,19 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> bool:
     command += ["--resume", str(run)] if begun else ["--task", cell.task, *cell.args, "--out", str(run)]
     if cell.target is not None and not begun:
         command += ["--target-accuracy", str(cell.target / 100)]
+    if minutes is not None:  # fpt ends the sitting itself: after a step, with a checkpoint, exit 0
+        command += ["--max-minutes", str(minutes)]
     started = time.time()
     process = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     stopped: BaseException | None = None
-    timed_out = False
     try:
-        process.wait(timeout=None if minutes is None else minutes * 60)
-    except BaseException as exc:  # the sitting's time is up, or this script was stopped (Ctrl-C, kill)
+        process.wait()
+    except BaseException as exc:  # this script was stopped (Ctrl-C, kill): the rest of the cells do not run
         # SIGTERM, not SIGINT (a shell's background jobs ignore SIGINT): fpt finishes the step under
-        # way and checkpoints it, so the next sitting loses nothing; the rest of this sitting's cells
-        # run only when its time was up
+        # way and checkpoints it, so the next sitting loses nothing
         process.terminate()
         process.wait()
-        timed_out = isinstance(exc, subprocess.TimeoutExpired)
-        if not timed_out:
-            stopped = exc
+        stopped = exc
     if run.is_dir():
         record = {
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
@@ -516,7 +515,7 @@ def sit(name: str, cell: Cell, minutes: float | None, threads: int) -> bool:
         print(f"{name}: fpt train exited {process.returncode} before making its run directory")
     if stopped is not None:
         raise stopped
-    return timed_out or process.returncode == 0
+    return process.returncode == 0
 
 
 def last_sitting_machine() -> str:

@@ -250,3 +250,33 @@ def test_one_ctrl_c_reaching_a_rank_three_times_is_one_request(tiny_gpt2, tmp_pa
         train(_config(tiny_gpt2), out=tmp_path / "run", progress=False, on_step=ctrl_c)
     assert stopped.value.signum == signal.SIGINT and "step 7 of 10" in str(stopped.value)
     assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).step == 7
+
+
+def test_max_minutes_stops_with_a_checkpoint_and_the_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path):
+    from fpt.training import TimeLimitReached
+
+    uninterrupted, _ = train(_config(tiny_gpt2), out=tmp_path / "straight", progress=False)
+    with pytest.raises(TimeLimitReached, match="step 1 of 10: --max-minutes 1e-06 reached"):
+        train(_config(tiny_gpt2), out=tmp_path / "sitting", progress=False, max_minutes=1e-6)
+    run = RunDir(tmp_path / "sitting")
+    assert load_checkpoint(run.checkpoint_path).step == 1 and not run.is_finished
+    with pytest.raises(TimeLimitReached, match="step 2 of 10"):  # a second sitting, as short
+        resume(tmp_path / "sitting", progress=False, max_minutes=1e-6)
+    resumed, _ = resume(tmp_path / "sitting", progress=False)
+    assert resumed["resumed_from_step"] == 2 and resumed["final"] == uninterrupted["final"]
+    a, b = load_checkpoint(tmp_path / "straight" / RunDir.CHECKPOINT), load_checkpoint(run.checkpoint_path)
+    assert all(torch.equal(a.params[name], b.params[name]) for name in a.params)
+
+
+def test_max_minutes_through_the_cli_exits_0_and_a_bad_value_is_one_line(tiny_gpt2, tmp_path, capsys):
+    from helpers import one_line_error, train_argv
+
+    from fpt.cli import main
+
+    out = tmp_path / "run"
+    assert main(train_argv(tiny_gpt2, out, "--steps", "4", "--max-minutes", "1e-6")) == 0
+    assert "--max-minutes 1e-06 reached, checkpoint saved" in capsys.readouterr().err
+    assert main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "summary.json").read_text())["resumed_from_step"] == 1
+    assert main(train_argv(tiny_gpt2, tmp_path / "bad", "--max-minutes", "0")) == 2
+    assert "--max-minutes must be a positive number" in one_line_error(capsys) and not (tmp_path / "bad").exists()

@@ -212,7 +212,10 @@ class TrainConfig:
             raise FptError(f"--eval-subset must be at least 1, got {self.eval_subset}")
         if self.recipe not in RECIPES:
             raise FptError(f"unknown --recipe {self.recipe!r}; choose {' or '.join(RECIPES)}")
-        # Names, through each one's own lookup, so a typo fails before a backbone is loaded.
+        self._check_names()
+
+    def _check_names(self) -> None:
+        """Names, through each one's own lookup, so a typo fails before a backbone is loaded."""
         parse_policy(self.policy)
         check_body(self.body)
         if self.body != BACKBONE and self.policy not in ("fpt", "full"):

@@ -57,6 +57,14 @@ def task_loss(outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), y.reshape(-1))
 
 
+class TimeLimitReached(StopRequested):
+    """A run stopped at a step boundary because its sitting's time (--max-minutes) was up, after
+    saving its checkpoint; not an interruption: the CLI exits 0."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 0)
+
+
 class StepCounts(NamedTuple):
     """What one step's all-reduce sums over the ranks: enough for the whole batch's loss and
     accuracy, and the vote to stop (ranks signalled at different moments all stop after the same step)."""
@@ -121,6 +129,7 @@ class Trainer:
         self.started: float | None = None  # when this process's fit() began
         self.stop = StopOnSignal(self._say_stopping)  # Ctrl-C or SIGTERM during fit: stop after the step
         self.stop_agreed = False  # every rank saw the request by the end of the last step
+        self.deadline: float | None = None  # perf_counter() at which this sitting ends (fit's max_minutes)
 
     def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
         """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
@@ -191,7 +200,7 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
         self.scaler.step(self.optimizer)  # fp16: skipped where the scaled gradients overflowed
         self.scaler.update()
-        counts = StepCounts(loss_sum, correct, len(batch), batch.y.numel(), float(self.stop.requested))
+        counts = StepCounts(loss_sum, correct, len(batch), batch.y.numel(), float(self._wants_to_stop()))
         if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
             summed = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device))
             counts = StepCounts(*summed.tolist())
@@ -301,29 +310,40 @@ class Trainer:
                 file=sys.stderr,
             )
 
+    def _wants_to_stop(self) -> bool:
+        """This process was asked to stop, or its sitting's time is up."""
+        return self.stop.requested or (self.deadline is not None and time.perf_counter() >= self.deadline)
+
     def _stop_requested(self) -> bool:
         """One process stops at once; ranks stop as the last step's all-reduce agreed (train_step)."""
-        return self.stop_agreed if self.world.distributed else self.stop.requested
+        return self.stop_agreed if self.world.distributed else self._wants_to_stop()
 
-    def _checkpoint_and_stop(self) -> StopRequested:
+    def _checkpoint_and_stop(self, max_minutes: float | None) -> StopRequested:
         """Save where the run stands (unless the evaluation just did) and say how to go on."""
         if self.last_checkpoint_step != self.step:
             self._checkpoint()
-        signum = self.stop.signum or signal.SIGTERM  # a rank that got no signal stops with the others
         where = f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"
+        if self.stop.signum is None and max_minutes is not None:  # no rank was signalled: the time is up
+            return TimeLimitReached(
+                f"stopped at step {self.step} of {self.config.steps}: --max-minutes {max_minutes:g} reached, "
+                f"checkpoint saved; continue with {where}"
+            )
+        signum = self.stop.signum or signal.SIGTERM  # a rank that got no signal stops with the others
         return StopRequested(
             f"stopped at step {self.step} of {self.config.steps} on {signal.Signals(signum).name}, "
             f"checkpoint saved; continue with {where}",
             signum,
         )
 
-    def fit(self) -> dict:
+    def fit(self, max_minutes: float | None = None) -> dict:
         """Train to config.steps (or the target accuracy or MSE); returns the summary. Ctrl-C or
         SIGTERM lets the step under way finish, saves a checkpoint and raises StopRequested, so a
-        resume loses nothing (see fpt.runtime.StopOnSignal)."""
+        resume loses nothing (see fpt.runtime.StopOnSignal); so does the end of `max_minutes` of
+        this sitting (TimeLimitReached; litgpt's max_time)."""
         cfg = self.config
         self.model.train()
         self.started, resumed_from = time.perf_counter(), self.step
+        self.deadline = None if max_minutes is None else self.started + max_minutes * 60
         self.stop_agreed, reached_at, last_eval = False, None, None
         self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
         with self._progress_bar() as bar, self.stop:
@@ -340,7 +360,7 @@ class Trainer:
                         reached_at = self.step
                         break
                 if self._stop_requested() and self.step < cfg.steps:
-                    raise self._checkpoint_and_stop()
+                    raise self._checkpoint_and_stop(max_minutes)
         summary = self._summary(last_eval or self._evaluate(), reached_at, resumed_from)  # none: resumed a finished run
         if self.run_dir is not None:
             self.run_dir.write_summary(summary)

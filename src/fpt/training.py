@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
@@ -32,7 +33,7 @@ from fpt.model import TrainableModel
 from fpt.runs import RunDir
 from fpt.tasks import Task, task_options
 from fpt.tracking import Tracker
-from fpt.trainer import StepCounts, Trainer, learning_rate, task_loss  # noqa: F401
+from fpt.trainer import StepCounts, TimeLimitReached, Trainer, learning_rate, task_loss  # noqa: F401
 
 
 def train(
@@ -42,15 +43,25 @@ def train(
     on_step: Callable[[int, float], None] | None = None,
     ddp_backend: str | None = None,
     tracker: Tracker | None = None,
+    max_minutes: float | None = None,
 ) -> tuple[dict, Path]:
     """Build everything, make the run directory (only once all inputs proved good), train.
 
     A run that fails before its first checkpoint leaves no directory behind. Ctrl-C or SIGTERM
     stops it after the step under way with a checkpoint (StopRequested), and a resume goes on
-    exactly from there; one killed outright resumes from its last evaluation. Under torchrun every
-    rank calls this; rank 0 alone makes and writes the directory, and all return its path.
+    exactly from there; one killed outright resumes from its last evaluation; so does one whose
+    `max_minutes` ran out (TimeLimitReached). Under torchrun every rank calls this; rank 0 alone
+    makes and writes the directory, and all return its path.
     """
-    return _in_process_group(ddp_backend, lambda world: _train(config, out, progress, on_step, world, tracker))
+    check_max_minutes(max_minutes)
+    return _in_process_group(
+        ddp_backend, lambda world: _train(config, out, progress, on_step, world, tracker, max_minutes)
+    )
+
+
+def check_max_minutes(max_minutes: float | None) -> None:
+    if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
+        raise FptError(f"--max-minutes must be a positive number, got {max_minutes}")
 
 
 def _in_process_group(ddp_backend: str | None, work: Callable[[World], tuple[dict, Path]]) -> tuple[dict, Path]:
@@ -72,6 +83,7 @@ def _train(
     on_step: Callable[[int, float], None] | None,
     world: World,
     tracker: Tracker | None,
+    max_minutes: float | None = None,
 ) -> tuple[dict, Path]:
     config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
     label = config.backbone if config.model == "fpt" else config.model
@@ -99,7 +111,7 @@ def _train(
                 run_dir.write_config(dataclasses.asdict(config))
             tracked = tracker if world.is_main else None
             trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracked)
-            return trainer.fit(), path
+            return trainer.fit(max_minutes), path
         except Exception:
             if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
                 _remove_run(run_dir, new_folders)
@@ -207,13 +219,16 @@ def resume(
     ddp_backend: str | None = None,
     tracker: Tracker | None = None,
     threads: int | None = None,
+    max_minutes: float | None = None,
 ) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
-    torchrun with as many ranks as it was trained with)."""
+    torchrun with as many ranks as it was trained with), for at most `max_minutes` this time."""
     if steps is not None and steps < 1:
         raise FptError(f"--steps must be at least 1, got {steps}")
+    check_max_minutes(max_minutes)
     return _in_process_group(
-        ddp_backend, lambda world: _resume(run_dir, steps, progress, on_step, device, tracker, world, threads)
+        ddp_backend,
+        lambda world: _resume(run_dir, steps, progress, on_step, device, tracker, world, threads, max_minutes),
     )
 
 
@@ -226,6 +241,7 @@ def _resume(
     tracker: Tracker | None,
     world: World,
     threads: int | None,
+    max_minutes: float | None = None,
 ) -> tuple[dict, Path]:
     config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world, threads=threads)
     with _writing(trainer.run_dir, tracker):
@@ -246,4 +262,4 @@ def _resume(
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
             trainer.tracker = tracker  # rank 0's alone
         trainer.progress, trainer.on_step = progress and world.is_main, on_step
-        return trainer.fit(), Path(run_dir)
+        return trainer.fit(max_minutes), Path(run_dir)

@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fpt: error: {exc.strerror or exc}{where}", file=sys.stderr)
         _record_failure("usage", f"{exc.strerror or exc}{where}")
         return 2
-    except StopRequested as exc:  # Ctrl-C or SIGTERM during training: the checkpoint is saved
+    except StopRequested as exc:  # Ctrl-C, SIGTERM or --max-minutes during training: the checkpoint is saved
         print(f"fpt: {exc}", file=sys.stderr)
-        return 128 + exc.signum
+        return 128 + exc.signum if exc.signum else 0
     except KeyboardInterrupt:
         print(
             "fpt: interrupted; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`",

@@ -145,6 +145,13 @@ def _add_train(commands) -> None:
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
     train.add_argument(
+        "--max-minutes",
+        type=float,
+        metavar="M",
+        help="stop after the step under way once M minutes of this sitting have passed, with a checkpoint "
+        "(exit 0); `--resume` continues it (default: no limit)",
+    )
+    train.add_argument(
         "--nproc",
         type=int,
         metavar="N",

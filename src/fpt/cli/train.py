@@ -79,9 +79,10 @@ def cmd_train(args: argparse.Namespace) -> int | None:
     from fpt.config import check_threads
     from fpt.distributed import check_backend, is_main_process, launch
     from fpt.tracking import TRACKING_PARENT_ENV
-    from fpt.training import resume, train
+    from fpt.training import check_max_minutes, resume, train
 
     check_threads(args.threads)
+    check_max_minutes(args.max_minutes)
     check_backend(args.ddp_backend)
     tracker = tracker_from_args(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.resume is not None:
@@ -103,10 +104,16 @@ def cmd_train(args: argparse.Namespace) -> int | None:
             ddp_backend=args.ddp_backend,
             tracker=tracker,
             threads=args.threads,
+            max_minutes=args.max_minutes,
         )
     else:
         summary, run_dir = train(
-            _config_from_args(args), out=args.out, progress=args.progress, ddp_backend=args.ddp_backend, tracker=tracker
+            _config_from_args(args),
+            out=args.out,
+            progress=args.progress,
+            ddp_backend=args.ddp_backend,
+            tracker=tracker,
+            max_minutes=args.max_minutes,
         )
     if is_main_process():
         _report(summary, run_dir)
