@@ -137,10 +137,13 @@ def _write_run(root: Path, arm: str, seed: int, accuracy: float, shuffled: float
         (run / SHUFFLE_FILE).write_text(json.dumps(mixed))
 
 
+def _row_line(text: str, task_heading: str, arm: str) -> str:
+    block = text.split(f"#### {task_heading}")[1].split("####")[0]
+    return next(line for line in block.splitlines() if line.startswith(f"| {arm} |"))
+
+
 def _row(text: str, task_heading: str, arm: str) -> list[str]:
-    block = text.split(f"#### {task_heading}")[1]
-    line = next(line for line in block.splitlines() if line.startswith(f"| {arm} |"))
-    return [cell.strip() for cell in line.strip("|").split("|")]
+    return [cell.strip() for cell in _row_line(text, task_heading, arm).strip("|").split("|")]
 
 
 def test_the_table_is_written_from_run_files_alone(tmp_path):
@@ -177,6 +180,7 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     )
     assert "| XOR | block |" in text and "no clear difference | yes |" in text
     assert "Shuffled inputs on XOR (shuffled minus ordered, points, mean over seeds): fpt -49; block -50." in text
+    assert "not run: no finished run in these files" in _row_line(text, "XOR", "attention")
     assert "Ran on a test." in text and "Bit Memory" in text
     # the same text from the command line, from the files alone
     out = tmp_path / "controls.md"
@@ -208,10 +212,10 @@ def test_reproduce_controls_end_to_end_trains_each_arm_only_what_it_says(tiny_gp
         assert config["dropout"] == 0.0 and config["lr"] == 3e-3 and config["steps"] == 2, arm
         mixed = json.loads((run.path / SHUFFLE_FILE).read_text())
         summary = json.loads((run.path / "summary.json").read_text())
-        assert (
-            mixed["step"] == 2 and mixed["splits"]["test"]["ordered"]["accuracy"] == summary["test"]["test"]["accuracy"]
-        )
-        assert run.shuffled is not None and run.step_s is not None
+        ordered, shuffled = mixed["splits"]["test"]["ordered"], mixed["splits"]["test"]["shuffled"]
+        assert mixed["step"] == 2 and ordered == summary["test"]["test"]
+        assert shuffled["examples"] == ordered["examples"] == 8 and run.shuffled == 100 * shuffled["accuracy"]
+        assert run.step_s is not None
     hidden = 32  # the tiny GPT-2 (tests/conftest.py)
     trained = {arm: run.trained_params for arm, run in runs.items()}
     total = json.loads((runs["full"].path / "summary.json").read_text())["total_params"]

@@ -88,12 +88,12 @@ def shuffle_evaluation(run_dir: Path, seed: int = SHUFFLE_SEED) -> dict:
             return done
     config, task, model, trainer = load_run(run_dir)
     shuffled = ShuffledTask(task, seed)
+    # the ordered score the run made as it ended, where it made one (the same model on the same split)
+    scored = {**(summary.get("test") or {}), summary["final"]["split"]: summary["final"]}
     splits = {}
     for split in task.test_splits or (task.eval_split,):
-        splits[split] = {
-            "ordered": evaluate(model, task, config.eval_batch_size, split),
-            "shuffled": evaluate(model, shuffled, config.eval_batch_size, split),
-        }
+        ordered = scored.get(split) or evaluate(model, task, config.eval_batch_size, split)
+        splits[split] = {"ordered": ordered, "shuffled": evaluate(model, shuffled, config.eval_batch_size, split)}
     result = {"step": trainer.step, "seed": seed, "what": what_is_shuffled(task.spec), "splits": splits}
     write_json(path, result)
     return result
@@ -268,6 +268,7 @@ def controls_markdown(
         for arm in CONTROL_ARMS:
             mine = sorted((r for r in of_task if r.arm == arm), key=lambda r: r.seed)
             if not mine:
+                lines.append(f"| {arm} | {ARM_TEXTS[arm]} | not run: no finished run in these files | | | | |")
                 continue
             scores = [r.score for r in mine]
             if metric == "mse" and all(r.mae is not None for r in mine):
