@@ -142,6 +142,9 @@ CONVERGED = [
         bold=True,
     ),
     Converged(
+        "headline/bit-memory-fpt-fast1k-constant-seed1", "Bit Memory", "clean protocol: the same, seed 1", bold=True
+    ),
+    Converged(
         "converge/listops-fpt-fast-seed0", "ListOps (LRA: brackets kept, up to 2,000 tokens)", bold=True, prior=True
     ),
     Converged(
@@ -1001,7 +1004,7 @@ HEADLINES = [
     Headline(
         "Bit Memory",
         "clean protocol: a constant rate for 1,000 steps, chosen on held-out curves",
-        ("headline/bit-memory-fpt-fast1k-constant-seed0",),
+        ("headline/bit-memory-fpt-fast1k-constant-seed0", "headline/bit-memory-fpt-fast1k-constant-seed1"),
     ),
     Headline(
         "ListOps (LRA input)",
