@@ -18,12 +18,17 @@ the summary and the run's files at the end.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
+import struct
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Iterable
+from urllib.parse import urlsplit
 
 from fpt.errors import FptError, require
 from fpt.paths import write_json
@@ -87,6 +92,11 @@ class MLflowSink(Sink):
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None):
         self.mlflow = require("mlflow", "pip install 'fpt[mlflow]'")
         self.tracking_uri, self.experiment = tracking_uri, experiment
+        for name, value in MLFLOW_RETRIES.items():  # the user's own settings win (and reach a sweep's cells)
+            os.environ.setdefault(name, value)
+        # fpt reports a failed call in one line (Tracker._call); MLflow's log lines about it (a retry
+        # with its traceback, per call) only repeat it. MLFLOW_LOGGING_LEVEL=... shows them again.
+        logging.getLogger("mlflow").setLevel(os.environ.get("MLFLOW_LOGGING_LEVEL", "CRITICAL").upper())
 
     def open(self, directory, role, state, parent):
         from mlflow.exceptions import MlflowException
@@ -99,12 +109,18 @@ class MLflowSink(Sink):
             or parent.get("tracking_uri")
             or self.mlflow.get_tracking_uri()
         )
+        check_store(uri)
         self.client = self.mlflow.MlflowClient(uri)
         if state.get("tracking_uri") == uri:
             try:
                 run = self.client.get_run(state["run_id"])
             except MlflowException:  # deleted from the store: start a new one
                 run = None
+            if run is not None and run.info.lifecycle_stage != "active":  # deleted in the UI, restorable
+                _warn(f"the MLflow run {run.info.run_id} of {directory} was deleted; tracking it in a new run")
+                run = None
+            elif run is None:
+                _warn(f"the MLflow run {state['run_id']} of {directory} is gone from {uri}; tracking it in a new run")
             if run is not None:
                 self.run_id, self.state = run.info.run_id, state
                 self.client.update_run(self.run_id, status="RUNNING")
@@ -169,6 +185,58 @@ class MLflowSink(Sink):
 
     def child(self):
         return dict(self.state)
+
+
+# MLflow retries a failed HTTP request 7 times, backing off up to 4 minutes: a few tries, briefly.
+MLFLOW_RETRIES = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
+SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def check_store(uri: str, timeout_s: float = 5.0) -> None:
+    """Refuse in seconds, in one line, a store MLflow would retry for minutes: an HTTP server that
+    does not answer, a sqlite path that is a folder, not a database, or not writable (MLflow makes
+    missing folders itself)."""
+    if uri.startswith(("http://", "https://")):
+        parts = urlsplit(uri)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise FptError(f"--tracking-uri {uri}: not a valid port; give http(s)://HOST:PORT") from None
+        if not parts.hostname:
+            raise FptError(f"--tracking-uri {uri}: no host; give http(s)://HOST:PORT")
+        try:
+            socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+        except OSError as exc:
+            raise FptError(
+                f"no MLflow server answers at --tracking-uri {uri} ({exc.strerror or exc}); "
+                "start one (mlflow server) or check the address"
+            ) from None
+    elif uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///").split("?")[0])
+        if path.is_dir():
+            raise FptError(f"--tracking-uri {uri}: {path} is a folder; name a database file in it (e.g. mlflow.db)")
+        existed = path.exists()
+        try:
+            if existed:
+                with open(path, "rb") as handle:
+                    head = handle.read(len(SQLITE_HEADER))
+                if head and head != SQLITE_HEADER:
+                    raise FptError(f"--tracking-uri {uri}: {path} is not a SQLite database; name another file")
+            # tried, not asked (os.access says yes to root anywhere): the file, and sqlite's journal beside it
+            path.parent.mkdir(parents=True, exist_ok=True)
+            open(path, "ab").close()
+            tempfile.TemporaryFile(dir=path.parent).close()
+        except OSError as exc:
+            raise FptError(
+                f"--tracking-uri {uri}: cannot write {path} ({exc.strerror or exc}); name a database you can write"
+            ) from None
+        finally:
+            if not existed and path.is_file() and path.stat().st_size == 0:
+                path.unlink()  # MLflow makes it; a store that fails leaves nothing
 
 
 def _absolute(uri: str) -> str:
@@ -250,6 +318,10 @@ class WandbSink(Sink):
         self.state = {"project": project, "run_id": self.run.id, "group": group}
         if not state:
             return None
+        if self.run.settings.mode in ("offline", "disabled"):
+            # tracking.json may say more than the files hold: wandb's service still buffered the last
+            # steps when the process was killed. The files say, so resuming re-sends what they lack.
+            return offline_steps_held(Path(self.run.dir).parent.parent, self.run.id, exclude=Path(self.run.dir).parent)
         # online, W&B knows where the run stands (and drops a step at or below one it holds)
         return max(state.get("logged_step", 0), self.run.starting_step - 1)
 
@@ -270,6 +342,41 @@ class WandbSink(Sink):
 
     def child(self):
         return {"project": self.state["project"], "group": self.state["group"]}
+
+
+def offline_steps_held(wandb_dir: Path, run_id: str, exclude: Path | None = None) -> int:
+    """The last history step W&B's offline files hold for `run_id` (one folder per process that
+    wrote the run), 0 for none. A .wandb file is a 7-byte header, then LevelDB log records in 32 KiB
+    blocks, each a protobuf Record; a killed writer's torn tail ends the reading there."""
+    from wandb.proto import wandb_internal_pb2
+
+    held = 0
+    for path in wandb_dir.glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"):
+        if exclude is not None and path.parent == exclude:
+            continue
+        data, pos, pending = path.read_bytes(), 7, b""
+        while pos + 7 <= len(data):
+            room = 32768 - pos % 32768
+            _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+            if room < 7 or (kind == 0 and length == 0):  # a block's padding
+                pos += room
+                continue
+            if pos + 7 + length > len(data):  # torn
+                break
+            pending, pos = pending + data[pos + 7 : pos + 7 + length], pos + 7 + length
+            if kind in (1, 4):  # a whole record, or the last piece of one
+                record = wandb_internal_pb2.Record()
+                try:
+                    record.ParseFromString(pending)
+                except Exception:  # protobuf's DecodeError: a damaged record ends what can be trusted
+                    break
+                pending = b""
+                if record.WhichOneof("record_type") == "history":
+                    steps = [item.value_json for item in record.history.item if item.key == "_step"]
+                    if record.history.HasField("step"):
+                        steps.append(str(record.history.step.num))
+                    held = max([held, *(int(float(step)) for step in steps)])
+    return held
 
 
 SINKS = {"mlflow": MLflowSink, "tensorboard": TensorBoardSink, "wandb": WandbSink}
@@ -319,6 +426,7 @@ class Tracker:
         self.cell_args = cell_args or []  # the flags that give a sweep's cells the same trackers
         self.parents = parents or {}
         self.live: list[Sink] = []
+        self.unclosed: list[Sink] = []  # failed mid-run, and could not be marked so then (a locked store)
         self.state: dict = {}
         self.directory: Path | None = None
         self._state_warned = False
@@ -336,6 +444,9 @@ class Tracker:
                 self.live.append(sink)
                 if logged is None:
                     sink.log_params(flatten(params))
+            except FptError:  # already one line naming the fix (check_store)
+                self.close()
+                raise
             except Exception as exc:
                 self.close()
                 raise FptError(
@@ -368,6 +479,7 @@ class Tracker:
         for sink in list(self.live):
             self._call(sink, "at the end", sink.finish, summary, files)
         self.live = []
+        self._close_unclosed("failed")  # its tracker failed: it lacks evaluations until a resume
 
     def close(self) -> None:
         """End any tracked run not finished (inside an `except`/`finally`, as failed or killed)."""
@@ -378,6 +490,16 @@ class Tracker:
             except Exception:  # a tracker that fails while the run fails: the run's own error says more
                 pass
         self.live = []
+        self._close_unclosed(status)
+
+    def _close_unclosed(self, status: str) -> None:
+        """Try again to end the tracked runs dropped mid-run, so none is left RUNNING."""
+        for sink in list(self.unclosed):
+            try:
+                sink.close(status)
+                self.unclosed.remove(sink)
+            except Exception:
+                pass
 
     def __enter__(self) -> "Tracker":
         return self
@@ -402,7 +524,7 @@ class Tracker:
             try:
                 sink.close("failed")
             except Exception:
-                pass
+                self.unclosed.append(sink)
             return False
 
     def _save(self) -> None:
