@@ -158,10 +158,16 @@ class _FPTEstimator(BaseEstimator):
         with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
             model = build_model(config, task)
             run_dir = RunDir.create(self.out) if self.out is not None else None
+            trainer = None
             try:
                 if run_dir is not None:
                     run_dir.write_config(dataclasses.asdict(config))
-                self.summary_ = Trainer(model, task, config, run_dir, progress=self.progress).fit()
+                trainer = Trainer(model, task, config, run_dir, progress=self.progress)
+                self.summary_ = trainer.fit()
+            except Exception:
+                if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
+                    run_dir.remove()  # as `fpt train`: a fit that failed before saving anything leaves nothing
+                raise
             finally:
                 if run_dir is not None:
                     run_dir.unlock()
@@ -218,7 +224,8 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
         return probabilities[:, 0].double().numpy()
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[self.predict_proba(X).argmax(1)]
+        best = self.predict_proba(X).argmax(1)  # first: an unfitted estimator fails there, with NotFittedError
+        return self.classes_[best]
 
 
 class _ValuesTask(ArrayTask):
