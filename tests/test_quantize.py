@@ -24,14 +24,28 @@ def frozen_linear(fan_in=48, fan_out=80, seed=0) -> nn.Linear:
 def test_weights_round_to_int8_per_output_channel_within_half_a_step():
     weight = torch.randn(16, 40) * torch.logspace(-3, 1, 16)[:, None]  # rows of very different sizes
     weight[3] = 0.0
-    values, scale = quantize_weight(weight)
-    assert values.dtype == torch.int8 and scale.shape == (16,)
+    values, scale = quantize_weight(weight, group_size=None)
+    assert values.dtype == torch.int8 and scale.shape == (16, 1)
     assert values.abs().max() == 127
-    error = (values.float() * scale[:, None] - weight).abs()
-    assert torch.all(error <= scale[:, None] / 2 + 1e-7)  # each row to half of its own step
+    error = (values.float() * scale - weight).abs()
+    assert torch.all(error <= scale / 2 + 1e-7)  # each row to half of its own step
     assert torch.all(values[3] == 0)
-    again, again_scale = quantize_weight(values.float() * scale[:, None])  # rounding is idempotent
+    again, again_scale = quantize_weight(values.float() * scale, group_size=None)  # rounding is idempotent
     assert torch.equal(again, values) and torch.allclose(again_scale, scale)
+
+
+def test_a_large_weight_coarsens_only_its_own_group():
+    weight = torch.randn(4, 256) * 0.01
+    weight[0, 5] = 8.0  # an outlier, as MiniLM's first feed-forward output has
+    per_channel, _ = quantize_weight(weight, group_size=None)
+    grouped, scale = quantize_weight(weight, group_size=128)
+    assert scale.shape == (4, 2)
+    assert torch.count_nonzero(per_channel[0, 128:]) < 5  # the row's other weights round to 0
+    assert torch.count_nonzero(grouped[0, 128:]) > 120  # in its own group they keep their precision
+    layer = Int8Linear.from_float(nn.Linear(256, 4).requires_grad_(False))
+    assert layer.weight_scale.shape == (4, 2)  # groups of 128 by default
+    odd = Int8Linear.from_float(nn.Linear(200, 4).requires_grad_(False))
+    assert odd.weight_scale.shape == (4, 1)  # 128 does not divide 200: one scale per channel
 
 
 @pytest.mark.parametrize("compute", COMPUTES)
@@ -42,7 +56,7 @@ def test_int8_layer_matches_fp32_and_gives_only_the_input_a_gradient(compute):
     layer(x).backward(grad)
     expected = x.grad.clone()
     x.grad = None
-    quantized = Int8Linear.from_float(layer, compute)
+    quantized = Int8Linear.from_float(layer, compute, group_size=None if compute == "fbgemm" else 16)
     y = quantized(x)
     y.backward(grad)
     tolerance = 0.01 if compute == "fp32" else 0.05  # weight rounding; int8 activations add their own
@@ -89,20 +103,24 @@ def test_a_trained_layer_a_second_quantisation_and_an_unknown_compute_are_refuse
         Int8Linear.from_float(body[0])
     with pytest.raises(FptError, match="unknown int8 compute"):
         quantize_frozen_linears(nn.Sequential(frozen_linear(4, 4)), compute="int4")
+    if fbgemm_available():
+        with pytest.raises(FptError, match="group_size=None"):
+            quantize_frozen_linears(nn.Sequential(frozen_linear(256, 4)), compute="fbgemm")
 
 
 def test_state_dict_keeps_the_layer_names_and_loads_into_fp32_and_back():
     layer = frozen_linear()
-    quantized = Int8Linear.from_float(layer)
+    quantized = Int8Linear.from_float(layer, group_size=16)
     state = quantized.state_dict()
     assert {k: v.shape for k, v in state.items()} == {k: v.shape for k, v in layer.state_dict().items()}
     plain = nn.Linear(48, 80)
     plain.load_state_dict(state)
     x = torch.randn(3, 48)
     assert torch.allclose(plain(x), quantized(x), atol=1e-6)
-    other = Int8Linear.from_float(frozen_linear(seed=1))
+    other = Int8Linear.from_float(frozen_linear(seed=1), group_size=16)
     other.load_state_dict(state)
     assert torch.equal(other.weight_int8, quantized.weight_int8)
+    assert torch.equal(other.weight_scale, quantized.weight_scale)
     with pytest.raises(RuntimeError, match="weight"):
         other.load_state_dict({"bias": state["bias"]})
 
