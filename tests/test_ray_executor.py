@@ -142,7 +142,8 @@ def test_without_ray_the_error_names_the_extra(tmp_path, capsys, monkeypatch):
     [
         ("auto", None),
         ("local", None),
-        ("anyscale://cluster", None),  # Ray's to resolve
+        ("anyscale://cluster", "is not auto"),  # refused in one line, not Ray's traceback
+        ("http://127.0.0.1:8265", "is not auto"),  # the dashboard's (job submission) address
         ("headnode:99999", "is not auto"),
         ("headnode:", "is not auto"),
         (":6379", "is not auto"),
@@ -163,14 +164,63 @@ def test_ray_address_is_checked_without_ray(address, refused):
             check_reachable(address, timeout_s=0.5)
 
 
-def test_a_listening_ray_address_passes():
+def test_a_grpc_server_passes_and_something_else_listening_is_refused_in_seconds():
     import socket
+    import threading
+    import time
+    from concurrent import futures
+
+    import grpc
 
     from fpt.experiments.ray_executor import check_reachable
 
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        port = server.getsockname()[1]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))  # as Ray's GCS and client server
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
         check_reachable(f"127.0.0.1:{port}")
         check_reachable(f"ray://127.0.0.1:{port}")
+    finally:
+        server.stop(None)
+    for reply in (b"", b"HTTP/1.1 400 Bad Request\r\n\r\n"):  # a silent service, a web server
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+
+            def answer(listener=other, reply=reply):
+                connection, _ = listener.accept()
+                connection.sendall(reply)
+                time.sleep(3)
+                connection.close()
+
+            threading.Thread(target=answer, daemon=True).start()
+            started = time.monotonic()
+            with pytest.raises(FptError, match="something other than Ray listens"):
+                check_reachable(f"127.0.0.1:{other.getsockname()[1]}", timeout_s=1.0)
+            assert time.monotonic() - started < 5  # ray.init: minutes
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_ray_sweep_stops_it_with_143_in_one_line(tiny_gpt2, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"name: tiny\ngrid:\n  task: [bit-xor]\n  seed: [0]\n"
+        f"options:\n  steps: 100000\n  eval_every: 2\n  eval_size: 16\n  backbone: {tiny_gpt2}\nparallel: 1\n"
+    )
+    out = tmp_path / "sweep"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(out), "--executor", "ray"]
+    driver = subprocess.Popen([*command, "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not list(out.glob("runs/*/metrics.jsonl")):  # a cell is training in a Ray worker
+        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
+        time.sleep(0.3)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    err = err.decode()
+    assert driver.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "fpt: stopped on SIGTERM" in err and "Traceback" not in err, err[-3000:]

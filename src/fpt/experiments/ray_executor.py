@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from fpt.config import MAX_THREADS
-from fpt.errors import FptError, require
+from fpt.errors import FptError, StopRequested, require
 from fpt.experiments.sweep import Cell, CellTracking, SweepSpec, cell_run, failed_row, run_cell
 from fpt.runtime import usable_cores
 
@@ -45,23 +47,42 @@ def start_local_ray(num_cpus: int | None = None) -> None:
     )
 
 
+# A gRPC server (Ray's GCS, or its client server behind ray://) answers HTTP/2's connection preface
+# with a SETTINGS frame at once: a cheap proof that Ray, not some other service, listens there.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+HTTP2_SETTINGS = 0x04
+FORMS = "auto, local, HOST:PORT or ray://HOST:PORT"
+
+
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Refuse a Ray address nothing answers at, in seconds: ray.init keeps retrying an unreachable
-    head for minutes before it gives up. "auto", "local" and client schemes other than ray:// are
-    Ray's to resolve."""
-    if address in ("auto", "local") or ("://" in address and not address.startswith("ray://")):
+    """Refuse, in seconds, a Ray address that is not one of FORMS, that nothing answers at, or where
+    something other than Ray (a gRPC server) listens: ray.init keeps retrying an unreachable head for
+    minutes, and waits for minutes on a service that accepts the connection but never speaks gRPC."""
+    if address in ("auto", "local"):
         return
+    if "://" in address and not address.startswith("ray://"):
+        raise FptError(f"--ray-address {address!r} is not {FORMS}")
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     host = host.strip("[]")  # an IPv6 host, [::1]:6379
     if not (colon and host and port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-        raise FptError(f"--ray-address {address!r} is not auto, local, HOST:PORT or ray://HOST:PORT")
+        raise FptError(f"--ray-address {address!r} is not {FORMS}")
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
+            try:
+                connection.sendall(HTTP2_PREFACE)
+                reply = connection.recv(9)
+            except OSError:  # reset or silent past timeout_s: not a gRPC server
+                reply = b""
     except OSError as exc:
         raise FptError(
             f"no Ray cluster answers at --ray-address {address} ({exc.strerror or exc}); "
             "check the address, or start one with `ray start --head`"
         ) from None
+    if len(reply) < 9 or reply[3] != HTTP2_SETTINGS:
+        raise FptError(
+            f"something other than Ray listens at --ray-address {address} (it does not speak gRPC); give the "
+            "head's GCS address (HOST:6379 by default) or its client server (ray://HOST:10001)"
+        )
 
 
 def _cell_on_worker(
@@ -77,6 +98,14 @@ def _cell_on_worker(
     except OSError:
         raise FptError(f"{cwd} is not on this Ray node; start the sweep from a folder every node shares") from None
     return run_cell(cell, spec, sweep_dir, cpus, tracking)
+
+
+def _stopped_on_sigterm() -> StopRequested:
+    return StopRequested(
+        "stopped on SIGTERM: the Ray sweep's running cells were cancelled; run the same command again "
+        "to resume them from their checkpoints",
+        signal.SIGTERM,
+    )
 
 
 @dataclass
@@ -106,7 +135,10 @@ class RayExecutor:
     def __enter__(self) -> RayExecutor:
         import ray
 
+        self._sigterm, self._terminated = None, False
         if not ray.is_initialized():  # else: joined already (a notebook, a test), left as it is
+            if threading.current_thread() is threading.main_thread():
+                self._sigterm = signal.getsignal(signal.SIGTERM)
             if self.address is None:
                 start_local_ray()
             else:
@@ -118,12 +150,20 @@ class RayExecutor:
                         "start one with `ray start --head`"
                     ) from None
             self._started = True
+            if self._sigterm is not None:
+                # ray.init's own handler exits 1 through Ray's crash report: fpt's contract is a stop
+                # (the pending cells cancelled, Ray shut down, by __call__ and __exit__) and 143
+                signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             self._check_a_node_fits()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self._terminated = True
+        raise _stopped_on_sigterm()  # which Ray's wait turns into a plain KeyboardInterrupt: see __call__
 
     def _check_a_node_fits(self) -> None:
         """Ray queues a task no node can hold without a word, for ever: refuse that on this
@@ -156,6 +196,9 @@ class RayExecutor:
         if self._started:
             ray.shutdown()
             self._started = False
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
 
     def __call__(
         self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path, tracking: CellTracking | None = None
@@ -172,20 +215,29 @@ class RayExecutor:
             task.remote(cwd, cell, spec, sweep_dir, self.cpus_per_run, tracking): i for i, cell in enumerate(cells)
         }
         try:
-            while pending:
-                (ref,), _ = ray.wait(list(pending), num_returns=1)
-                index = pending.pop(ref)
-                try:
-                    row = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:  # run_cell never raises: the node's setup did
-                    raise FptError(f"cell {cells[index].name}: {str(exc.cause).splitlines()[0]}") from None
-                except ray.exceptions.RayError as exc:  # its node lost more than MAX_RETRIES times
-                    error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    row = failed_row(cells[index], cell_run(sweep_dir, cells[index]), "crash", error)
-                yield index, row
-        finally:  # stopped early (an error, Ctrl-C): the cluster's other cells stop too
+            yield from self._results(pending, cells, sweep_dir)
+        except KeyboardInterrupt:
+            if getattr(self, "_terminated", False):
+                raise _stopped_on_sigterm() from None
+            raise
+        finally:  # stopped early (an error, Ctrl-C, SIGTERM): the cluster's other cells stop too
             for ref in pending:
                 ray.cancel(ref, force=True)
+
+    def _results(self, pending: dict, cells: list[Cell], sweep_dir: Path) -> Iterator[tuple[int, dict]]:
+        import ray
+
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(ref)
+            try:
+                row = ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:  # run_cell never raises: the node's setup did
+                raise FptError(f"cell {cells[index].name}: {str(exc.cause).splitlines()[0]}") from None
+            except ray.exceptions.RayError as exc:  # its node lost more than MAX_RETRIES times
+                error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                row = failed_row(cells[index], cell_run(sweep_dir, cells[index]), "crash", error)
+            yield index, row
 
     def describe(self, parallel: int) -> str:
         import torch
