@@ -175,6 +175,9 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
         raise ValueError("parameter names or optimizer groups are not lists (of names, of mappings)")
     step = _saved_step(metadata)
     params = {k[len("param.") :]: v for k, v in tensors.items() if k.startswith("param.")}
+    for name, value in params.items():  # trained weights are floating: int32 ones would load as whole numbers
+        if not value.is_floating_point():
+            raise ValueError(f"{name} holds {value.dtype}, not floating-point weights")
     index_of = {n: i for i, n in enumerate(names)}
     optim_state: dict[int, dict] = {}
     for key, value in tensors.items():
@@ -182,9 +185,10 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
             name, _, moment = key[len("optim.") :].rpartition(".")
             if moment == "step":
                 value = value.reshape(())
-            elif value.shape != params[name].shape:
+            elif value.shape != params[name].shape or value.dtype != params[name].dtype:
                 raise ValueError(
-                    f"Adam {moment} of {name} has shape {tuple(value.shape)}, the parameter {tuple(params[name].shape)}"
+                    f"Adam {moment} of {name} is {value.dtype} {tuple(value.shape)}, "
+                    f"the parameter {params[name].dtype} {tuple(params[name].shape)}"
                 )
             optim_state.setdefault(index_of[name], {})[moment] = value
     world_size = int(metadata.get("world_size", "1"))  # written before torch.distributed: one process
@@ -228,8 +232,9 @@ def restore(model, checkpoint: Checkpoint, path: Path) -> None:
     params = dict(model.named_parameters())
     with torch.no_grad():
         for name, value in checkpoint.params.items():
-            if params[name].shape != value.shape:
+            if params[name].shape != value.shape or params[name].dtype != value.dtype:
                 raise FptError(
-                    f"checkpoint {path}: {name} has shape {tuple(value.shape)}, the model {tuple(params[name].shape)}"
+                    f"checkpoint {path}: {name} is {value.dtype} {tuple(value.shape)}, the model's "
+                    f"{params[name].dtype} {tuple(params[name].shape)}; resume from a good copy, or train again"
                 )
             params[name].copy_(value)

@@ -13,7 +13,8 @@
   encoder made causal (--attention), a ViT (fpt rebuilds its embeddings).
 
 Dropout rates are not carried by the peft format (they act only in training). Either format is
-written into a temporary folder beside DIR and renamed into place: nothing half-written.
+written into a temporary folder beside DIR and renamed into place: nothing half-written (and the
+temporary folder of an export killed outright is removed by the next export beside it).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from fpt.model import (
     task_spec,
     transformer_forward,
 )
-from fpt.paths import atomic_write, read_json_object, temporary_name, write_json
+from fpt.paths import atomic_write, read_json_object, remove_stale_temporaries, temporary_name, write_json
 from fpt.runs import RunDir
 from fpt.scores import reported
 from fpt.training import load_run
@@ -88,6 +89,7 @@ def export_run(run_dir: str | Path, format: str, out: str | Path) -> Path:
 def _into_new_directory(out: Path, write) -> Path:
     """write(temporary folder beside `out`), then rename it to `out`; on any failure nothing is left."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out.parent)  # of exports killed before their rename
     tmp = temporary_name(out)
     try:
         tmp.mkdir()

@@ -272,11 +272,43 @@ class FrozenPretrainedTransformer(nn.Module):
         directory = Path(directory)
         config = read_pretrained_config(directory)
         settings = config.pop("fpt")
-        spec = task_spec(settings, directory / CONFIG_NAME)
+        spec = task_spec(settings, directory / CONFIG_NAME)  # sizes bounded (TaskSpec) before building
+        saved = _saved_layouts(directory / WEIGHTS_NAME)
+        try:  # first without memory: a config that asks for more (or other) tensors than the file holds
+            with torch.device("meta"):  # (10^9 classes: a 1.5 TB head) is refused before anything is allocated
+                described = {
+                    k: _layout(v) for k, v in cls._build(config, settings, spec, directory).state_dict().items()
+                }
+        except FptError:
+            raise
+        except Exception:  # an architecture that cannot be built on the meta device: the real build checks
+            described = None
+        if described is not None and described != saved:
+            differ = sorted(described.keys() ^ saved.keys()) or sorted(k for k in described if described[k] != saved[k])
+            raise FptError(
+                f"{directory / CONFIG_NAME} describes another model than {WEIGHTS_NAME} holds ({differ[0]}: "
+                f"{described.get(differ[0], 'absent')} in the config, {saved.get(differ[0], 'absent')} in the file); "
+                "export the run again"
+            )
+        try:
+            model = cls._build(config, settings, spec, directory)
+        except (MemoryError, RuntimeError) as exc:  # torch's "can't allocate memory" is a RuntimeError
+            if not isinstance(exc, MemoryError) and "allocate" not in str(exc):
+                raise
+            raise FptError(
+                f"{directory}: not enough memory to build the model its config describes "
+                f"({str(exc).splitlines()[0][:120]}); export the run again, or use a machine with more memory"
+            ) from None
+        load_weights(model, directory / WEIGHTS_NAME)
+        return model.eval()
+
+    @classmethod
+    def _build(cls, config: dict, settings: dict, spec: TaskSpec, directory: Path) -> "FrozenPretrainedTransformer":
+        """The model a saved config describes, its weights as initialised (on torch's default device)."""
         try:
             with torch.random.fork_rng():  # building draws initial weights: the caller's RNG stays as it was
                 backbone = backbone_from_config(
-                    config,
+                    dict(config),
                     name=settings["backbone"],
                     init=settings["init"],
                     weights_hash=settings["weights_hash"],
@@ -287,7 +319,7 @@ class FrozenPretrainedTransformer(nn.Module):
                 )  # absent: exported before --attention
                 grown = settings["extended_positions"]
                 backbone.extended_positions = None if grown is None else (int(grown[0]), int(grown[1]))
-                model = cls(
+                return cls(
                     backbone,
                     spec,
                     **head_settings(settings, directory / CONFIG_NAME),
@@ -298,8 +330,6 @@ class FrozenPretrainedTransformer(nn.Module):
             raise FptError(
                 f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again"
             ) from None
-        load_weights(model, directory / WEIGHTS_NAME)
-        return model.eval()
 
 
 def transformer_forward(
@@ -361,6 +391,8 @@ def task_spec(settings: dict, where) -> TaskSpec:
         return TaskSpec(**fields)
     except TypeError as exc:
         raise FptError(f"{where}: the task spec is damaged ({exc}); export the run again") from None
+    except FptError as exc:  # sizes past TaskSpec's bounds
+        raise FptError(f"{where}: {exc}") from None
 
 
 def head_settings(settings: dict, where) -> dict:
@@ -375,6 +407,40 @@ def head_settings(settings: dict, where) -> dict:
     return {"pooling": pooling, "dropout": dropout, "extra_positions": bool(settings["extra_positions"])}
 
 
+def _layout(tensor: torch.Tensor) -> str:
+    return f"{str(tensor.dtype).removeprefix('torch.')} {tuple(tensor.shape)}"
+
+
+# safetensors' names of the dtypes a model holds
+_SAFETENSORS_DTYPES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
+
+
+def _saved_layouts(path: Path) -> dict[str, str]:
+    """Each tensor's dtype and shape in a safetensors file (`_layout`'s form), from its header alone."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            slices = {key: handle.get_slice(key) for key in handle.keys()}
+            return {
+                key: f"{_SAFETENSORS_DTYPES.get(s.get_dtype(), s.get_dtype())} {tuple(s.get_shape())}"
+                for key, s in slices.items()
+            }
+    except (SafetensorError, OSError) as exc:
+        raise FptError(f"cannot read {path} ({exc}); it may be truncated: export the run again") from None
+
+
 @torch.no_grad()
 def load_weights(module: nn.Module, path: Path) -> None:
     """Copy a safetensors file into `module`: every tensor name and shape must match its state_dict."""
@@ -387,14 +453,15 @@ def load_weights(module: nn.Module, path: Path) -> None:
         raise FptError(f"cannot read {path} ({exc}); it may be truncated: export the run again") from None
     state = module.state_dict()
     missing, unexpected = sorted(state.keys() - tensors.keys()), sorted(tensors.keys() - state.keys())
-    wrong = [k for k in state.keys() & tensors.keys() if state[k].shape != tensors[k].shape]
+    # dtypes as well as shapes: int32 weights of the right shapes would load as whole numbers
+    wrong = sorted(k for k in state.keys() & tensors.keys() if _layout(state[k]) != _layout(tensors[k]))
     if missing or unexpected or wrong:
         problem = (
             f"no {missing[0]}"
             if missing
             else f"an unknown {unexpected[0]}"
             if unexpected
-            else f"{wrong[0]} of shape {tuple(tensors[wrong[0]].shape)}, the model's {tuple(state[wrong[0]].shape)}"
+            else f"{wrong[0]} is {_layout(tensors[wrong[0]])}, the model's {_layout(state[wrong[0]])}"
         )
         raise FptError(f"{path} does not fit the model it describes ({problem}); export the run again")
     module.load_state_dict(tensors)

@@ -4,7 +4,8 @@
   `data_dir(name)` is a dataset's folder inside it, where tasks look without --data-dir.
 - `atomic_write(path, write)`: every file fpt writes (JSON, checkpoints, figures, reports, data)
   goes to a temporary name beside the target and is renamed over it, so a killed process never
-  leaves half a file; the temporary name is per process, and removed if writing fails.
+  leaves half a file; the temporary name is per process, and removed if writing fails
+  (`remove_stale_temporaries` removes those of writers killed outright).
 - `read_json_object(path, ...)`: every JSON file fpt reads back (a run's config and summary, an
   export's settings); a missing or damaged one is one line naming the fix.
 """
@@ -44,6 +45,28 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove the temporaries (`temporary_name`) in `folder` whose writer is dead (killed mid-write:
+    kill -9 leaves it no chance to clean up): files, and the folders `fpt export` writes."""
+    import re
+    import shutil
+
+    for stale in Path(folder).glob(".*.tmp"):
+        found = re.fullmatch(r"\..+\.(\d+)\.[0-9a-f]{8}\.tmp", stale.name)  # only names fpt makes
+        if found and not _process_alive(found.group(1)):
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+
+
+def _process_alive(pid_text: str) -> bool:
+    try:
+        os.kill(int(pid_text), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call write(temporary path), then rename it over `path`; on any failure nothing is left."""
     path = Path(path)
@@ -63,7 +86,8 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 def write_json(path: str | Path, data) -> Path:
-    return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    # allow_nan=False: bare NaN or Infinity is not JSON, and other tools would refuse the file
+    return write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def read_json_object(

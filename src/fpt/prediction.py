@@ -120,6 +120,22 @@ def _unwrapped(task: Task) -> Task:
     return getattr(task, "inner", task)  # a length-bucketed task reads its inner task's rows
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_float32(array: np.ndarray, name: str, path) -> None:
+    """Refuse values the model cannot read: it computes in float32, where NaN stays NaN and anything
+    past 3.4e38 (fine as float64) becomes infinite, so its probabilities would be NaN."""
+    if not np.issubdtype(array.dtype, np.floating) or array.ndim == 0:
+        return
+    readable = (np.abs(array) <= FLOAT32_MAX).reshape(len(array), -1).all(1)  # NaN compares false
+    if not readable.all():
+        raise FptError(
+            f"{path}: {name} holds NaN, infinite values or values beyond float32 (|v| > 3.4e38), first in row "
+            f"{int(np.flatnonzero(~readable)[0])}; clean the array first"
+        )
+
+
 def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, task: Task, path) -> None:
     """Refuse, in one line, rows that do not fit the run's task (what training would refuse too)."""
     task = _unwrapped(task)
@@ -133,8 +149,7 @@ def check_rows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None, tas
         raise FptError(f"{path}: x of shape {x.shape} holds empty rows")
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise FptError(f"{path}: x must hold numbers, found {x.dtype}")
-    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
-        raise FptError(f"{path}: x holds NaN or infinite values")
+    check_float32(x, "x", path)
     tokens = spec.input_dim is None  # a generated task of token ids (bit-xor's bits) takes (N, L) rows
     expected_ndim = stored.ndim if stored is not None else 2 if tokens else 3
     images = stored is not None and stored.ndim == 4  # (N, H, W, C): a file may leave out C
@@ -216,9 +231,17 @@ def _outputs(model, batches: list[Batch], transform) -> torch.Tensor:
     model.eval()
     try:
         device = next(model.parameters()).device
-        return torch.cat([transform(model(b.x, b.mask).float()).cpu() for b in (b.to(device) for b in batches)])
+        outputs = [model(b.x, b.mask).float() for b in (b.to(device) for b in batches)]
     finally:
         model.train(was_training)
+    finite = torch.cat([o.isfinite().flatten(1).all(1).cpu() for o in outputs])
+    if not finite.all():  # NaN or overflowing weights, or inputs whose float32 arithmetic overflows
+        raise FptError(
+            f"the model's outputs are NaN or infinite for {int((~finite).sum())} of {len(finite)} examples "
+            f"(first: row {int(finite.logical_not().nonzero()[0])}): inputs too large for float32 arithmetic, "
+            "or weights that are not finite; nothing written"
+        )
+    return torch.cat([transform(o).cpu() for o in outputs])
 
 
 def predict_probabilities(model, batches: list[Batch]) -> torch.Tensor:
@@ -232,12 +255,27 @@ def predict_values(model, batches: list[Batch]) -> torch.Tensor:
     return _outputs(model, batches, lambda values: values.flatten(1))
 
 
+# A folder fpt wrote: a run directory (config.json, metrics.jsonl), a sweep (spec.json), an export
+# (config.json, fpt_task.json); and the files fpt keeps there under a name predictions could take
+# (every other one ends in a suffix predictions never have: .json, .safetensors, .png, .html).
+_FPT_FOLDER_MARKS = ("config.json", "metrics.jsonl", "spec.json", "fpt_task.json")
+_FPT_OWNED = ("metrics.jsonl", "results.csv")  # a run's record of truth; a sweep's table
+
+
 def check_output(path: str | Path) -> Path:
+    """Refuse, before any work, an --out predictions cannot be written to, or must not: a file fpt
+    keeps in a run directory, a sweep or an export (a run's metrics.jsonl is its record of truth)."""
     path = Path(path)
     if path.suffix.lower() not in OUTPUT_FORMATS:
         raise FptError(f"--out {path}: write predictions as {', '.join(OUTPUT_FORMATS)}")
     if path.is_dir():
         raise FptError(f"--out {path} is a directory; give a file name ending in {', '.join(OUTPUT_FORMATS)}")
+    target = path.resolve()  # through links, to the file really written
+    if target.name in _FPT_OWNED and any((target.parent / mark).is_file() for mark in _FPT_FOLDER_MARKS):
+        raise FptError(
+            f"--out {path} would replace {target.name}, a file fpt keeps in {target.parent}; "
+            f"name the predictions otherwise (the default: predictions-INPUT{path.suffix})"
+        )
     return path
 
 
@@ -268,7 +306,8 @@ def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
                 "index": i,
                 "predicted": predicted[i].tolist() if predicted.shape[1] > 1 else int(predicted[i, 0]),
                 "probabilities": [[round(p, 6) for p in row] for row in probabilities[i].tolist()],
-            }
+            },
+            allow_nan=False,  # bare NaN is not JSON: _outputs refused non-finite outputs already
         )
         for i in range(len(probabilities))
     ]
@@ -298,8 +337,7 @@ def _check_windows(x: np.ndarray, mask: np.ndarray | None, y: np.ndarray | None,
                 f"{path}: {name} of shape {array.shape}; this run's {task.name} task takes (N, {width}), "
                 f"one window of {width} steps ({option}) a row"
             )
-        if not np.isfinite(array).all():
-            raise FptError(f"{path}: {name} holds NaN or infinite values")
+        check_float32(array, name, path)
     if y is not None and len(y) != len(x):
         raise FptError(f"{path}: {len(x)} windows in x but {len(y)} targets in y; give one target row a window")
 
@@ -324,7 +362,8 @@ def write_values(path: str | Path, values: torch.Tensor) -> Path:
     import json
 
     records = [
-        json.dumps({"index": i, "forecast": [float(f"{v:.7g}") for v in row]}) for i, row in enumerate(values.tolist())
+        json.dumps({"index": i, "forecast": [float(f"{v:.7g}") for v in row]}, allow_nan=False)
+        for i, row in enumerate(values.tolist())
     ]
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
@@ -420,7 +459,7 @@ def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
         writer.writerows([date, *(f"{v:.7g}" for v in row)] for date, row in zip(dates, forecast.values.tolist()))
         return atomic_write(path, lambda tmp: tmp.write_text(text.getvalue()))
     records = [
-        json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(forecast.columns, row)}})
+        json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(forecast.columns, row)}}, allow_nan=False)
         for date, row in zip(dates, forecast.values.tolist())
     ]
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))

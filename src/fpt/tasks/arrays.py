@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fpt.errors import FptError
-from fpt.tasks.base import Batch, Task, step_generator, training_share
+from fpt.tasks.base import Batch, Task, TaskSpec, step_generator, training_share
 
 
 @dataclass
@@ -49,7 +49,31 @@ class ArrayTask(Task):
             if len(split) == 0:  # an empty evaluation split would divide by zero after training
                 raise FptError(f"task {self.name!r} has an empty {split_name} split")
         self.train, self.evals, self.eval_split = train, evals, eval_split
+        if hasattr(self, "_spec"):
+            self._check_row_lengths()
         self._epoch: tuple[int, int, torch.Tensor] | None = None  # (seed, epoch, permutation)
+
+    @property
+    def spec(self) -> TaskSpec:
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: TaskSpec) -> None:
+        self._spec = spec
+        if hasattr(self, "train"):  # a task may set its spec before its splits, or after
+            self._check_row_lengths()
+
+    def _check_row_lengths(self) -> None:
+        """A split whose rows are longer than the model is built for (seq_len) is refused as soon
+        as both are known, before anything is built or written."""
+        seq_len = self._spec.seq_len
+        for split_name, split in {"training": self.train, **self.evals}.items():
+            longest = 0 if split.lengths is None or not len(split) else int(split.lengths.max())
+            if longest > seq_len:
+                raise FptError(
+                    f"task {self.name}: its {split_name} split has rows of {longest:,} tokens, longer than the "
+                    f"{seq_len:,} the model is built for (npz:PATH: the training file's rows); cut them to {seq_len:,}"
+                )
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
