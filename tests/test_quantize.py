@@ -164,3 +164,15 @@ def test_a_tiny_model_with_int8_frozen_layers_trains_and_its_checkpoint_is_uncha
     restore(resumed, checkpoint, tmp_path / "ckpt.safetensors")
     with torch.no_grad():
         assert torch.equal(resumed(batch.x), model(batch.x))
+
+
+def test_a_block_recomputed_in_backward_gets_the_same_input_gradient():
+    from torch.utils.checkpoint import checkpoint
+
+    block = nn.Sequential(frozen_linear(48, 80), nn.GELU(), frozen_linear(80, 48, seed=1))
+    quantize_frozen_linears(block)
+    x = torch.randn(6, 48, requires_grad=True)
+    block(x).square().sum().backward()
+    expected, x.grad = x.grad.clone(), None
+    checkpoint(block, x, use_reentrant=False).square().sum().backward()
+    assert torch.equal(x.grad, expected)
