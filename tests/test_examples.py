@@ -43,7 +43,7 @@ def test_notebook_runs(path, tmp_path, tmp_path_factory, monkeypatch):
         pytest.importorskip("mlflow")
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        notebook, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     # the kernel inherits these: figures without a display, the notebook's temporary folders under pytest's
     monkeypatch.setenv("MPLBACKEND", "Agg")
