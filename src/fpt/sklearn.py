@@ -139,8 +139,8 @@ class _FPTEstimator(BaseEstimator):
             given["precision"] = self.precision
         warmup = RECIPES.get(self.recipe, {}).get("warmup_steps", 0)
         if isinstance(self.steps, int) and warmup >= self.steps:
-            # the recipe's warm-up was chosen for runs of a thousand steps and more; a short fit warms
-            # up over its first tenth instead of being refused
+            # the fast recipe warms up over 100 steps, which TrainConfig refuses for a run that short:
+            # a short fit warms up over its first tenth instead
             given["warmup_steps"] = self.steps // 10
         try:
             config = TrainConfig.from_recipe(self.recipe, task=f"sklearn:{type(self).__name__}", **given)
