@@ -403,8 +403,9 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
     (torch.distributed.run, as `torchrun --standalone --nproc-per-node N -m fpt ...`); returns
     the exit status: the first failure's (see first_failure), 128 + N for a rank killed by signal N,
     2 for a usage error (which rank 0 already printed)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import parse_args, run
+    from torch.distributed.run import get_args_parser, parse_args, run
 
     check_launch(nproc)
     # ranks share the cores instead of each spinning one thread per core against the others
@@ -415,8 +416,11 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
     level = elastic.level
     elastic.setLevel(logging.CRITICAL)
     # SIGHUP and SIGQUIT stay torchrun's (it stops the ranks); SIGINT and SIGTERM are _Forwarder's
-    args = ["--standalone", f"--nproc-per-node={nproc}", "--signals-to-handle=SIGHUP,SIGQUIT"]
-    forwarder = _Forwarder()
+    args = ["--standalone", f"--nproc-per-node={nproc}"]
+    forwarder = None
+    if "--signals-to-handle" in get_args_parser().format_help():  # a recent torch's; before, torchrun forwards
+        args.append("--signals-to-handle=SIGHUP,SIGQUIT")
+        forwarder = _Forwarder()
     try:
         run(parse_args([*args, "-m", "fpt", *fpt_args]))
     except ChildFailedError as exc:
@@ -425,7 +429,10 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
         if message:
             print(f"fpt: error: {message}", file=sys.stderr)
         return 128 - code if code < 0 else code  # a rank killed by signal N: the shell's 128 + N
+    except SignalException:  # an older torchrun's own handling: it stopped the ranks
+        raise KeyboardInterrupt from None
     finally:
-        forwarder.restore()
+        if forwarder is not None:
+            forwarder.restore()
         elastic.setLevel(level)
     return 0
