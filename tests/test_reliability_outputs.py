@@ -74,7 +74,7 @@ def test_predictions_never_replace_the_files_of_a_run(finished_run, tmp_path, ca
 # --- 2. an evaluation of a run another process holds, and a stale one ------------------------------
 
 
-def test_a_run_another_process_holds_is_not_evaluated(finished_run, capsys):
+def test_a_run_another_process_holds_is_not_evaluated(finished_run, capsys, monkeypatch):
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -89,7 +89,9 @@ def test_a_run_another_process_holds_is_not_evaluated(finished_run, capsys):
     try:
         assert holder.stdout.readline().strip() == "held"
         capsys.readouterr()
-        assert main(["evaluate", str(finished_run)]) == 2
+        with monkeypatch.context() as patch:  # refused before the run is loaded and scored, not at the write
+            patch.setattr("fpt.training.load_run", lambda *a, **k: pytest.fail("a held run was loaded"))
+            assert main(["evaluate", str(finished_run)]) == 2
         assert "in use by another fpt process" in one_line_error(capsys)
         assert not (finished_run / "evaluation.json").exists()
         raises_naming(lambda: RunDir(finished_run).check_not_in_use(), "in use by another fpt process")

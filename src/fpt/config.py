@@ -31,12 +31,11 @@ MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-mat
 POOLINGS = ("last", "mean", "flatten")
 LONG_INPUT = 512  # tokens from which attention dropout turns --checkpointing on by default (fpt.build.plan_memory)
 
-# Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what
-# `fpt reproduce` uses. "fast": measured to reach the same accuracy in less wall
-# time on our CPUs (benchmarks/converge.py, README "How the fast recipe was chosen"); the trained parameters
-# are few, so they take a larger, decaying rate, and no dropout: a frozen body underfits, and
-# dropout 0 scored 1.6-2.0 points higher on MNIST and Fashion-MNIST validation splits. bf16
-# only where the CPU computes it natively.
+# Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what `fpt reproduce` uses.
+# "fast": measured to reach the same accuracy in less wall time on our CPUs (benchmarks/converge.py,
+# benchmarks/README.md "How the fast recipe was chosen"); the trained parameters are few, so they take a larger,
+# decaying rate, and no dropout: a frozen body underfits, and dropout 0 scored 1.6-2.0 points higher on MNIST and
+# Fashion-MNIST validation splits. bf16 only where the CPU computes it natively.
 RECIPES: dict[str, dict] = {
     "paper": {},
     "fast": {
@@ -84,7 +83,7 @@ _PRECISION_HELP = (
 _RECIPE_HELP = (
     "the named defaults that fill the options not given (given ones win): paper (Adam 1e-3 constant, "
     "batch 16, dropout 0.1: the paper's) | fast (Adam 3e-3, warm-up then cosine, batch 32, bf16 where "
-    "native, no dropout on a frozen body: measured to reach the same accuracy in less time; see the README)"
+    "native, no dropout on a frozen body: measured to reach the same accuracy in less time; see benchmarks/README.md)"
 )
 
 

@@ -17,6 +17,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     check_threads(args.threads)
     shuffle_seed = _shuffle_option(args)
+    RunDir.existing(args.run_dir).check_not_in_use()  # a run still training: its checkpoint moves on
     config, task, model, trainer = load_run(args.run_dir, device=args.device, threads=args.threads)
     shuffled = None
     if shuffle_seed is not None:
