@@ -238,8 +238,7 @@ class Trainer:
         """An exception inside a step or an evaluation: out of memory, a peer rank gone, or a divergence."""
         if self.world.distributed and distributed.is_peer_failure(exc):
             return FptError(
-                f"another rank stopped while {doing} at step {self.step}; its own error says why "
-                "(rank 0's is printed first)"
+                f"another rank stopped while {doing} at step {self.step}; the launcher's line says which rank and why"
             )
         if _is_out_of_memory(exc):
             size = (

@@ -83,7 +83,7 @@ def cmd_train(args: argparse.Namespace) -> int | None:
 
     check_threads(args.threads)
     check_max_minutes(args.max_minutes)
-    check_backend(args.ddp_backend)
+    check_backend(args.ddp_backend, args.device)
     tracker = tracker_from_args(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.resume is not None:
         conflicts = _resume_conflicts(args)
