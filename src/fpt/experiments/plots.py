@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from fpt.build import ATTENTION_BYTES_BUDGET  # noqa: E402
 from fpt.errors import FptError  # noqa: E402
 from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
 from fpt.experiments.tables import column_heading, failure_text, steps_data, table_data  # noqa: E402
@@ -23,7 +24,6 @@ from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
 from fpt.scores import is_regression  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
-from fpt.training import ATTENTION_BYTES_BUDGET  # noqa: E402
 
 
 @torch.inference_mode()
@@ -178,33 +178,7 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
             colour = colours.setdefault(variant, f"C{len(colours) % 10}")
             dashed = list(colours).index(variant) // 10 % 2  # the 11th variant on reuses colours, dashed
             regression = is_regression(points[0])  # a forecast's panel: MSE, lower is better
-            steps = [p["step"] for p in points]
-            accuracies = [p["mse"] if regression else 100 * p["accuracy"] for p in points]
-            ax.plot(
-                steps,
-                accuracies,
-                color=colour,
-                alpha=0.8,
-                linestyle="--" if dashed else "-",
-                label=variant if variant not in ax.get_legend_handles_labels()[1] else None,
-            )
-            # markers: a run evaluated once is a point, which a bare line would not draw at all
-            whole = [not is_subset(p) for p in points]
-            ax.scatter(
-                [s for s, w in zip(steps, whole) if w],
-                [a for a, w in zip(accuracies, whole) if w],
-                s=10,
-                color=colour,
-                zorder=3,
-            )
-            ax.scatter(
-                [s for s, w in zip(steps, whole) if not w],
-                [a for a, w in zip(accuracies, whole) if not w],
-                s=10,
-                facecolors="white",
-                edgecolors=colour,
-                zorder=3,
-            )
+            _draw_run(ax, points, colour, "--" if dashed else "-", regression, variant)
             splits |= {str(p["split"]).split("[")[0] for p in points}
             subsets |= {p["examples"] for p in points if is_subset(p) and p.get("examples")}
         ax.set_title(TASK_COLUMNS.get(task, task))
@@ -219,6 +193,19 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
         # inside it, a long list of runs covers the curves it names
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)
     return _save(fig, path)
+
+
+def _draw_run(ax, points: list[dict], colour: str, linestyle: str, regression: bool, variant: str) -> None:
+    """One run's curve on a panel: a line, solid markers on the whole split's scores and hollow ones
+    on a fixed subset's (a run evaluated once is a point, which a bare line would not draw at all)."""
+    steps = [p["step"] for p in points]
+    scores = [p["mse"] if regression else 100 * p["accuracy"] for p in points]
+    labelled = variant not in ax.get_legend_handles_labels()[1]
+    ax.plot(steps, scores, color=colour, alpha=0.8, linestyle=linestyle, label=variant if labelled else None)
+    whole = [not is_subset(p) for p in points]
+    for hollow, style in ((False, dict(color=colour)), (True, dict(facecolors="white", edgecolors=colour))):
+        chosen = [(s, a) for s, a, w in zip(steps, scores, whole) if w != hollow]
+        ax.scatter([s for s, _ in chosen], [a for _, a in chosen], s=10, zorder=3, **style)
 
 
 def _grouped_bars(
@@ -261,21 +248,7 @@ def _grouped_bars(
                 edgecolor=colour,
                 label=f"{name} (paper)",
             )
-        for spot, value, their, group in zip(at, mine, theirs, groups):  # an empty slot says why it is empty
-            if np.isnan(value) and not np.isnan(their):
-                # x in data, y in axes coordinates: the foot of the axes, on a log scale too
-                ax.annotate(
-                    empty.get((name, group), "not run"),
-                    (spot, 0),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(0, 3),
-                    textcoords="offset points",
-                    rotation=90,
-                    fontsize=6,
-                    ha="center",
-                    va="bottom",
-                    color="0.4",
-                )
+        _say_why_empty(ax, at, mine, theirs, [empty.get((name, g), "not run") for g in groups])
     ax.set_xticks(x)
     ax.set_xticklabels(
         groups, fontsize=8, rotation=20 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center"
@@ -288,6 +261,25 @@ def _grouped_bars(
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over a bar
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _say_why_empty(ax, at, mine: list[float], theirs: list[float], reasons: list[str]) -> None:
+    """Where the paper has a bar and we have none, the reason, written up from the slot's foot."""
+    for spot, value, their, reason in zip(at, mine, theirs, reasons):
+        if np.isnan(value) and not np.isnan(their):
+            # x in data, y in axes coordinates: the foot of the axes, on a log scale too
+            ax.annotate(
+                reason,
+                (spot, 0),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, 3),
+                textcoords="offset points",
+                rotation=90,
+                fontsize=6,
+                ha="center",
+                va="bottom",
+                color="0.4",
+            )
 
 
 def table_chart(
