@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -82,23 +83,9 @@ def ucr(
     """
     train_path, test_path = ucr_split_files(dataset, data_dir)
     raw = {"train": read_ts(train_path), "test": read_ts(test_path)}
-    channels = {case.shape[1] for series, _ in raw.values() for case in series}
-    if len(channels) != 1:
-        raise FptError(
-            f"{train_path.parent}: series have {sorted(channels)} channels; every series of a "
-            "dataset needs the same number"
-        )
-    lengths = [len(case) for series, _ in raw.values() for case in series]
+    d, lengths, patch_size = _check_shapes(raw, train_path.parent, patch_size)
     steps = max(lengths)
-    if patch_size is None:
-        patch_size = max(1, math.ceil(steps / MAX_DEFAULT_TOKENS))
-    if not 1 <= patch_size <= steps:  # a longer patch is all padding, and a huge one a huge array
-        raise FptError(f"--patch-size must be 1 to {steps} time steps (the longest series), got {patch_size}")
-    classes = class_order(np.concatenate([labels for _, labels in raw.values()]))
-    if len(classes) < 2:
-        raise FptError(
-            f"{train_path.parent}: every label is {classes[0]}; a classifier needs examples of at least two classes"
-        )
+    classes = _classes(raw, train_path.parent)
     index = {label: i for i, label in enumerate(classes)}
     missing = sum(int(np.isnan(case).sum()) for series, _ in raw.values() for case in series)
     equal = min(lengths) == steps
@@ -108,7 +95,6 @@ def ucr(
         x, mask = to_tokens(series, patch_size, steps)
         y = np.array([index[label] for label in labels], dtype=np.int64)
         splits[split] = Split.from_numpy(x, y, None if equal else mask)
-    (d,) = channels
     train, evals, watched = carve_validation(splits["train"], splits["test"], val_size)
     notes = {
         "dataset": train_path.stem.removesuffix("_TRAIN"),
@@ -135,3 +121,27 @@ def ucr(
         input_dim=patch_size * d,
         notes=notes,
     )
+
+
+def _check_shapes(raw: dict, where: Path, patch_size: int | None) -> tuple[int, list[int], int]:
+    """(channels, every series' length, time steps per token), refusing mixed channel counts and a
+    patch size beyond the longest series (a longer patch is all padding, and a huge one a huge array)."""
+    channels = {case.shape[1] for series, _ in raw.values() for case in series}
+    if len(channels) != 1:
+        raise FptError(
+            f"{where}: series have {sorted(channels)} channels; every series of a dataset needs the same number"
+        )
+    lengths = [len(case) for series, _ in raw.values() for case in series]
+    steps = max(lengths)
+    if patch_size is None:
+        patch_size = max(1, math.ceil(steps / MAX_DEFAULT_TOKENS))
+    if not 1 <= patch_size <= steps:
+        raise FptError(f"--patch-size must be 1 to {steps} time steps (the longest series), got {patch_size}")
+    return channels.pop(), lengths, patch_size
+
+
+def _classes(raw: dict, where: Path) -> list:
+    classes = class_order(np.concatenate([labels for _, labels in raw.values()]))
+    if len(classes) < 2:
+        raise FptError(f"{where}: every label is {classes[0]}; a classifier needs examples of at least two classes")
+    return classes
