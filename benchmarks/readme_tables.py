@@ -1085,6 +1085,22 @@ def headline_table() -> str:
     return _markdown(["task", "model", "paper or published", "ours", "scored on", "runs (benchmarks/results/)"], rows)
 
 
+# Where the controls ran; every figure of the table is read from the run folders by fpt.experiments.controls.
+CONTROLS_NOTE = (
+    "Ran on one core of an AMD EPYC without native bf16 (fp32), shared with other jobs: the s/step column "
+    "measures that contention as much as the arms and is not a benchmark timing. Budget: 100 steps of one fixed "
+    "recipe (--recipe fast with a 20-step warm-up), the same for every arm, chosen for the time there was, not on "
+    "validation and not at convergence: a short budget favours the arm that learns fastest (Lu et al.'s Table 6: "
+    "fpt converges on XOR in about 500 steps, the frozen random transformer in about 2e4)."
+)
+
+
+def controls_table() -> str:
+    from fpt.experiments.controls import controls_markdown, read_arm_runs
+
+    return controls_markdown(read_arm_runs(RESULTS / "controls"), note=CONTROLS_NOTE)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "headline": headline_table,
     "converged": converged_table,
@@ -1106,6 +1122,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "table6-xor": table6_xor,
     "forecasting": forecasting_table,
     "uea": uea_table,
+    "controls": controls_table,
 }
 
 
