@@ -1,6 +1,8 @@
 """int8 frozen weights (fpt.backbones.int8): rounding, the input-only backward, refusals, and a
 tiny model that trains and checkpoints with them."""
 
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -176,3 +178,43 @@ def test_a_block_recomputed_in_backward_gets_the_same_input_gradient():
     expected, x.grad = x.grad.clone(), None
     checkpoint(block, x, use_reentrant=False).square().sum().backward()
     assert torch.equal(x.grad, expected)
+
+
+def test_fpt_train_precision_int8_trains_resumes_exactly_and_keeps_the_checkpoint_format(tiny_gpt2, tmp_path):
+    from helpers import train_argv
+
+    from fpt.cli import main
+    from fpt.training import resume
+
+    assert (
+        main(train_argv(tiny_gpt2, tmp_path / "whole", "--steps", "6", "--eval-every", "3", "--precision", "int8")) == 0
+    )
+    assert (
+        main(train_argv(tiny_gpt2, tmp_path / "cut", "--steps", "3", "--eval-every", "3", "--precision", "int8")) == 0
+    )
+    resumed, _ = resume(tmp_path / "cut", steps=6, progress=False)
+    whole = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    assert resumed["final"] == whole["final"]  # the int8 run resumed equals the uninterrupted one
+    assert json.loads((tmp_path / "whole" / "config.json").read_text())["precision"] == "int8"
+    fp32_dir = tmp_path / "fp32"
+    assert main(train_argv(tiny_gpt2, fp32_dir, "--steps", "1", "--eval-every", "1")) == 0
+    int8_names = set(load_checkpoint(tmp_path / "whole" / "checkpoint.safetensors").params)
+    assert int8_names == set(load_checkpoint(fp32_dir / "checkpoint.safetensors").params)
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--policy", "full"], "linear layers of this body train"),
+        (["--body", "attention"], "--body attention trains all it has"),
+        (["--compile"], "--compile is untested"),
+    ],
+)
+def test_int8_with_a_policy_or_control_that_trains_its_layers_is_one_line(tiny_gpt2, tmp_path, capsys, options, words):
+    from helpers import one_line_error, train_argv
+
+    from fpt.cli import main
+
+    assert main(train_argv(tiny_gpt2, tmp_path / "run", "--steps", "1", "--precision", "int8", *options)) == 2
+    assert words in one_line_error(capsys)
+    assert not (tmp_path / "run").exists()

@@ -28,7 +28,9 @@ from fpt.families import (
     position_table_path,
 )
 
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32: on an AVX2 CPU
+# the int8 products of fbgemm were 1.18x faster a MiniLM step but moved logits 13-20% (benchmarks/results/int8/)
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32}
 
 
 def compute_dtype(precision: str) -> torch.dtype:
