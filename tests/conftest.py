@@ -70,3 +70,18 @@ def finished_run(tiny_gpt2, tmp_path):
     out = tmp_path / "run"
     assert main(train_argv(tiny_gpt2, out, "--steps", "2", "--eval-every", "1")) == 0
     return out
+
+
+@pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    """W&B in offline mode writing under this test's tmp_path; the folder its runs land in."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_CONSOLE", "off")
+    yield tmp_path / "wandb"
+    # wandb keeps one service and its settings per process: without this, the next test's runs
+    # went on landing in this test's folder (seen when two test files using W&B ran in one pytest)
+    import wandb
+
+    wandb.teardown()

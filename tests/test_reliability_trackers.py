@@ -122,15 +122,6 @@ def test_a_tracked_run_deleted_in_the_ui_is_tracked_anew_on_resume(tmp_path, mlf
     resumed.close()
 
 
-@pytest.fixture
-def wandb_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("WANDB_CONSOLE", "off")
-    return tmp_path / "wandb"
-
-
 @pytest.mark.slow  # two W&B processes start and stop: about 10 s on one core
 def test_wandb_offline_resume_re_sends_what_its_files_lack(tmp_path, wandb_offline):
     run_dir = tmp_path / "run"

@@ -55,15 +55,6 @@ def mlflow_uri(tmp_path_factory):
     return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"  # the schema is made once (seconds)
 
 
-@pytest.fixture
-def wandb_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("WANDB_CONSOLE", "off")
-    return tmp_path / "wandb"
-
-
 def _mlflow_history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
     import mlflow
 
