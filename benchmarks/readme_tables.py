@@ -145,6 +145,9 @@ CONVERGED = [
         "headline/bit-memory-fpt-fast1k-constant-seed1", "Bit Memory", "clean protocol: the same, seed 1", bold=True
     ),
     Converged(
+        "headline/bit-memory-fpt-fast1k-constant-seed2", "Bit Memory", "clean protocol: the same, seed 2", bold=True
+    ),
+    Converged(
         "converge/listops-fpt-fast-seed0", "ListOps (LRA: brackets kept, up to 2,000 tokens)", bold=True, prior=True
     ),
     Converged(
@@ -1004,7 +1007,11 @@ HEADLINES = [
     Headline(
         "Bit Memory",
         "clean protocol: a constant rate for 1,000 steps, chosen on held-out curves",
-        ("headline/bit-memory-fpt-fast1k-constant-seed0", "headline/bit-memory-fpt-fast1k-constant-seed1"),
+        (
+            "headline/bit-memory-fpt-fast1k-constant-seed0",
+            "headline/bit-memory-fpt-fast1k-constant-seed1",
+            "headline/bit-memory-fpt-fast1k-constant-seed2",
+        ),
     ),
     Headline(
         "ListOps (LRA input)",
