@@ -321,17 +321,7 @@ def _control(
     """`loaded` (adapted: positions grown, rates and attention set) with its blocks replaced by
     control `body`, keeping its position table's rows; the new weights are drawn from `seed`."""
     family, config = loaded.family, loaded.model.config
-    if isinstance(loaded.model, ViTBody):
-        raise FptError(
-            f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
-            "backbone (minilm, gpt2, ...) for the controls"
-        )
-    table = surgery.position_table(loaded.model, family)
-    if table is None and body != "block" and seq_len is None:
-        raise FptError(
-            f"--body {body} on a backbone without a learned position table adds one, as long as the "
-            "task: give load_backbone(..., seq_len=N)"
-        )
+    table = _control_positions(loaded, body, seq_len)
     rate = 0.0 if dropout is None else dropout
     torch.manual_seed(seed)  # as a random init is seeded (_build_body)
     if body == "block":
@@ -361,14 +351,32 @@ def _control(
                 fresh.weight.copy_(table.weight)
     if table is not None:
         backbone.positions = f"the backbone's own table ({table.num_embeddings} rows, --init {loaded.init}), trained"
-    elif body == "block":
-        backbone.positions = "rotary, as the backbone's"
     else:
-        backbone.positions = f"a fresh learned table of {model.positions.num_embeddings} rows (the backbone has none)"
+        backbone.positions = (
+            "rotary, as the backbone's"
+            if body == "block"
+            else f"a fresh learned table of {model.positions.num_embeddings} rows (the backbone has none)"
+        )
     backbone.weights_hash = weights_hash(model)  # the body as built: seeded, so a resume rebuilds the same
     if compile:
         backbone.run = surgery.CompiledBackbone(model)
     return backbone
+
+
+def _control_positions(loaded: Backbone, body: str, seq_len: int | None) -> nn.Embedding | None:
+    """The learned position table a control keeps (None: the backbone has none), once the control is possible."""
+    if isinstance(loaded.model, ViTBody):
+        raise FptError(
+            f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
+            "backbone (minilm, gpt2, ...) for the controls"
+        )
+    table = surgery.position_table(loaded.model, loaded.family)
+    if table is None and body != "block" and seq_len is None:
+        raise FptError(
+            f"--body {body} on a backbone without a learned position table adds one, as long as the "
+            "task: give load_backbone(..., seq_len=N)"
+        )
+    return table
 
 
 def _one_fresh_block(config, dtype: torch.dtype) -> nn.Module:

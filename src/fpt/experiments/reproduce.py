@@ -214,9 +214,7 @@ def run_reproduction(
     its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
     OUT/curves.png; return the rows and the tables' text."""
     from fpt.config import TRANSFORMER_ONLY_OPTIONS
-    from fpt.experiments.plots import learning_curves, steps_chart, table_chart
-    from fpt.experiments.published_tables import published_table
-    from fpt.experiments.tables import markdown_table, split_title, steps_table
+    from fpt.experiments.plots import learning_curves
     from fpt.paths import write_text
 
     plan.check()
@@ -232,39 +230,50 @@ def run_reproduction(
     transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
     if transformer_only:
         setting += f" ({', '.join(transformer_only)}: transformer rows only)"
+    ran_on = (executor or LocalExecutor()).describe(plan.parallel)
     texts = []
     for table in plan.tables:
-        paper_table = REPRODUCIBLE[table].paper_table
         subset = table_rows(table, rows)
-        title = f"{table} ({setting}; {plan.seeds} seed(s); {(executor or LocalExecutor()).describe(plan.parallel)})"
-        chart = out / f"{table}.png"
-        if table in PUBLISHED_TABLES:  # a later paper's figures beside ours (the time-series tables)
-            text = published_table(table, subset, title, options)
-            drawn = False
-        elif table == "controls":  # each finished run also scored on shuffled inputs; the table from run files
-            from fpt.experiments.controls import controls_markdown, read_arm_run, shuffle_evaluation
-
-            arms = []
-            for row in subset:
-                if row["status"] == "done":
-                    shuffle_evaluation(Path(row["run_dir"]))
-                    arms.append(read_arm_run(Path(row["run_dir"])))
-            note = f"Ran as: {setting}; {(executor or LocalExecutor()).describe(plan.parallel)}."
-            text = controls_markdown([a for a in arms if a is not None], f"controls ({plan.seeds} seed(s))", note)
-            drawn = False
-        elif table == "table6":
-            text = steps_table(subset, title + ": gradient steps to convergence", "row")
-            drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
+        title = f"{table} ({setting}; {plan.seeds} seed(s); {ran_on})"
+        if table == "controls":
+            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds)
         else:
-            text = markdown_table(subset, f"{title}: {split_title(subset)}, paper in parentheses", paper_table, "row")
-            drawn = table_chart(
-                subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's", paper_table, "row"
-            )
-        if drawn:
-            text += f"\n![{table}: ours beside the paper's figures]({chart.name})\n"
+            text = _table_text(table, subset, title, options, out / f"{table}.png")
         text += failed_runs_section(subset)
         write_text(out / f"{table}.md", text)
         texts.append(text)
     text = "\n".join(texts)
     write_text(out / "results.md", text)
     return rows, text
+
+
+def _controls_text(subset: list[dict], note: str, seeds: int) -> str:
+    """Each finished run also scored on shuffled inputs; the table from the run files."""
+    from fpt.experiments.controls import controls_markdown, read_arm_run, shuffle_evaluation
+
+    arms = []
+    for row in subset:
+        if row["status"] == "done":
+            shuffle_evaluation(Path(row["run_dir"]))
+            arms.append(read_arm_run(Path(row["run_dir"])))
+    return controls_markdown([a for a in arms if a is not None], f"controls ({seeds} seed(s))", note)
+
+
+def _table_text(table: str, subset: list[dict], title: str, options: dict, chart: Path) -> str:
+    """A paper's table (ours beside its figures, with a chart where there is one) or a later paper's."""
+    from fpt.experiments.plots import steps_chart, table_chart
+    from fpt.experiments.published_tables import published_table
+    from fpt.experiments.tables import markdown_table, split_title, steps_table
+
+    if table in PUBLISHED_TABLES:  # a later paper's figures beside ours (the time-series tables)
+        return published_table(table, subset, title, options)
+    paper_table = REPRODUCIBLE[table].paper_table
+    if table == "table6":
+        text = steps_table(subset, title + ": gradient steps to convergence", "row")
+        drawn = steps_chart(subset, chart, f"{table}: steps to convergence, ours beside the paper's", "row")
+    else:
+        text = markdown_table(subset, f"{title}: {split_title(subset)}, paper in parentheses", paper_table, "row")
+        drawn = table_chart(
+            subset, chart, f"{table}: {split_title(subset)}, ours beside the paper's", paper_table, "row"
+        )
+    return text + (f"\n![{table}: ours beside the paper's figures]({chart.name})\n" if drawn else "")
