@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import train_argv
 from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
 from fpt.checkpoint import load_checkpoint
@@ -188,3 +189,19 @@ def test_nccl_where_it_cannot_run_is_one_line(tiny_gpt2, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
     with pytest.raises(FptError, match="needs CUDA GPUs"):
         check_backend("nccl", "cpu")
+
+
+@pytest.mark.slow
+def test_an_error_rank_0_hands_to_every_rank_is_printed_once(tiny_gpt2, tmp_path):
+    pytest.importorskip("mlflow")
+    (tmp_path / "db").mkdir()  # a tracker store that is a folder: found by rank 0 inside the ranks, handed to rank 1
+    argv = train_argv(tiny_gpt2, tmp_path / "run", "--steps", "2", "--nproc", "2", "--report-to", "mlflow")
+    done = subprocess.run(
+        [sys.executable, "-m", "fpt", *argv, "--tracking-uri", f"sqlite:///{tmp_path / 'db'}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("fpt: error: ")]
+    assert done.returncode == 2 and len(errors) == 1 and "is a folder" in errors[0], done.stderr[-3000:]

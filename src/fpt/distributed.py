@@ -180,7 +180,7 @@ class World:
         status, value = outcome[0]
         if status == "error":
             message, kind = value
-            raise FptError(message, kind)
+            raise FptError(message, kind, said_by_rank_0=not self.is_main)
         return value
 
     def check_same(self, what: str, value: str) -> None:

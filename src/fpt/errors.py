@@ -17,9 +17,11 @@ TOO_SHALLOW = "too-shallow"  # --layers K above a pretrained backbone's own dept
 class FptError(Exception):
     """A user-facing error: the message names what is wrong and how to fix it."""
 
-    def __init__(self, message: str, kind: str = USAGE):
+    def __init__(self, message: str, kind: str = USAGE, said_by_rank_0: bool = False):
         super().__init__(message)
         self.kind = kind
+        # rank 0's own error handed to another rank (World.agree): rank 0 prints it, the others need not
+        self.said_by_rank_0 = said_by_rank_0
 
 
 class StopRequested(KeyboardInterrupt):

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             args.progress = sys.stderr.isatty()
         status = COMMANDS[args.command](args)
     except FptError as exc:
-        print(f"fpt: error: {exc}", file=sys.stderr)
+        if not exc.said_by_rank_0:  # under torchrun, an error every rank got from rank 0 is printed once
+            print(f"fpt: error: {exc}", file=sys.stderr)
         _record_failure(exc.kind, str(exc))
         return 2
     except BrokenPipeError:  # `fpt backbones | head -1`: the reader left; nothing more to say
