@@ -158,7 +158,12 @@ class Trainer:
     def _checkpoint(self) -> None:
         """Save the trained state, only while every trained tensor is finite (a diverged state is
         never kept as the 'last good' one); a failed write keeps the previous checkpoint."""
-        rng_states = self.world.all_gather(RngState.here(self.device))  # every rank takes part
+        try:
+            rng_states = self.world.all_gather(RngState.here(self.device))  # every rank takes part
+        except RuntimeError as exc:  # a peer killed meanwhile: one line, the launcher names it
+            if self.world.distributed and distributed.is_peer_failure(exc):
+                raise self._failed(exc, "saving a checkpoint") from None
+            raise
         if not all(torch.isfinite(p).all() for p in self.params):
             raise self._diverged("trained weights became NaN or infinite")
         if self.run_dir is None:  # another rank than 0: rank 0 writes it
