@@ -29,11 +29,14 @@ for seed in "$@"; do
     # before its end, and their validation curves say whether it was still rising when it ended.
     mnist) name=mnist-fpt-fast16k-val5k-seed$seed
            args=(--task mnist --val-size 5000 --recipe fast --precision fp32 --steps 16000 --eval-every 1000) ;;
-    # ETTh1, horizon 96, look-back 336 (fpt data get ett first): the fast recipe as chosen on
-    # MNIST and Fashion-MNIST validation, not tuned for forecasts; 1,500 steps (0.84 epochs at
-    # batch 32), a budget fixed for our CPUs before any run; the whole validation split at the end.
-    etth1-96) name=etth1-96-fpt-fast1500-seed$seed
-              args=(--task ett:ETTh1 --horizon 96 --recipe fast --precision fp32 --steps 1500 --eval-every 250) ;;
+    # ETTh1 or ETTh2 at horizon 96, 192, 336 or 720, look-back 336 (fpt data get ett first): the
+    # fast recipe as chosen on MNIST and Fashion-MNIST validation, not tuned for forecasts; 1,500
+    # steps (0.84 epochs at batch 32 for horizon 96), a budget fixed for our CPUs before any run
+    # and the same at every horizon; the whole validation split at the end.
+    etth[12]-96|etth[12]-192|etth[12]-336|etth[12]-720)
+      name=$task-fpt-fast1500-seed$seed
+      args=(--task "ett:ETTh${task:4:1}" --horizon "${task#*-}" --recipe fast --precision fp32 --steps 1500
+            --eval-every 250) ;;
     # JapaneseVowels (UEA, bundled with sktime): 50 of the 270 training series held out as
     # validation; 1,000 steps (about 145 epochs of the 220 left), fixed before the run.
     japanese-vowels) name=japanese-vowels-fpt-fast1k-val50-seed$seed
