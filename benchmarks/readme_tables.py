@@ -876,7 +876,7 @@ HEADLINE = RESULTS / "headline"
 
 def _forecast_cell(summaries: list[dict]) -> str:
     """Test MSE / MAE of finished runs (mean, and the spread where there are several seeds)."""
-    tests = [s["test"]["test"] for s in summaries if s.get("test")]
+    tests = _tests(summaries)
     if not tests:
         return "-"
     mse, mae = [t["mse"] for t in tests], [t["mae"] for t in tests]
@@ -889,44 +889,53 @@ def _finished(runs: list[Path]) -> list[dict]:
     return [_json(run / "summary.json") for run in runs if (run / "summary.json").exists()]
 
 
-def forecasting_table() -> str:
-    """ETTh1, look-back 336: test MSE / MAE of our runs (every test window, scored once at each run's
-    end) beside the published figures (fpt.experiments.paper.PUBLISHED_FORECASTS)."""
+def _average_cell(per_horizon: list[list[dict]]) -> str:
+    """The four-horizon average of test MSE / MAE (each horizon's seeds averaged first), or "-"
+    until every horizon has a finished run: an average over some horizons is not the published one."""
+    if not all(_tests(runs) for runs in per_horizon):
+        return "-"
+    means = [[statistics.mean(t[key] for t in _tests(runs)) for key in ("mse", "mae")] for runs in per_horizon]
+    return f"{statistics.mean(m[0] for m in means):.3f} / {statistics.mean(m[1] for m in means):.3f}"
+
+
+def _tests(summaries: list[dict]) -> list[dict]:
+    return [s["test"]["test"] for s in summaries if s.get("test")]
+
+
+def _dataset_forecasts(dataset: str) -> str:
+    """One ETT file's table: ours and the published figures per horizon and their average."""
     from fpt.experiments.paper import PUBLISHED_FORECASTS
 
     naive = {
         row["horizon"]: row
         for row in _json(RESULTS / "forecasting" / "naive.json")["rows"]
-        if row["dataset"] == "ETTh1"
+        if row["dataset"] == dataset
     }
-    linear = {h: _finished(sorted((RESULTS / "forecasting" / "linear").glob(f"ETTh1-h{h}-seed*"))) for h in HORIZONS}
-    fpt_runs = {h: _finished(sorted(HEADLINE.glob(f"etth1-{h}-fpt-*"))) for h in HORIZONS}
+    linear = [_finished(sorted((RESULTS / "forecasting" / "linear").glob(f"{dataset}-h{h}-seed*"))) for h in HORIZONS]
+    fpt_runs = [_finished(sorted(HEADLINE.glob(f"{dataset.lower()}-{h}-fpt-*"))) for h in HORIZONS]
 
-    def published(variant: str, key) -> str:
-        figure = PUBLISHED_FORECASTS.get(("ett:ETTh1", key), {}).get(variant)
-        return "-" if figure is None else f"{figure[1]:.3f} / {figure[2]:.3f} ({figure[0]})"
+    def published(variant: str) -> list[str]:
+        figures = [PUBLISHED_FORECASTS.get((f"ett:{dataset}", key), {}).get(variant) for key in (*HORIZONS, "avg")]
+        return ["-" if figure is None else f"{figure[1]:.3f} / {figure[2]:.3f}" for figure in figures]
 
+    naive_cells = [f"{naive[h]['test_mse']:.3f} / {naive[h]['test_mae']:.3f}" for h in HORIZONS]
+    naive_average = [statistics.mean(naive[h][f"test_{key}"] for h in HORIZONS) for key in ("mse", "mae")]
     rows = [
-        ["last value (naive)"] + [f"{naive[h]['test_mse']:.3f} / {naive[h]['test_mae']:.3f}" for h in HORIZONS],
-        ["DLinear (`--model linear`), ours"] + [_forecast_cell(linear[h]) for h in HORIZONS],
-        ["DLinear, published"] + [published("linear", h) for h in HORIZONS],
-        ["fpt, frozen MiniLM, ours"] + [_forecast_cell(fpt_runs[h]) for h in HORIZONS],
-        ["One Fits All GPT2(6), published"] + [published("fpt", h) for h in HORIZONS],
+        ["last value (naive)", *naive_cells, f"{naive_average[0]:.3f} / {naive_average[1]:.3f}"],
+        ["DLinear (`--model linear`), ours", *map(_forecast_cell, linear), _average_cell(linear)],
+        ["DLinear, published", *published("linear")],
+        ["fpt, frozen MiniLM, ours", *map(_forecast_cell, fpt_runs), _average_cell(fpt_runs)],
+        ["One Fits All GPT2(6), published", *published("fpt")],
+        ["PatchTST, published", *published("PatchTST")],
     ]
-    averages = {
-        "DLinear, published": published("linear", "avg"),
-        "One Fits All GPT2(6), published": published("fpt", "avg"),
-        "PatchTST, published": published("PatchTST", "avg"),
-    }
-    header = ["ETTh1, test MSE / MAE"] + [f"H={h}" for h in HORIZONS]
-    lines = [
-        _markdown(header, rows),
-        "",
-        "Published four-horizon averages: "
-        + "; ".join(f"{k.removesuffix(', published')} {v}" for k, v in averages.items())
-        + ".",
-    ]
-    return "\n".join(lines)
+    return _markdown([f"{dataset}, test MSE / MAE"] + [f"H={h}" for h in HORIZONS] + ["average"], rows)
+
+
+def forecasting_table() -> str:
+    """ETTh1 and ETTh2, look-back 336: test MSE / MAE of our runs (every test window, scored once at
+    each run's end) beside the published figures (fpt.experiments.paper.PUBLISHED_FORECASTS; the
+    averages are One Fits All's Table 3, the DLinear per-horizon figures the DLinear paper's)."""
+    return _dataset_forecasts("ETTh1") + "\n\n" + _dataset_forecasts("ETTh2")
 
 
 def uea_table() -> str:
