@@ -4,8 +4,8 @@ checkpointing, compilation.
 
 The speed ones are measured in benchmarks/perf.py. Exact (same numbers as the plain body): fewer blocks,
 checkpointing (each block recomputed in backward: memory falls by an order of magnitude for
-about a third more compute). Opt-in because they change numerics: bf16 storage with autocast,
-torch.compile.
+about a third more compute). They change numerics: bf16 storage with autocast (by default only
+where the device computes bf16 natively: --precision auto, `auto_precision`), torch.compile (opt-in).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fpt import runtime
 from fpt.errors import FptError
 from fpt.families import (
     ATTENTIONS,
@@ -31,15 +32,51 @@ from fpt.families import (
 # int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32: on an AVX2 CPU
 # the int8 products of fbgemm were 1.18x faster a MiniLM step but moved logits 13-20% (benchmarks/results/int8/)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32}
+# auto: one of PRECISIONS picked for the device (auto_precision), before the model is built and
+# written into config.json as picked, so a run resumed, scored or exported elsewhere keeps its dtype
+AUTO = "auto"
+PRECISION_CHOICES = (AUTO, *PRECISIONS)
+
+
+def check_precision(precision: str) -> None:
+    """--precision NAME is auto or a name `compute_dtype` knows (checked before anything is built)."""
+    if precision != AUTO:
+        compute_dtype(precision)
 
 
 def compute_dtype(precision: str) -> torch.dtype:
-    """The dtype of --precision NAME (the one lookup of that name)."""
+    """The dtype of --precision NAME (the one lookup of that name); auto must be resolved first."""
+    if precision == AUTO:
+        raise FptError("--precision auto is resolved before a model is built (fpt.build.resolve_precision)")
     if precision not in PRECISIONS:
-        raise FptError(f"unknown --precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+        raise FptError(f"unknown --precision {precision!r}; choose one of {', '.join(PRECISION_CHOICES)}")
     if precision == "bf16" and not torch.backends.mkldnn.is_available():
         raise FptError("--precision bf16 needs a torch build with oneDNN; use --precision fp32")
     return PRECISIONS[precision]
+
+
+def auto_precision(device: torch.device) -> tuple[str, str]:
+    """What --precision auto picks on `device`, and why (a clause for the line that says so): bf16
+    where the device computes it natively, fp32 elsewhere. Never fp16 or int8: both change more
+    than speed (a loss scaler; 3-5% on the logits)."""
+    if device.type == "cuda":
+        name, (major, minor) = torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device)
+        if major >= 8:  # Ampere (compute capability 8.0) and later have bf16 tensor cores
+            return "bf16", f"{name} computes bf16 natively (CUDA compute capability {major}.{minor})"
+        return "fp32", f"{name} has no native bf16 (compute capability {major}.{minor}; bf16 needs 8.0 or later)"
+    if device.type == "mps":
+        # bf16 autocast on MPS needs macOS 14, and fpt has not measured it on any Apple GPU (earlier ones have
+        # no bf16 arithmetic): fp32 is exact and runs on all of them
+        return "fp32", "bf16 on Apple's MPS is not measured by fpt (fp32 is exact on every Apple GPU)"
+    cpu = f"this CPU ({runtime.cpu_model()})"
+    native = runtime.native_bf16()  # looked up here, where a test can replace it
+    if native and torch.backends.mkldnn.is_available():
+        return "bf16", f"{cpu} computes bf16 natively (AVX512-BF16, AMX or Arm BF16)"
+    if native:
+        return "fp32", "this torch build has no oneDNN, which CPU bf16 needs"
+    if native is None:
+        return "fp32", f"cannot tell whether {cpu} has native bf16 (emulated, it is up to 20x slower than fp32)"
+    return "fp32", f"{cpu} has no native bf16 (AVX512-BF16 or AMX): emulated, it is up to 20x slower than fp32"
 
 
 def check_dropout_rates(dropout: float, attention_dropout: float | None) -> None:
@@ -66,6 +103,7 @@ def keep_first_layers(model: nn.Module, family: str, layers: int) -> None:
 
 
 def position_table(model: nn.Module, family: str) -> nn.Embedding | None:
+    """The body's learned position table, or None where the family has none (e.g. RoPE)."""
     path = position_table_path(model, family)
     return None if path is None else model.get_submodule(path)
 
