@@ -12,7 +12,7 @@ import torch
 
 from fpt import runtime
 from fpt.backbones import load_backbone
-from fpt.backbones.surgery import enable_checkpointing
+from fpt.backbones.surgery import AUTO, auto_precision, enable_checkpointing
 from fpt.baselines import Baseline, build_baseline
 from fpt.config import LONG_INPUT, TrainConfig
 from fpt.devices import resolve_device
@@ -24,6 +24,7 @@ from fpt.tasks.bucketing import LengthBucketedTask
 
 
 def build_task(config: TrainConfig) -> Task:
+    """The task of a config: its options, --train-fraction and --bucket-window applied."""
     task = create_task(config.task, **config.task_options)
     check_target(config, task)
     if config.train_fraction is not None:  # before bucketing: the share is of the split as stored
@@ -47,8 +48,12 @@ def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
 
 
 def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task, TrainableModel]:
-    """build(), after the process settings a run needs (threads, subnormals, heap threshold)."""
+    """build(), after the process settings a run needs (threads, subnormals, heap threshold), with
+    --precision auto resolved and the pick said once, on stdout, by rank 0."""
     config.validate(world.size)
+    said = resolve_precision(config, world)
+    if said is not None and world.is_main:
+        print(said, flush=True)
     runtime.configure_process(config.threads, config.precision)  # before the task: threads read its files
     task = build_task(config)
     if task.variable_length:
@@ -56,8 +61,25 @@ def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task,
     return task, build_model(config, task)
 
 
+def resolve_precision(config: TrainConfig, world: World = SINGLE) -> str | None:
+    """Replace --precision auto in `config` by what it picks on the config's device (fp32 for a
+    baseline, which computes in fp32 whatever it is given), so that config.json records a dtype
+    and a resume elsewhere keeps it; the line that says so, or None where nothing was picked.
+    Under torchrun every rank takes rank 0's pick: the ranks must compute alike, and one
+    answer needs no rule for nodes that differ."""
+    if config.precision != AUTO:
+        return None
+    if config.model != "fpt":
+        config.precision = "fp32"
+        return None
+    config.precision, why = world.agree(lambda: auto_precision(resolve_device(config.device)))
+    return f"precision auto -> {config.precision}: {why}; --precision fp32 or bf16 sets it"
+
+
 def build_model(config: TrainConfig, task: Task) -> TrainableModel:
-    """The model of a config, on its --device (the frozen weights move once; batches each step)."""
+    """The model of a config, on its --device (the frozen weights move once; batches each step);
+    --precision auto is resolved first, silently (build_for_process says it)."""
+    resolve_precision(config)
     device = resolve_device(config.device)
     if config.precision == "fp16" and device.type != "cuda":
         raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
