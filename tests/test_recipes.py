@@ -87,10 +87,8 @@ def test_elapsed_time_counts_from_step_0_across_a_resume(tiny_gpt2, tmp_path):
 
 
 def test_a_recipe_fills_only_the_options_not_given_and_is_recorded(tiny_gpt2, tmp_path, monkeypatch):
-    monkeypatch.setattr("fpt.config.native_bf16", lambda: False)
-    assert recipe_defaults("fast")["precision"] == "fp32"  # bf16 only where the CPU has it natively
-    monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
-    assert recipe_defaults("fast")["precision"] == "bf16"
+    monkeypatch.setattr("fpt.runtime.native_bf16", lambda: True)
+    assert recipe_defaults("fast")["precision"] == "auto"  # the same on every machine; picked when built
     assert (
         main(
             [
@@ -220,9 +218,9 @@ def test_a_cosine_run_is_not_stretched_on_resume(tiny_gpt2, tmp_path):
 
 
 def test_baselines_and_trained_bodies_keep_their_dropout_under_a_recipe(monkeypatch):
-    monkeypatch.setattr("fpt.config.native_bf16", lambda: True)
+    monkeypatch.setattr("fpt.runtime.native_bf16", lambda: True)
     config = TrainConfig.from_recipe("fast", task="mnist", model="lstm")
-    assert config.precision == "fp32" and config.lr == RECIPES["fast"]["lr"]
+    assert config.precision == TrainConfig().precision and config.lr == RECIPES["fast"]["lr"]
     assert config.dropout == TrainConfig().dropout  # no dropout suits a frozen body, not a trained one
     config.validate()
     for trains_body_weights in ("full", "fpt+feedforward", "input,output,last-attention"):

@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 
 from fpt.backbones import INITS, check_init
 from fpt.backbones.controls import BACKBONE, BODIES, check_body
-from fpt.backbones.surgery import PRECISIONS, check_attention, check_dropout_rates, compute_dtype
+from fpt.backbones.surgery import AUTO, PRECISION_CHOICES, check_attention, check_dropout_rates, check_precision
 from fpt.devices import DEVICE_CHOICES, check_device_name
 from fpt.errors import FptError, check_type
 from fpt.families import ATTENTIONS
 from fpt.policy import POLICIES, parse_policy
-from fpt.runtime import native_bf16
 from fpt.tasks import check_task_option_types, list_tasks, task_option_types
 from fpt.tasks.bucketing import check_bucket_window
 
@@ -35,7 +34,8 @@ LONG_INPUT = 512  # tokens from which attention dropout turns --checkpointing on
 # "fast": measured to reach the same accuracy in less wall time on our CPUs (benchmarks/converge.py,
 # benchmarks/README.md "How the fast recipe was chosen"); the trained parameters are few, so they take a larger,
 # decaying rate, and no dropout: a frozen body underfits, and dropout 0 scored 1.6-2.0 points higher on MNIST and
-# Fashion-MNIST validation splits. bf16 only where the CPU computes it natively.
+# Fashion-MNIST validation splits. Precision auto, as by default (bf16 only where the device computes it natively:
+# emulated on a CPU, it was up to 20x slower than fp32), said here because the recipe was measured with it.
 RECIPES: dict[str, dict] = {
     "paper": {},
     "fast": {
@@ -44,7 +44,7 @@ RECIPES: dict[str, dict] = {
         "warmup_steps": 100,
         "batch_size": 32,
         "eval_subset": 2000,
-        "precision": "native-bf16",
+        "precision": AUTO,
         "dropout": 0.0,
     },
 }
@@ -56,13 +56,11 @@ _BODY_GROUPS = frozenset({"attention", "last-attention", "feedforward"})
 
 
 def recipe_defaults(recipe: str) -> dict:
-    """The options a recipe sets, as values for this machine (bf16 where it is native, else fp32)."""
+    """The options a recipe sets, the same on every machine (its precision auto is resolved where
+    the model is built: fpt.build.resolve_precision)."""
     if recipe not in RECIPES:
         raise FptError(f"unknown --recipe {recipe!r}; choose {' or '.join(RECIPES)}")
-    values = dict(RECIPES[recipe])
-    if values.get("precision") == "native-bf16":
-        values["precision"] = "bf16" if native_bf16() else "fp32"
-    return values
+    return dict(RECIPES[recipe])
 
 
 def option(default=None, help: str = "", choices=None, group: str = "train", **kwargs):
@@ -76,15 +74,17 @@ def option(default=None, help: str = "", choices=None, group: str = "train", **k
 
 # The help of the two options with long explanations (kept here, beside their fields' meaning)
 _PRECISION_HELP = (
-    "bf16: frozen weights in bfloat16, bf16 matmuls, about 2-3x faster on CPUs with AVX512-BF16/AMX "
-    "and on GPUs, half the memory, changes numerics; fp16: CUDA only, with a loss scaler; int8: the frozen "
-    "attention and feed-forward weights stored in int8 (a quarter of fp32's memory), products in fp32 (a step at "
-    "0.92x fp32's speed on an AVX2 CPU). Trained weights and Adam stay fp32"
+    "auto: bf16 where the device computes it natively (a CPU with AVX512-BF16 or AMX, a CUDA GPU of compute "
+    "capability 8.0 or later), else fp32 (MPS too: unmeasured there); the pick is printed and config.json records "
+    "it, so a resume keeps it anywhere. bf16: frozen weights in bfloat16, bf16 matmuls, about 2-3x faster on "
+    "CPUs with AVX512-BF16/AMX and on GPUs, half the memory, changes numerics; fp16: CUDA only, with a loss "
+    "scaler; int8: the frozen attention and feed-forward weights stored in int8 (a quarter of fp32's memory), "
+    "products in fp32 (a step at 0.92x fp32's speed on an AVX2 CPU). Trained weights and Adam stay fp32"
 )
 _RECIPE_HELP = (
     "the named defaults that fill the options not given (given ones win): paper (Adam 1e-3 constant, "
-    "batch 16, dropout 0.1: the paper's) | fast (Adam 3e-3, warm-up then cosine, batch 32, bf16 where "
-    "native, no dropout on a frozen body: measured to reach the same accuracy in less time; see benchmarks/README.md)"
+    "batch 16, dropout 0.1: the paper's) | fast (Adam 3e-3, warm-up then cosine, batch 32, no dropout on a "
+    "frozen body: measured to reach the same accuracy in less time; see benchmarks/README.md); both precision auto"
 )
 
 
@@ -158,7 +158,7 @@ class TrainConfig:
     )
     recipe: str = option("paper", _RECIPE_HELP)
     # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
-    precision: str = option("fp32", _PRECISION_HELP, tuple(PRECISIONS), "model")
+    precision: str = option(AUTO, _PRECISION_HELP, PRECISION_CHOICES, "model")
     checkpointing: bool | None = option(
         help="recompute each block in backward: same numbers, much less memory, about 1.4x step time; unset: on "
         f"(with micro-batches) where attention dropout meets inputs of {LONG_INPUT} tokens or more",
@@ -232,11 +232,13 @@ class TrainConfig:
         if self.pooling is not None:
             check_choice("pooling", self.pooling, POOLINGS)
         check_attention(self.attention)
-        compute_dtype(self.precision)
+        check_precision(self.precision)
         self._check_int8()
         check_choice("model", self.model, MODELS)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        if self.model != "fpt" and any(getattr(self, k) not in (defaults[k], False) for k in TRANSFORMER_ONLY_OPTIONS):
+        # a baseline's auto is recorded as fp32, what it computes in (and the default before auto)
+        neutral = {k: (defaults[k], False, "fp32" if k == "precision" else False) for k in TRANSFORMER_ONLY_OPTIONS}
+        if self.model != "fpt" and any(getattr(self, k) not in neutral[k] for k in TRANSFORMER_ONLY_OPTIONS):
             flags = ", ".join(f"--{k}" for k in TRANSFORMER_ONLY_OPTIONS)
             raise FptError(f"{flags} apply to transformer models, not --model {self.model}")
 
@@ -305,6 +307,7 @@ _FIELD_TYPES = _field_types()
 
 
 def check_choice(option: str, value, choices) -> None:
+    """Refuse a `value` of --OPTION that is not one of `choices`, naming them."""
     if value not in choices:
         raise FptError(f"unknown --{option.replace('_', '-')} {value!r}; choose one of {', '.join(choices)}")
 
@@ -313,6 +316,7 @@ MAX_THREADS = 1024  # torch takes a C int; more threads than any machine's cores
 
 
 def check_threads(threads: int | None) -> None:
+    """--threads unset (torch's default) or 1 to MAX_THREADS."""
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         raise FptError(f"--threads must be 1 to {MAX_THREADS}, got {threads}")
 
@@ -323,6 +327,7 @@ def option_types(key: str) -> tuple[type, ...]:
 
 
 def check_option_type(key: str, value, where: str) -> None:
+    """Refuse a value of option `key` (read from `where`) that is not of the option's type."""
     check_type(value, option_types(key), f"{where}: {key}")
 
 
