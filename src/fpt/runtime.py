@@ -88,6 +88,7 @@ def native_bf16() -> bool | None:
 
 
 def bf16_note() -> str:
+    """One line for `fpt info`: whether bf16 is native, emulated or unknown on this CPU."""
     native = native_bf16()
     if native is None:
         return "bf16: cannot tell whether this CPU has native bfloat16"
@@ -135,6 +136,7 @@ class StopOnSignal:
 
     @property
     def requested(self) -> bool:
+        """Whether a stop was asked for since `with` began."""
         return self.signum is not None
 
     def _request(self, signum: int, frame) -> None:

@@ -60,6 +60,7 @@ def train(
 
 
 def check_max_minutes(max_minutes: float | None) -> None:
+    """--max-minutes unset or a positive finite number (checked before anything is built)."""
     if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
         raise FptError(f"--max-minutes must be a positive number, got {max_minutes}")
 
