@@ -9,6 +9,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _auto_precision_is_fp32(request, monkeypatch):
+    """--precision auto (the default) picks bf16 on a CPU with native bf16: the suite would train
+    in bf16 on such a machine and in fp32 elsewhere. Pin it to this machine-independent answer
+    (in-process runs); tests of the detection itself are marked `real_cpu`."""
+    if request.node.get_closest_marker("real_cpu") is None:
+        monkeypatch.setattr("fpt.runtime.native_bf16", lambda: False)
+
+
 def tiny_config(family: str):
     from transformers import BertConfig, GPT2Config, LlamaConfig
 

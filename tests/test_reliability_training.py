@@ -133,6 +133,7 @@ def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_g
     assert "emulated" in runtime.bf16_note()
 
 
+@pytest.mark.real_cpu
 def test_bf16_detection_reads_the_cpu_flags():
     import fpt.runtime as runtime
 
