@@ -69,7 +69,7 @@ def worker(task_name: str, data_dir: str | None) -> dict:
     from fpt.training import Trainer, build_model, build_task, evaluate
 
     options = {"data_dir": data_dir} if data_dir else {}
-    config = TrainConfig(task=task_name, task_options=options)
+    config = TrainConfig(task=task_name, task_options=options, precision="fp32")  # the table measures fp32
     config.validate()
     configure_process(config.threads, config.precision)
     task = build_task(config)
