@@ -64,6 +64,7 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     assert main(["info", "--backbone", tiny_gpt2, *TINY_TASK]) == 0
     table = capsys.readouterr().out
     assert "attention" in table and "frozen" in table and "trained" in table
+    assert "precision fp32 (--precision auto's pick" in table  # the conftest's CPU has no native bf16
 
 
 def test_the_progress_bar_is_drawn_only_on_a_terminal_unless_asked(tiny_gpt2, tmp_path, capsys):

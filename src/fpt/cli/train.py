@@ -159,7 +159,8 @@ def cmd_info(args: argparse.Namespace) -> None:
     from fpt.training import build
 
     config = _config_from_args(args)
-    _, model = build(config)
+    asked = config.precision
+    _, model = build(config)  # resolves --precision auto
     if config.model != "fpt":
         print(f"model {config.model} (every parameter trained), task {config.task}")
     else:
@@ -172,4 +173,5 @@ def cmd_info(args: argparse.Namespace) -> None:
 
             print(describe_body(config.body, model.backbone, model.backbone_info.positions))
     print(format_group_table(model.group_rows))
+    print(f"precision {config.precision}" + (" (--precision auto's pick on this machine)" if asked == "auto" else ""))
     print(bf16_note())
