@@ -11,8 +11,10 @@ SOURCE = Path(fpt.__file__).parent
 
 # Each part of the package and its level: a module imports only its own part or a lower level.
 LEVELS = {
-    "errors": -1,  # the one error type, below everything: even paths raises it
-    "paths": 0,
+    "errors": -1,  # the one error type, below everything
+    "paths": 0,  # imports nothing of fpt (read_json_object, which raises, lives in jsonfile)
+    "jsonfile": 0,  # read_json_object: a JSON file read back, or one line naming the fix
+    "taskspec": 0,  # TaskSpec, the task/model contract, below tasks/ so models need not import tasks
     "runtime": 0,
     "scores": 0,
     "data": 1,
@@ -22,7 +24,8 @@ LEVELS = {
     "tasks": 3,
     "backbones": 3,
     "policy": 3,
-    "model": 4,
+    "heads": 4,  # InputEmbedder, OutputHead, TrainableModel: what every model shares
+    "model": 5,
     "baselines": 5,
     "evaluation": 5,
     "config": 6,
@@ -181,8 +184,8 @@ def _longest_chain() -> list[str]:
 
 
 def test_the_longest_import_chain_stays_short():
-    """Each level a reader climbs through to follow a call; no more than today's (issue 30 asks for 8)."""
-    assert len(_longest_chain()) <= 10, _longest_chain()
+    """Each level a reader climbs through to follow a call: issue 30's bound (10 before it)."""
+    assert len(_longest_chain()) <= 8, _longest_chain()
 
 
 def _lines_of_functions() -> dict[str, int]:

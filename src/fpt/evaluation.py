@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from fpt.distributed import SINGLE, World
-from fpt.model import TrainableModel
+from fpt.heads import TrainableModel
 from fpt.tasks import Task
 from fpt.tasks.base import Batch
 from fpt.tasks.bucketing import LengthBucketedTask

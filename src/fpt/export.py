@@ -30,6 +30,7 @@ from torch import nn
 from fpt.backbones.surgery import attention_switch, compute_dtype, is_norm
 from fpt.backbones.vit import ViTBody
 from fpt.errors import FptError, require
+from fpt.jsonfile import read_json_object
 from fpt.model import (
     FrozenPretrainedTransformer,
     InputEmbedder,
@@ -39,7 +40,7 @@ from fpt.model import (
     task_spec,
     transformer_forward,
 )
-from fpt.paths import atomic_write, read_json_object, remove_stale_temporaries, temporary_name, write_json
+from fpt.paths import atomic_write, remove_stale_temporaries, temporary_name, write_json
 from fpt.runs import RunDir
 from fpt.scores import reported
 from fpt.training import load_run

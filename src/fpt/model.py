@@ -1,5 +1,5 @@
-"""FrozenPretrainedTransformer = input embedder + backbone body + output head; and the
-TrainableModel protocol every model the trainer takes provides.
+"""FrozenPretrainedTransformer = input embedder + backbone body + output head (the ends and the
+TrainableModel protocol live in fpt.heads and are importable here too).
 
 A model saves itself whole as Hugging Face does (`save_pretrained`: config.json with the
 backbone's own config and fpt's settings under "fpt", model.safetensors with every weight) and
@@ -11,153 +11,32 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from fpt.backbones import Backbone, backbone_from_config
 from fpt.backbones.controls import BACKBONE, ControlBody, control_groups
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.errors import FptError
-from fpt.paths import atomic_write, read_json_object, write_json
-from fpt.policy import GroupRow, apply_policy, classify_backbone, parse_policy
-from fpt.tasks.base import TaskSpec
+from fpt.heads import (  # noqa: F401  (the ends and the protocol, importable here as before)
+    POOLINGS,
+    InputEmbedder,
+    OutputHead,
+    TrainableModel,
+    WindowScale,
+    check_pooling,
+    default_pooling,
+    patches,
+)
+from fpt.jsonfile import read_json_object
+from fpt.paths import atomic_write, write_json
+from fpt.policy import apply_policy, classify_backbone, parse_policy
+from fpt.taskspec import TaskSpec
 
-POOLINGS = ("last", "mean", "flatten")
 PRETRAINED_FORMAT = "fpt-pretrained-1"
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"  # Hugging Face's names
-
-
-class InputEmbedder(nn.Module):
-    """Turns task inputs into backbone-sized vectors: a linear patch layer or a token table.
-
-    The linear layer follows the paper: orthogonal init with gain 1.41, zero bias. An optional
-    learned position table serves backbones without one of their own (RoPE). A series task's raw
-    windows are cut into overlapping patches here (`patches`), so that a model takes windows as
-    they are and its users never patch by hand.
-    """
-
-    def __init__(self, spec: TaskSpec, hidden_size: int, dropout: float = 0.1, extra_positions: bool = False):
-        super().__init__()
-        if spec.vocab_size is not None:
-            # Small, like the pretrained tables (std 0.02): an N(0, 1) table would drown the
-            # backbone's position embeddings, and tasks like XOR need to know where each bit is.
-            self.tokens = nn.Embedding(spec.vocab_size, hidden_size)
-            nn.init.normal_(self.tokens.weight, std=0.02)
-        else:
-            self.linear = nn.Linear(spec.input_dim, hidden_size)
-            nn.init.orthogonal_(self.linear.weight, gain=1.41)
-            nn.init.zeros_(self.linear.bias)
-        self.positions = nn.Embedding(spec.seq_len, hidden_size) if extra_positions else None
-        if self.positions is not None:
-            nn.init.normal_(self.positions.weight, std=0.02)
-        self.dropout = nn.Dropout(dropout)
-        self.patch_stride = spec.patch_stride
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.patch_stride is not None:
-            x = patches(x, self.linear.in_features, self.patch_stride)
-        h = self.tokens(x) if hasattr(self, "tokens") else self.linear(x)
-        if self.positions is not None:
-            h = h + self.positions.weight[: h.shape[1]]
-        return self.dropout(h)
-
-
-def patches(x: torch.Tensor, size: int, stride: int) -> torch.Tensor:
-    """Windows (B, T) -> patches (B, series_tokens(T, size, stride), size): every `size` steps
-    `stride` apart, the window first extended by `stride` copies of its last value so that its
-    end is a patch too (One Fits All's and PatchTST's ReplicationPad1d)."""
-    padded = F.pad(x.unsqueeze(1), (0, stride), mode="replicate").squeeze(1)
-    return padded.unfold(-1, size, stride)
-
-
-class WindowScale:
-    """Per-window normalisation (RevIN without its learned affine, as One Fits All uses it): each
-    input window to mean 0 and std 1, and the model's outputs mapped back to the window's scale,
-    so that a series' level and spread need not be learned by the few trained weights."""
-
-    EPS = 1e-5  # One Fits All's: a flat window divides by sqrt(1e-5), not by 0
-
-    def __init__(self, x: torch.Tensor):
-        self.mean = x.mean(dim=1, keepdim=True).detach()
-        self.std = torch.sqrt(x.var(dim=1, keepdim=True, unbiased=False) + self.EPS).detach()
-
-    def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) / self.std
-
-    def restore(self, outputs: torch.Tensor) -> torch.Tensor:
-        """Outputs (B, num_outputs, 1) in the window's own units."""
-        return outputs * self.std.unsqueeze(-1) + self.mean.unsqueeze(-1)
-
-
-def default_pooling(spec: TaskSpec) -> str:
-    """The head a task gets when --pooling is not given: a forecast reads every token (flattened,
-    as One Fits All and PatchTST do), everything else the paper's last token(s)."""
-    return "flatten" if spec.regression and spec.patch_stride is not None else "last"
-
-
-class OutputHead(nn.Module):
-    """A linear layer on the last k real tokens (the paper's), on the masked mean of all tokens, or
-    on all tokens' states side by side ("flatten": a forecast's horizon reads the whole window)."""
-
-    def __init__(self, spec: TaskSpec, hidden_size: int, pooling: str = "last"):
-        super().__init__()
-        check_pooling(pooling)
-        if pooling == "mean" and spec.last_k != 1:
-            raise FptError(
-                "--pooling mean gives one vector; this task predicts from several tokens, use --pooling last"
-            )
-        self.spec, self.pooling = spec, pooling
-        if pooling == "flatten":
-            self.linear = nn.Linear(spec.seq_len * hidden_size, spec.num_outputs * spec.num_classes)
-        else:
-            self.linear = nn.Linear(hidden_size, spec.outputs_per_token * spec.num_classes)
-
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        batch, length, _ = hidden.shape
-        if self.pooling == "flatten":  # padded tokens count as zeros, and a short batch is padded out
-            if mask is not None:
-                hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)
-            picked = F.pad(hidden, (0, 0, 0, self.spec.seq_len - length)).reshape(batch, 1, -1)
-        elif self.pooling == "mean":
-            weights = (
-                torch.ones(batch, length, 1, dtype=hidden.dtype, device=hidden.device)
-                if mask is None
-                else mask.unsqueeze(-1).to(hidden.dtype)
-            )
-            picked = (hidden * weights).sum(1, keepdim=True) / weights.sum(1, keepdim=True).clamp_min(1)
-        elif mask is None:
-            picked = hidden[:, length - self.spec.last_k :]
-        else:  # right padding: the last k real tokens end at each sequence's own length
-            ends = mask.sum(1, keepdim=True)
-            index = (ends - self.spec.last_k + torch.arange(self.spec.last_k, device=hidden.device)).clamp_min(0)
-            picked = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-        logits = self.linear(picked)
-        return logits.reshape(batch, self.spec.num_outputs, self.spec.num_classes)
-
-
-def check_pooling(pooling: str | None) -> str | None:
-    """The one lookup of --pooling (None: the task's default, `default_pooling`)."""
-    if pooling is not None and pooling not in POOLINGS:
-        raise FptError(f"unknown --pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
-    return pooling
-
-
-@runtime_checkable
-class TrainableModel(Protocol):
-    """What the trainer, checkpoints and reports need of a model; the frozen transformer and the
-    fully trained baselines (fpt.baselines) both provide it."""
-
-    weights_name: str  # the backbone (or baseline) a checkpoint is bound to
-    weights_hash: str  # identity of the frozen (or initial) weights
-    group_rows: list[GroupRow]  # parameter counts per group, trained or frozen, for `fpt info`
-    extended_positions: tuple[int, int] | None  # (rows published, rows used) if positions grew
-
-    def trainable_state(self) -> dict[str, torch.Tensor]: ...
-
-    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor: ...
 
 
 class FrozenPretrainedTransformer(nn.Module):

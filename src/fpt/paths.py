@@ -6,8 +6,9 @@
   goes to a temporary name beside the target and is renamed over it, so a killed process never
   leaves half a file; the temporary name is per process, and removed if writing fails
   (`remove_stale_temporaries` removes those of writers killed outright).
-- `read_json_object(path, ...)`: every JSON file fpt reads back (a run's config and summary, an
-  export's settings); a missing or damaged one is one line naming the fix.
+- `write_json(path, data)`: every JSON file fpt writes; `fpt.jsonfile.read_json_object` reads one back.
+
+Nothing here raises FptError (it imports no other fpt module): the bottom of the package.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import os
 import uuid
 from pathlib import Path
 from typing import Callable
-
-from fpt.errors import FptError
 
 
 def cache_dir() -> Path:
@@ -82,28 +81,11 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
 
 
 def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically (`atomic_write`): a reader sees the old file or the whole new one."""
     return atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def write_json(path: str | Path, data) -> Path:
+    """Write `data` to `path` atomically as sorted, indented JSON; NaN or infinity is refused (ValueError)."""
     # allow_nan=False: bare NaN or Infinity is not JSON, and other tools would refuse the file
     return write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
-
-
-def read_json_object(
-    path: str | Path, made_by: str | None = None, *, missing: str | None = None, damaged: str | None = None
-) -> dict:
-    """The JSON object in `path`; a missing or damaged file is one line naming the fix: to write it
-    (again) with `made_by`, the command that writes it, or else the `missing` and `damaged` texts."""
-    path = Path(path)
-    missing = missing or f"write it with `{made_by}`"
-    damaged = damaged or f"write it again with `{made_by}`"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FptError(f"{path} is missing; {missing}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FptError(f"{path} is not valid JSON ({exc}); {damaged}") from None
-    if not isinstance(data, dict):
-        raise FptError(f"{path} holds a {type(data).__name__}, not a JSON object; {damaged}")
-    return data

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from fpt.errors import FptError, check_type
-from fpt.paths import read_json_object, remove_stale_temporaries, write_json, write_text
+from fpt.jsonfile import read_json_object
+from fpt.paths import remove_stale_temporaries, write_json, write_text
 from fpt.scores import REGRESSION_METRICS, is_regression
 
 try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fpt.model import InputEmbedder, OutputHead
-from fpt.tasks.base import TaskSpec
+from fpt.heads import InputEmbedder, OutputHead
+from fpt.taskspec import TaskSpec
 
 
 class LSTMClassifier(nn.Module):

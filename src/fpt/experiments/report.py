@@ -165,7 +165,7 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
 
 
 def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
-    from fpt.paths import read_json_object
+    from fpt.jsonfile import read_json_object
 
     spec = read_json_object(sweep_dir / "spec.json", "fpt sweep") if (sweep_dir / "spec.json").exists() else {}
     title = f"fpt sweep: {spec.get('name', sweep_dir.name)}"

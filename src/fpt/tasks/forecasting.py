@@ -14,7 +14,7 @@ Autoformer, DLinear, PatchTST, One Fits All): `--task ett:ETTh1` (or ETTh2) and
 - Channel independence: each channel of each window is one example through the shared model
   (7 examples per ETTh window). Examples are ordered window by window, channels within.
 - The model patches each window (16 steps, stride 8, configurable) and normalises it per window
-  (fpt.model.WindowScale); the head reads every token (fpt.model.default_pooling).
+  (fpt.heads.WindowScale); the head reads every token (fpt.heads.default_pooling).
 
 Training batches follow one seeded permutation of the (window, channel) examples per epoch, so a
 batch depends on (seed, step) alone and a resumed run sees the batches it would have seen.
