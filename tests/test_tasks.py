@@ -1,8 +1,12 @@
+import inspect
+import typing
+
 import pytest
 import torch
 
 from fpt.errors import FptError
-from fpt.tasks import create_task
+from fpt.tasks import TASK_OPTIONS, create_task, list_tasks, register_task
+from fpt.tasks.registry import NOT_OPTIONS, OPTION_HELP, factory_option_types, task_factory
 
 
 def test_bit_memory_matches_the_paper():
@@ -75,3 +79,54 @@ def test_bad_task_options(options, message):
 def test_unknown_task():
     with pytest.raises(FptError, match="bit-xor"):
         create_task("bit-nand")
+
+
+def _annotated_type(factory, key):
+    """The option type a factory's parameter declares, read independently of the registry: its
+    annotation with None taken out."""
+    hints = typing.get_type_hints(factory.__init__ if isinstance(factory, type) else factory)
+    kinds = [t for t in (typing.get_args(hints[key]) or (hints[key],)) if t is not type(None)]
+    assert len(kinds) == 1, (factory, key, hints[key])
+    return kinds[0]
+
+
+def test_task_options_are_the_factories_parameters_with_their_types_and_one_help():
+    seen = {}
+    for name in list_tasks():
+        factory = task_factory(name)
+        for key in inspect.signature(factory).parameters:
+            if key in NOT_OPTIONS:
+                assert key not in TASK_OPTIONS
+                continue
+            kind = _annotated_type(factory, key)
+            assert TASK_OPTIONS[key][0] is kind, f"{name}: {key} is {kind}, TASK_OPTIONS says {TASK_OPTIONS[key][0]}"
+            assert seen.setdefault(key, kind) is kind, f"{key}: two types across tasks"
+            assert TASK_OPTIONS[key][1] == OPTION_HELP[key], f"{key} has no help in OPTION_HELP"
+    assert set(TASK_OPTIONS) == set(seen) and set(OPTION_HELP) == set(seen)  # no stale help either
+    assert list(TASK_OPTIONS) == list(OPTION_HELP)  # --help lists them in the order written
+
+
+def test_an_option_a_factory_gains_is_typed_by_its_annotation():
+    def shuffled(path: str, n_bits: int = 4, seed: int | None = None, fraction: float = 0.5, name: str = "x"):
+        raise AssertionError("not called")
+
+    assert factory_option_types("shuffled", shuffled) == {"n_bits": int, "seed": int, "fraction": float, "name": str}
+
+
+@pytest.mark.parametrize("annotation", ["int | str", "list", "None"])
+def test_an_option_the_command_line_cannot_parse_is_refused(annotation):
+    namespace = {}
+    exec(f"def odd(option: {annotation} = None): pass", namespace)
+    with pytest.raises(FptError, match="task 'odd': option 'option' is annotated"):
+        factory_option_types("odd", namespace["odd"])
+
+
+def test_one_option_given_two_types_is_refused_before_the_task_is_registered():
+    before = dict(TASK_OPTIONS)
+
+    def clash(n_bits: str = "many", brand_new: int = 1):
+        raise AssertionError("not called")
+
+    with pytest.raises(FptError, match="option 'n_bits' the type str, task 'bit-memory' int"):
+        register_task("clash")(clash)
+    assert "clash" not in list_tasks() and TASK_OPTIONS == before  # nothing half-registered

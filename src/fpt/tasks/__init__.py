@@ -9,6 +9,7 @@ from fpt.tasks.registry import (
     create_task,
     list_tasks,
     register_task,
+    task_factory,
     task_option_types,
     task_options,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "create_task",
     "list_tasks",
     "register_task",
+    "task_factory",
     "task_option_types",
     "task_options",
 ]

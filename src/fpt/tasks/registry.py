@@ -1,9 +1,11 @@
 """The task registry: `@register_task(name)`, `create_task(name, **options)`, `list_tasks()`, and
-the task options the CLI and sweeps expose."""
+the task options the CLI and sweeps expose (`TASK_OPTIONS`: each option's type read from the
+factories' signatures, its help written once in `OPTION_HELP`)."""
 
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Callable
 
 from fpt.errors import FptError, check_type
@@ -11,37 +13,80 @@ from fpt.tasks.base import Task
 
 _TASKS: dict[str, Callable[..., Task]] = {}
 
-# The task options the CLI and sweeps expose: name -> (type, help). Only those given are passed,
-# so each task keeps its own defaults; a task refuses options it does not take (`task_options`).
-TASK_OPTIONS: dict[str, tuple[type, str]] = {
-    "n_bits": (int, "bit tasks: bits per string"),
-    "n_strings": (int, "bit-memory: strings to memorise"),
-    "patch_size": (int, "values (bits, pixels, time steps) per token"),
-    "mask_prob": (float, "bit-memory: share of bits masked in the query"),
-    "eval_size": (int, "generated tasks: held-out examples"),
-    "data_dir": (str, "folder holding the task's files (default: the fpt cache)"),
-    "protocol": (str, "listops: lra | paper; cifar10-lra: paper | lra"),
-    "max_len": (int, "longest sequence kept; longer ones are cut and counted"),
-    "augment": (
-        bool,
-        "image augmentation on training batches (cifar10: on by default, the paper's; "
-        "mnist: shifts; fashion-mnist: shifts and mirroring)",
-    ),
-    "test_path": (str, "npz: a second file used as the test split"),
-    "heldout_fraction": (float, "npz without --test-path: share of the file held out"),
-    "dataset": (str, "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2"),
-    "znorm": (bool, "ucr: z-normalise each series per channel"),
-    "lookback": (int, "forecasts: time steps of input (ETTh: 336, One Fits All's)"),
-    "horizon": (int, "forecasts: time steps predicted (the published tables: 96, 192, 336, 720)"),
-    "patch_stride": (int, "forecasts: time steps between the starts of two patches (default 8)"),
-    "date_column": (str, "forecast:FILE.csv: the column of dates (default: one named date, else the first)"),
-    "columns": (str, "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)"),
-    "val_size": (
-        int,
-        "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
-        "and evaluate on it while training (choose settings there, not on test)",
-    ),
+# The help of each task option the CLI and sweeps expose, written once; an option's type comes from
+# the registered factories' signatures (`register_task`), so an option a factory gains needs no line
+# in a table to be offered (only its help here: `tests/test_tasks.py` asks for one).
+OPTION_HELP: dict[str, str] = {
+    "n_bits": "bit tasks: bits per string",
+    "n_strings": "bit-memory: strings to memorise",
+    "patch_size": "values (bits, pixels, time steps) per token",
+    "mask_prob": "bit-memory: share of bits masked in the query",
+    "eval_size": "generated tasks: held-out examples",
+    "data_dir": "folder holding the task's files (default: the fpt cache)",
+    "protocol": "listops: lra | paper; cifar10-lra: paper | lra",
+    "max_len": "longest sequence kept; longer ones are cut and counted",
+    "augment": "image augmentation on training batches (cifar10: on by default, the paper's; "
+    "mnist: shifts; fashion-mnist: shifts and mirroring)",
+    "test_path": "npz: a second file used as the test split",
+    "heldout_fraction": "npz without --test-path: share of the file held out",
+    "dataset": "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2",
+    "znorm": "ucr: z-normalise each series per channel",
+    "lookback": "forecasts: time steps of input (ETTh: 336, One Fits All's)",
+    "horizon": "forecasts: time steps predicted (the published tables: 96, 192, 336, 720)",
+    "patch_stride": "forecasts: time steps between the starts of two patches (default 8)",
+    "date_column": "forecast:FILE.csv: the column of dates (default: one named date, else the first)",
+    "columns": "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)",
+    "val_size": "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
+    "and evaluate on it while training (choose settings there, not on test)",
 }
+
+# Factory parameters that are not options: given in the task's name, or pinned by the task itself.
+NOT_OPTIONS = frozenset({"path", "sha256"})  # npz:PATH, forecast:PATH; a forecast's file hash
+
+# The task options the CLI and sweeps expose: name -> (type, help), filled by `register_task` from
+# each factory's parameters. Only those given are passed, so each task keeps its own defaults; a
+# task refuses options it does not take (`task_options`).
+TASK_OPTIONS: dict[str, tuple[type, str]] = {}
+_OPTION_TYPES = (bool, int, float, str)  # what a command line and a config.json can give
+_OWNERS: dict[str, str] = {}  # option -> the first task that declared it (for a conflict's message)
+
+
+def factory_option_types(name: str, factory: Callable) -> dict[str, type]:
+    """Option -> type from a task factory's (or task class's) signature: each annotation with None
+    taken out (`int | None` is int: None leaves the choice to the task). An option without a single
+    plain type is refused in one line, as the CLI could not parse it."""
+    types = {}
+    for key, parameter in inspect.signature(factory, eval_str=True).parameters.items():
+        if key in NOT_OPTIONS:
+            continue
+        annotation = parameter.annotation
+        kinds = [t for t in (typing.get_args(annotation) or (annotation,)) if t is not type(None)]
+        if len(kinds) != 1 or kinds[0] not in _OPTION_TYPES:
+            raise FptError(
+                f"task {name!r}: option {key!r} is annotated {annotation!r}; annotate it with one of "
+                "bool, int, float, str (or that | None)"
+            )
+        types[key] = kinds[0]
+    return types
+
+
+def _add_options(name: str, factory: Callable) -> None:
+    """Add a factory's options to TASK_OPTIONS (in OPTION_HELP's order), refusing one that another
+    task gives another type, before anything is registered."""
+    types = factory_option_types(name, factory)
+    for key, kind in types.items():
+        if key in TASK_OPTIONS and TASK_OPTIONS[key][0] is not kind:
+            raise FptError(
+                f"task {name!r} gives option {key!r} the type {kind.__name__}, task {_OWNERS[key]!r} "
+                f"{TASK_OPTIONS[key][0].__name__}; one option has one type: rename one of them"
+            )
+    for key, kind in types.items():
+        _OWNERS.setdefault(key, name)
+        TASK_OPTIONS[key] = (kind, OPTION_HELP.get(key, f"{name}: see the task's docstring"))
+    order = {key: i for i, key in enumerate(OPTION_HELP)}
+    ordered = sorted(TASK_OPTIONS.items(), key=lambda item: order.get(item[0], len(order)))
+    TASK_OPTIONS.clear()  # the same dict, in place: the CLI and config import it by name
+    TASK_OPTIONS.update(ordered)
 
 
 def task_option_types(key: str) -> tuple[type, ...]:
@@ -60,13 +105,22 @@ def check_task_option_types(options: dict, where: str) -> None:
 
 
 def register_task(name: str):
-    """Class or factory decorator: make a task available under `name`."""
+    """Class or factory decorator: make a task available under `name`; its parameters (but `path`
+    and `sha256`) become task options, typed by their annotations (`factory_option_types`)."""
 
     def wrap(factory):
+        _add_options(name, factory)
         _TASKS[name] = factory
         return factory
 
     return wrap
+
+
+def task_factory(name: str) -> Callable[..., Task]:
+    """The factory (function or Task class) registered under `name`, as `create_task` calls it."""
+    if name not in _TASKS:
+        raise FptError(f"unknown task {name!r}; choose one of {', '.join(list_tasks())}")
+    return _TASKS[name]
 
 
 def list_tasks() -> list[str]:
