@@ -63,6 +63,9 @@ Source = Callable[[Path], None]  # fills an empty staging folder, or raises Sour
 
 @dataclass(frozen=True)
 class Dataset:
+    """How `fpt data get NAME` obtains one dataset: the sources tried in order, the reader that checks what arrived,
+    and the by-hand instructions when every source fails."""
+
     sources: tuple[tuple[str, Source], ...]  # (label for messages, fetcher), in order of preference
     verify: Callable[[Path], object]  # loads the data with fpt's reader; raises FptError if broken
     by_hand: Callable[[Path], str]  # what a user does when no source works, given the destination
@@ -265,6 +268,7 @@ DATASETS: dict[str, Dataset] = {
 
 
 def list_datasets() -> list[str]:
+    """The names `fpt data get` accepts, sorted."""
     return sorted(DATASETS)
 
 

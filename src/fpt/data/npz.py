@@ -19,6 +19,8 @@ _SAVE_HINT = "save with np.savez(path, x=..., y=..., mask=...)"
 
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the .npz file at `path`, by name, read without unpickling; a missing, unreadable or object-array
+    file is one line naming how to save it."""
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):

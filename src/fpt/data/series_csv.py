@@ -31,6 +31,9 @@ EPOCH, SECOND = datetime(1970, 1, 1), timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class SeriesTable:
+    """A CSV read by `read_series_csv`: its dates, its numeric columns as a (T, C) array, their names and the file
+    read."""
+
     dates: np.ndarray  # datetime64[s], strictly increasing
     values: np.ndarray  # float64 (T, C), finite
     columns: list[str]  # the C numeric column names, in file order

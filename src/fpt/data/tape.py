@@ -79,6 +79,8 @@ def read_tape_json(path: str | Path) -> list[dict[str, Any]]:
 
 
 def records_to_sequences(records: list[Any], path: Path) -> tuple[list[str], np.ndarray]:
+    """TAPE records -> (amino-acid strings, fold labels as int64), each record checked: a dict with a string `primary`
+    and a `fold_label` in 0..N_FOLDS-1 (and a `protein_length`, if any, equal to its length)."""
     sequences: list[str] = []
     labels: list[int] = []
     for i, record in enumerate(records):

@@ -61,6 +61,9 @@ def ucr_datasets() -> list[str]:
 
 
 def ucr_split_files(dataset: str, data_dir: str | None) -> tuple[Path, Path]:
+    """The (TRAIN, TEST) .ts files of UCR/UEA set `dataset`: under `data_dir` (DIR/NAME/ or DIR itself) if given, else
+    sktime's bundled copy (names matched case-insensitively); a set found nowhere is one line saying where to get
+    it."""
     if data_dir is not None:
         folder = user_path(data_dir)
         for where in (folder / dataset, folder):  # DIR/NAME/NAME_TRAIN.ts, or DIR is NAME's own folder
