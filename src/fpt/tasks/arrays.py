@@ -32,11 +32,13 @@ class Split:
 
     @classmethod
     def from_numpy(cls, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> "Split":
+        """A split from numpy rows, labels as int64 and, given a mask, each row's length (its count of real tokens)."""
         lengths = None if mask is None else torch.from_numpy(mask.sum(1).astype(np.int64))
         return cls(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64)), lengths)
 
 
 def check_labels(split: Split, num_classes: int, where: str) -> None:
+    """Refuse, in one line naming `where`, labels outside 0..num_classes-1."""
     if len(split) and (split.y.min() < 0 or split.y.max() >= num_classes):
         raise FptError(f"{where}: labels must lie in 0..{num_classes - 1}, found {split.y.min()}..{split.y.max()}")
 
@@ -55,10 +57,12 @@ class ArrayTask(Task):
 
     @property
     def spec(self) -> TaskSpec:
+        """The task's TaskSpec; setting it checks every split's rows against its seq_len."""
         return self._spec
 
     @spec.setter
     def spec(self, spec: TaskSpec) -> None:
+        """Set the spec; a split already made is checked against its seq_len at once."""
         self._spec = spec
         if hasattr(self, "train"):  # a task may set its spec before its splits, or after
             self._check_row_lengths()
@@ -77,6 +81,7 @@ class ArrayTask(Task):
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
+        """The names of the held-out splits, in the order the task made them."""
         return tuple(self.evals)
 
     def keep_training_share(self, fraction: float) -> None:
@@ -103,6 +108,7 @@ class ArrayTask(Task):
 
     @property
     def variable_length(self) -> bool:
+        """True where rows have lengths (padded and masked), so batches are cut to their longest row."""
         return self.train.lengths is not None
 
     def stream(self, start: int, count: int, seed: int) -> torch.Tensor:
@@ -127,16 +133,19 @@ class ArrayTask(Task):
         return Batch(self.prepare(x, gen), split.y[index].unsqueeze(1), mask)
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
+        """Batch `step` of the seeded example stream (`stream`); any augmentation is seeded by the step too."""
         index = self.stream(step * batch_size, batch_size, seed)
         return self.make_batch(self.train, index, step_generator(seed, step))
 
     def eval_split_data(self, split: str | None = None) -> Split:
+        """The stored split `split` (default `eval_split`); an unknown name is one line listing the task's splits."""
         name = split or self.eval_split
         if name not in self.evals:
             raise FptError(f"task {self.name!r} has no split {name!r}; it has {', '.join(self.evals)}")
         return self.evals[name]
 
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        """The split's rows in stored order, `batch_size` at a time, never augmented."""
         data = self.eval_split_data(split)
         for start in range(0, len(data), batch_size):
             yield self.make_batch(data, torch.arange(start, min(start + batch_size, len(data))), None)

@@ -34,6 +34,7 @@ class Batch:
         return Batch(self.x.to(device), self.y.to(device), mask)
 
     def slice(self, start: int, stop: int) -> "Batch":
+        """Examples [start, stop) of the batch (their mask too), as a new Batch sharing storage."""
         mask = None if self.mask is None else self.mask[start:stop]
         return Batch(self.x[start:stop], self.y[start:stop], mask)
 

@@ -17,6 +17,7 @@ from fpt.tasks.base import Batch, Task, step_generator
 
 
 def check_bucket_window(window: int | None) -> None:
+    """Refuse, in one line, a --bucket-window below 1 (None: no bucketing)."""
     if window is not None and window < 1:
         raise FptError(f"--bucket-window must be at least 1, got {window}")
 
@@ -44,10 +45,12 @@ class LengthBucketedTask(Task):
 
     @property
     def variable_length(self) -> bool:
+        """Always True: only variable-length tasks are bucketed."""
         return True
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
+        """The wrapped task's splits."""
         return self.inner.eval_splits
 
     def _window_batches(self, window: int, batch_size: int, seed: int) -> list[torch.Tensor]:
@@ -63,11 +66,14 @@ class LengthBucketedTask(Task):
         return self._cache[1]
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
+        """Batch `step`: its place in its window's length-sorted, seeded batch order; the same examples per window as
+        without bucketing."""
         window, position = divmod(step, self.window)
         index = self._window_batches(window, batch_size, seed)[position]
         return self.inner.make_batch(self.inner.train, index, step_generator(seed, step))
 
     def eval_order(self, split: str | None = None) -> torch.Tensor:
+        """The split's example indices, shortest row first (stable, so ties keep their stored order)."""
         return torch.sort(self.inner.eval_split_data(split).lengths, stable=True).indices
 
     def indexed_eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[tuple[torch.Tensor, Batch]]:
@@ -77,5 +83,6 @@ class LengthBucketedTask(Task):
             yield index, self.inner.make_batch(data, index, None)
 
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        """The split's batches shortest first (`indexed_eval_batches` without the indices)."""
         for _, batch in self.indexed_eval_batches(batch_size, split):
             yield batch

@@ -58,10 +58,12 @@ class Windows:
 
     @property
     def channels(self) -> int:
+        """Channels (C) of the series: each window gives one example per channel."""
         return self.series.shape[0]
 
     @property
     def windows(self) -> int:
+        """Windows of lookback + horizon rows that fit in the split's rows."""
         return self.series.shape[1] - self.lookback - self.horizon + 1
 
     def __len__(self) -> int:
@@ -100,6 +102,8 @@ class ForecastTask(ArrayTask):
         return {"sha256": self.notes["sha256"]}
 
     def make_batch(self, split: Windows, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
+        """Examples `index` of `split` as a Batch: look-back windows in x, the next `horizon` values in y (no mask;
+        `gen` unused: no augmentation)."""
         x, y = split.examples(index)
         return Batch(x, y)
 
@@ -126,6 +130,8 @@ class ForecastTask(ArrayTask):
 
 
 def check_window_options(lookback: int, horizon: int, patch_size: int, patch_stride: int) -> None:
+    """Refuse, in one line, a look-back, horizon, patch size or stride that is not a whole number of at least 1, or a
+    patch longer than the look-back."""
     for key, value in {
         "lookback": lookback,
         "horizon": horizon,
@@ -156,6 +162,7 @@ def split_rows(rows: int, lookback: int, ett: bool) -> dict[str, tuple[int, int]
 
 
 def file_digest(path: Path) -> str:
+    """The sha256 of the file's bytes, hex: what a run pins so that a changed file is noticed (`check_unchanged`)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

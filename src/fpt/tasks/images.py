@@ -116,6 +116,8 @@ class ImageTask(ArrayTask):
             self.spec = TaskSpec(seq_len=tokens, num_classes=10, input_dim=patch_size * patch_size * channels)
 
     def prepare(self, x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+        """Stored uint8 images -> model inputs: 8-bit gray pixel tokens (LRA), or pixels scaled to [0, 1], augmented on
+        training batches, made gray where asked, normalised and cut into flattened patches."""
         if self.pixel_tokens:
             return to_gray_uint8(x).reshape(len(x), -1).long()
         images = x.permute(0, 3, 1, 2).float() / 255.0

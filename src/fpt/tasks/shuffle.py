@@ -63,16 +63,21 @@ class ShuffledTask(Task):
 
     @property
     def variable_length(self) -> bool:
+        """As the wrapped task."""
         return self.inner.variable_length
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
+        """The wrapped task's splits."""
         return self.inner.eval_splits
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
+        """Refused: a shuffled task only scores a trained model."""
         raise FptError("a shuffled task is for evaluation only; train on the task itself")
 
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        """The wrapped task's batches in split order, each row's real tokens permuted by a seed and its index in the
+        split, so every example's shuffle is the same whatever the batch size."""
         first = 0
         for batch in self.inner.eval_batches(batch_size, split):
             yield Batch(shuffle_rows(batch.x, batch.mask, self.seed, first), batch.y, batch.mask)
