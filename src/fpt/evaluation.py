@@ -17,6 +17,7 @@ from fpt.tasks.bucketing import LengthBucketedTask
 
 
 def device_of(model) -> torch.device:
+    """The device a model's parameters are on (the CPU for a model without parameters): where its batches go."""
     parameter = next(model.parameters(), None)  # None: a model without parameters (NaiveForecast) runs on the CPU
     return torch.device("cpu") if parameter is None else parameter.device
 

@@ -49,6 +49,8 @@ class InputEmbedder(nn.Module):
         self.patch_stride = spec.patch_stride
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Task inputs -> (B, L, hidden) vectors: windows patched first, tokens looked up or vectors projected,
+        positions added if the embedder has its own, then dropout."""
         if self.patch_stride is not None:
             x = patches(x, self.linear.in_features, self.patch_stride)
         h = self.tokens(x) if hasattr(self, "tokens") else self.linear(x)
@@ -77,6 +79,7 @@ class WindowScale:
         self.std = torch.sqrt(x.var(dim=1, keepdim=True, unbiased=False) + self.EPS).detach()
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """Each input window at mean 0 and std 1, by the statistics taken at construction."""
         return (x - self.mean) / self.std
 
     def restore(self, outputs: torch.Tensor) -> torch.Tensor:
@@ -108,6 +111,8 @@ class OutputHead(nn.Module):
             self.linear = nn.Linear(hidden_size, spec.outputs_per_token * spec.num_classes)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Hidden states (B, L, hidden) and the padding mask -> logits (B, num_outputs, num_classes), read by the
+        head's pooling."""
         batch, length, _ = hidden.shape
         if self.pooling == "flatten":  # padded tokens count as zeros, and a short batch is padded out
             if mask is not None:
@@ -147,6 +152,7 @@ class TrainableModel(Protocol):
     group_rows: list[GroupRow]  # parameter counts per group, trained or frozen, for `fpt info`
     extended_positions: tuple[int, int] | None  # (rows published, rows used) if positions grew
 
-    def trainable_state(self) -> dict[str, torch.Tensor]: ...
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """The tensors training changes, by parameter name: what a checkpoint saves and loads."""
 
     def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor: ...

@@ -103,6 +103,8 @@ class FrozenPretrainedTransformer(nn.Module):
         return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
+        """Inputs (B, L) tokens or (B, L, input_dim) vectors (a series task: (B, lookback) windows) -> logits (B,
+        num_outputs, num_classes); with output_attentions, (logits, attentions)."""
         return transformer_forward(
             self.embedder, self.backbone_info, self.head, x, mask, self.compute_dtype, output_attentions
         )

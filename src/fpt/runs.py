@@ -47,6 +47,9 @@ _RESULT_FIELDS = {"split": (str,), "accuracy": (int, float), "loss": (int, float
 
 
 class RunDir:
+    """A run directory: the name of each file a run keeps (config, metrics, summary, checkpoint, evaluation, failure),
+    its readers and writers, and the lock that keeps a second process out while one writes."""
+
     CONFIG = "config.json"
     METRICS = "metrics.jsonl"
     SUMMARY = "summary.json"
@@ -130,6 +133,7 @@ class RunDir:
         remove_stale_temporaries(self.path)
 
     def unlock(self) -> None:
+        """Give back the lock `lock` took (a no-op when this process holds none)."""
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -146,6 +150,7 @@ class RunDir:
 
     @classmethod
     def existing(cls, path: str | Path) -> "RunDir":
+        """A run directory made earlier, refused in one line if it is missing or holds no config.json."""
         path = Path(path)
         if not path.is_dir():
             raise FptError(f"run directory {path} does not exist; pass the folder a previous `fpt train` printed")
@@ -157,22 +162,27 @@ class RunDir:
 
     @property
     def config_path(self) -> Path:
+        """config.json: the run's TrainConfig, every default filled in."""
         return self.path / self.CONFIG
 
     @property
     def checkpoint_path(self) -> Path:
+        """checkpoint.safetensors: the trained tensors and optimizer state of the last checkpoint."""
         return self.path / self.CHECKPOINT
 
     @property
     def summary_path(self) -> Path:
+        """summary.json: written when the run finishes; its presence marks the run finished."""
         return self.path / self.SUMMARY
 
     @property
     def has_checkpoint(self) -> bool:
+        """True once the run has saved a checkpoint (so it can be resumed)."""
         return self.checkpoint_path.is_file()
 
     @property
     def is_finished(self) -> bool:
+        """True once training finished (summary.json written)."""
         return self.summary_path.is_file()
 
     @property
@@ -181,9 +191,11 @@ class RunDir:
         return {"missing": f"is {self.path} an fpt run directory?", "damaged": "the run directory is damaged"}
 
     def read_config(self) -> dict:
+        """The run's config.json as a dict; a missing or damaged file is one line."""
         return read_json_object(self.config_path, **self._fixes)
 
     def write_config(self, config: dict) -> None:
+        """Write config.json atomically."""
         write_json(self.config_path, config)
 
     def read_summary(self) -> dict | None:
@@ -200,6 +212,7 @@ class RunDir:
         return summary
 
     def write_summary(self, summary: dict) -> None:
+        """Write summary.json atomically, which marks the run finished."""
         write_json(self.summary_path, summary)
 
     def check_not_in_use(self) -> None:
@@ -269,6 +282,7 @@ class RunDir:
     # --- metrics ----------------------------------------------------------------------------
 
     def append_metrics(self, record: dict) -> None:
+        """Append one evaluation record to metrics.jsonl (NaN refused: it is not JSON)."""
         with open(self.path / self.METRICS, "a") as handle:
             handle.write(json.dumps(record, allow_nan=False) + "\n")  # bare NaN is not JSON
 
@@ -311,7 +325,9 @@ class RunDir:
 
     @property
     def failure_path(self) -> Path:
+        """failure.json: why a sweep cell did not finish, {"kind": ..., "message": ...} (fpt.errors kinds)."""
         return self.path / self.FAILURE
 
     def read_failure(self) -> dict | None:
+        """The failure record of a failed cell, or None for a run that did not fail."""
         return read_json_object(self.failure_path, **self._fixes) if self.failure_path.is_file() else None

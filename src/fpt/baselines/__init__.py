@@ -47,9 +47,12 @@ class Baseline(nn.Module):
         )
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
+        """The parameters training changes (all but a "-frozen" variant's LSTM layers), detached: what a checkpoint
+        saves."""
         return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The wrapped model's outputs: (B, num_outputs, num_classes) logits, or (B, horizon, 1) forecasts."""
         return self.body(x, mask)
 
 

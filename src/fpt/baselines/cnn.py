@@ -15,6 +15,9 @@ from fpt.errors import FptError
 
 
 class TutorialCNN(nn.Module):
+    """The PyTorch tutorial's CNN (3 convolutions, 2 dense layers), reading the image tasks' patch tokens put back
+    together as images; `width_scale` widens every layer (cnn-matched)."""
+
     def __init__(
         self, height: int, width: int, channels: int, patch_size: int, num_classes: int = 10, width_scale: float = 1.0
     ):
@@ -39,6 +42,8 @@ class TutorialCNN(nn.Module):
         )
 
     def forward(self, x, mask=None):
+        """Patch tokens (B, tokens, patch * patch * channels) -> logits (B, 1, num_classes); `mask` unused (images have
+        one size)."""
         images = rearrange(x, "b (h w) (p1 p2 c) -> b c (h p1) (w p2)", **self.geometry)
         return self.classifier(self.features(images)).unsqueeze(1)  # (B, 1, classes)
 

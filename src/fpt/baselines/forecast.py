@@ -49,6 +49,8 @@ class DLinear(nn.Module):
         self.trend = nn.Linear(lookback, horizon)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Windows (B, lookback) -> forecasts (B, horizon, 1): a linear map of the window's moving-average trend plus
+        one of the rest."""
         trend = moving_average(x, self.kernel)
         return (self.seasonal(x - trend) + self.trend(trend)).unsqueeze(-1)
 
@@ -61,4 +63,5 @@ class NaiveForecast(nn.Module):
         self.horizon = horizon
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Windows (B, lookback) -> (B, horizon, 1), every step the window's last value."""
         return x[:, -1:].expand(-1, self.horizon).unsqueeze(-1)

@@ -15,6 +15,9 @@ from fpt.taskspec import TaskSpec
 
 
 class LSTMClassifier(nn.Module):
+    """An LSTM body between the frozen transformer's input embedder and output head: one multi-layer LSTM (`lstm`), or
+    one-layer LSTMs adding to a residual stream with learned positions (`lstm*`)."""
+
     def __init__(
         self,
         spec: TaskSpec,
@@ -44,6 +47,8 @@ class LSTMClassifier(nn.Module):
         self.head = OutputHead(spec, hidden_size)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Inputs as the task gives them -> logits (B, num_outputs, num_classes), the head reading each row's last real
+        tokens."""
         # Right padding: the head reads the last real tokens, whose states never saw the padding.
         hidden = self.embedder(x)
         for block in self.blocks:
@@ -53,8 +58,10 @@ class LSTMClassifier(nn.Module):
 
 
 def lstm(spec: TaskSpec, hidden_size: int = 768, layers: int = 3, dropout: float = 0.1) -> LSTMClassifier:
+    """The paper's LSTM baseline: 3 layers of 768, dropout between them."""
     return LSTMClassifier(spec, hidden_size, layers, dropout=dropout)
 
 
 def lstm_star(spec: TaskSpec, hidden_size: int = 768, layers: int = 12, dropout: float = 0.1) -> LSTMClassifier:
+    """The paper's LSTM*: 12 residual one-layer LSTMs of 768 with learned positions."""
     return LSTMClassifier(spec, hidden_size, layers, residual=True, positions=True, dropout=dropout)
