@@ -53,20 +53,15 @@ _OWNERS: dict[str, str] = {}  # option -> the first task that declared it (for a
 
 def factory_option_types(name: str, factory: Callable) -> dict[str, type]:
     """Option -> type from a task factory's (or task class's) signature: each annotation with None
-    taken out (`int | None` is int: None leaves the choice to the task). An option without a single
-    plain type is refused in one line, as the CLI could not parse it."""
+    taken out (`int | None` is int: None leaves the choice to the task). A parameter without one
+    plain type (bool, int, float, str), or without an annotation, is no option: a command line or
+    a config.json cannot give it, so it is set from Python alone (`create_task(name, key=value)`)."""
     types = {}
     for key, parameter in inspect.signature(factory, eval_str=True).parameters.items():
-        if key in NOT_OPTIONS:
-            continue
         annotation = parameter.annotation
         kinds = [t for t in (typing.get_args(annotation) or (annotation,)) if t is not type(None)]
-        if len(kinds) != 1 or kinds[0] not in _OPTION_TYPES:
-            raise FptError(
-                f"task {name!r}: option {key!r} is annotated {annotation!r}; annotate it with one of "
-                "bool, int, float, str (or that | None)"
-            )
-        types[key] = kinds[0]
+        if key not in NOT_OPTIONS and len(kinds) == 1 and kinds[0] in _OPTION_TYPES:
+            types[key] = kinds[0]
     return types
 
 
