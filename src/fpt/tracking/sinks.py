@@ -46,15 +46,20 @@ class Sink:
     state: dict
 
     def open(self, directory: Path, role: str, state: dict | None, parent: dict | None) -> int | None:
+        """Start the tracked run of `directory`, or continue the one `state` names; set `self.state`. Returns
+        the last step the tracked run already holds, or None for a new run (Tracker then sends the params)."""
         raise NotImplementedError
 
     def log_params(self, params: dict) -> None:
+        """Send a new run's flattened config (fpt.tracking.flatten), once."""
         raise NotImplementedError
 
     def log_evaluation(self, step: int, metrics: dict[str, float]) -> None:
+        """Send one evaluation's numeric scores at training step `step`."""
         raise NotImplementedError
 
     def finish(self, summary: dict, files: list[Path]) -> None:
+        """Send the run's summary and upload `files` (existing files only), then end the run as finished."""
         raise NotImplementedError
 
     def close(self, status: str) -> None:
@@ -66,6 +71,11 @@ class Sink:
 
 
 class MLflowSink(Sink):
+    """An MLflow run in the store `tracking_uri` names (else a resumed run's store, else MLflow's own default,
+    MLFLOW_TRACKING_URI), under the experiment `experiment` (else MLFLOW_EXPERIMENT_NAME, else "fpt"). Raises
+    FptError, if `mlflow` is not installed, with the pip command that adds it. Shortens MLflow's HTTP retries
+    (MLFLOW_RETRIES) unless the environment sets them: a dead server fails in seconds, not minutes."""
+
     name = "mlflow"
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None):
@@ -78,6 +88,10 @@ class MLflowSink(Sink):
         logging.getLogger("mlflow").setLevel(os.environ.get("MLFLOW_LOGGING_LEVEL", "CRITICAL").upper())
 
     def open(self, directory, role, state, parent):
+        """Continue the run `state` names if its store is the one in use and the run is still active (else warn
+        and start a new one), tagged with the directory, role and parent run. Returns the last evaluation step
+        the store holds for a continued run (read from the store, not tracking.json), None for a new one.
+        Raises FptError for a store that cannot answer (check_store)."""
         from mlflow.exceptions import MlflowException
 
         state, parent = state or {}, parent or {}
@@ -137,11 +151,13 @@ class MLflowSink(Sink):
             return self.client.get_experiment_by_name(name).experiment_id
 
     def log_params(self, params):
+        """The flattened config as MLflow params, values as text, in one batch."""
         from mlflow.entities import Param
 
         self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
 
     def log_evaluation(self, step, metrics):
+        """The scores as MLflow metrics at `step`, in one batch."""
         self.client.log_batch(self.run_id, metrics=self._metrics(metrics, step))
 
     def _metrics(self, values: dict, step: int) -> list:
@@ -151,6 +167,8 @@ class MLflowSink(Sink):
         return [Metric(k, float(v), now, step) for k, v in values.items()]
 
     def finish(self, summary, files):
+        """The summary's numbers as "summary/..." metrics at its last step, `files` as artifacts, then the run
+        marked FINISHED."""
         step = summary.get("step") if isinstance(summary.get("step"), int) else 0
         self.client.log_batch(
             self.run_id, metrics=self._metrics({f"summary/{k}": v for k, v in numbers(summary).items()}, step)
@@ -160,9 +178,12 @@ class MLflowSink(Sink):
         self.client.set_terminated(self.run_id, "FINISHED")
 
     def close(self, status):
+        """Mark the run FAILED or KILLED (`status` upper-cased)."""
         self.client.set_terminated(self.run_id, status.upper())
 
     def child(self):
+        """The store, experiment and run id: a cell's run goes in the same store and experiment, nested
+        under this run (mlflow.parentRunId)."""
         return dict(self.state)
 
 
@@ -238,6 +259,9 @@ class TensorBoardSink(Sink):
         self.SummaryWriter = SummaryWriter
 
     def open(self, directory, role, state, parent):
+        """A writer on the run's event folder: the one `state` names, else `parent`'s folder / the directory's
+        name, else DIR/tb. Returns the last step tracking.json recorded for a continued run (events written
+        after it are purged), None for a new one."""
         if state:
             log_dir, logged = Path(state["log_dir"]), state.get("logged_step", 0)
         else:
@@ -248,21 +272,27 @@ class TensorBoardSink(Sink):
         return logged
 
     def log_params(self, params):
+        """The flattened config as one "params" text entry."""
         self.writer.add_text("params", _code_block(params))
 
     def log_evaluation(self, step, metrics):
+        """One scalar per score at `step`, flushed to disk at once."""
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, step)
         self.writer.flush()  # tracking.json says this step is here: make it so
 
     def finish(self, summary, files):
+        """The summary as a "summary" text entry at its last step; closes the writer. `files` are not copied:
+        the event folder sits beside them."""
         self.writer.add_text("summary", _code_block(summary), summary.get("step") or 0)
         self.writer.close()
 
     def close(self, status):
+        """Close the writer (event files have no run status to set)."""
         self.writer.close()
 
     def child(self):
+        """The event folder: a cell's events go in a subfolder of it named after the cell."""
         return dict(self.state)
 
 
@@ -280,6 +310,10 @@ class WandbSink(Sink):
         self.project = project
 
     def open(self, directory, role, state, parent):
+        """wandb.init of the run `state` names (resume="allow") or a new one, in the project chosen by the
+        flag, the state, the parent, WANDB_PROJECT or "fpt"; a sweep and its cells share one group. Returns
+        the last step the run holds (offline: read from the run's files; online: W&B's starting step), None
+        for a new run."""
         state, parent = state or {}, parent or {}
         project = (
             self.project
@@ -305,21 +339,27 @@ class WandbSink(Sink):
         return max(state.get("logged_step", 0), self.run.starting_step - 1)
 
     def log_params(self, params):
+        """The flattened config into the run's config (changed values allowed: a resumed run may differ)."""
         self.run.config.update(params, allow_val_change=True)
 
     def log_evaluation(self, step, metrics):
+        """The scores as one history row at `step`."""
         self.run.log(metrics, step=step)
 
     def finish(self, summary, files):
+        """The summary's numbers into the run summary as "summary/...", `files` uploaded now, then the run
+        finished."""
         self.run.summary.update({f"summary/{k}": v for k, v in numbers(summary).items()})
         for path in files:
             self.run.save(str(path), base_path=str(path.parent), policy="now")
         self.run.finish()
 
     def close(self, status):
+        """Finish the run with exit code 1, so W&B shows it failed (W&B has no "killed")."""
         self.run.finish(exit_code=1)
 
     def child(self):
+        """The project and group: a cell's run joins this sweep's group."""
         return {"project": self.state["project"], "group": self.state["group"]}
 
 
@@ -362,4 +402,5 @@ SINKS = {"mlflow": MLflowSink, "tensorboard": TensorBoardSink, "wandb": WandbSin
 
 
 def warn(message: str) -> None:
+    """Print "fpt: warning: MESSAGE" to stderr (a tracker's trouble never stops training)."""
     print(f"fpt: warning: {message}", file=sys.stderr)
