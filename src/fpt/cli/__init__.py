@@ -64,6 +64,10 @@ def _record_failure(kind: str, message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one `fpt` command (`argv`, default sys.argv[1:]) and return its exit status instead of exiting:
+    the command's own (0 when done), 2 for an FptError or a path the system refuses (one line on stderr),
+    128 + signal for training stopped by a signal (0 by --max-minutes; the checkpoint saved), 130 for Ctrl-C
+    elsewhere. argparse's --help and usage errors still raise SystemExit."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parent = os.environ.pop(PARENT_PID_ENV, None)  # a sweep's cell: dies with its sweep (not passed on)
     if parent and parent.isdigit():

@@ -9,6 +9,9 @@ from fpt.errors import FptError
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    """`fpt evaluate RUN_DIR`: reload the run's last checkpoint, score the chosen splits (a confusion-matrix
+    PNG per split for a single-label classifier; with --shuffle, each split again with its inputs' order
+    shuffled) and write RUN_DIR/evaluation.json. Raises FptError while another process trains the run."""
     from fpt.config import check_threads
     from fpt.experiments.plots import plot_confusion
     from fpt.runs import RunDir
@@ -97,6 +100,7 @@ def _chosen_splits(task, which: str) -> tuple[str, ...]:
 
 
 def cmd_backbones(args: argparse.Namespace) -> None:
+    """`fpt backbones`: print each registered backbone, whether it loads on this machine, and how to get it."""
     from fpt.backbones import list_backbones
 
     print(f"{'name':<14} {'here':<5} description / how to get it")
@@ -108,6 +112,8 @@ def cmd_backbones(args: argparse.Namespace) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
+    """`fpt attention RUN_DIR`: write a PNG of layer --layer's attention, averaged over heads and --examples
+    held-out inputs, and print its path. Raises FptError for a run with no attention (a baseline, --body none)."""
     from fpt.experiments.plots import mean_attention, plot_attention
     from fpt.training import load_run
 
@@ -126,6 +132,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> None:
+    """`fpt data get NAME [--dest DIR]`: fetch (or generate) a dataset and print the folder tasks read it from."""
     from fpt.data.fetch import get_dataset
 
     path = get_dataset(args.name, args.dest)
@@ -135,6 +142,10 @@ def cmd_data(args: argparse.Namespace) -> None:
 
 
 def cmd_export_backbone(args: argparse.Namespace) -> None:
+    """`fpt export-backbone RUN_DIR`: save the run's trained transformer body as .safetensors, its config and
+    held-out score in the metadata. Without --out only a Bit Memory run from --init random --policy full has a
+    default place: where --init bit reads it. Raises FptError for a baseline, a --body control or a run whose
+    position table grew past the backbone's."""
     from fpt.backbones import bit_backbone_path, export_backbone
     from fpt.runs import RunDir
     from fpt.scores import headline_metric, metric_label
@@ -186,12 +197,17 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
+    """`fpt export RUN_DIR --format peft|hf --out DIR`: write the run as a PEFT adapter or a whole saved model
+    (fpt.export.export_run) and print where."""
     from fpt.export import export_run
 
     print(f"{args.format} export of {args.run_dir}: {export_run(args.run_dir, args.format, args.out)}")
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
+    """`fpt predict RUN_DIR --input FILE`: a run's (or an `fpt export --format hf` directory's) class
+    probabilities for each input, in input order, to .csv (.jsonl for several labels per example), with the
+    accuracy if the input has labels; a forecast's predicted steps instead. Output checked before any work."""
     from fpt.prediction import (
         accuracy,
         check_output,
@@ -227,6 +243,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    """`fpt report DIR`: write a self-contained HTML page for a run or a sweep directory and print its path."""
     from fpt.experiments.report import write_report
 
     print(write_report(args.directory, args.out))
