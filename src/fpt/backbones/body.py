@@ -29,6 +29,7 @@ class UnusedTokenTable(nn.Module):
     """Stands in for the dropped token-embedding table: fpt always passes inputs_embeds."""
 
     def forward(self, input_ids):  # pragma: no cover - reaching this is a bug
+        """Raises RuntimeError: fpt feeds a body vectors (inputs_embeds), never token ids."""
         raise RuntimeError("fpt dropped this backbone's token table; pass inputs_embeds")
 
 

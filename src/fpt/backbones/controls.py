@@ -63,6 +63,8 @@ class SelfAttentionLayer(nn.Module):
         self.norm = nn.LayerNorm(hidden, eps=eps)
 
     def forward(self, h: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False):
+        """Hidden states (B, L, hidden) and a (B, L) mask (1 real, 0 padding) -> (states (B, L, hidden), the
+        attention weights (B, heads, L, L) if `output_attentions`, else None)."""
         batch, length, hidden = h.shape
 
         def heads(t: torch.Tensor) -> torch.Tensor:
@@ -123,6 +125,9 @@ class ControlBody(nn.Module):
         output_attentions: bool = False,
         **_,
     ) -> BodyOutput:
+        """Input vectors (B, L, hidden), L at most the position table's rows, and a (B, L) padding mask ->
+        BodyOutput: last_hidden_state (B, L, hidden), and with `output_attentions` one (B, heads, L, L) map per
+        layer (none for --body none). Other keyword arguments a backbone takes are ignored."""
         length = inputs_embeds.shape[1]
         h = self.dropout(inputs_embeds + self.positions.weight[:length].to(inputs_embeds.dtype))
         maps = []

@@ -21,6 +21,8 @@ def bit_backbone_path(name: str) -> Path:
 
 
 def bit_backbone_recipe(name: str) -> str:
+    """The shell commands that make `--init bit`'s weights for backbone `name`: train it on Bit Memory from
+    random init with every weight trained, then `fpt export-backbone` to bit_backbone_path(name)."""
     return (
         f"fpt train --task bit-memory --backbone {name} --init random --policy full --target-accuracy 0.99 "
         f"--steps 40000 --out runs/bit-{name} && fpt export-backbone runs/bit-{name} --out {bit_backbone_path(name)}"

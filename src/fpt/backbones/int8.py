@@ -57,6 +57,7 @@ def quantize_weight(weight: torch.Tensor, group_size: int | None = GROUP_SIZE) -
 
 
 def fbgemm_available() -> bool:
+    """Whether this torch build has the fbgemm quantized engine (x86 CPUs), which compute "fbgemm" needs."""
     return "fbgemm" in torch.backends.quantized.supported_engines
 
 
@@ -107,6 +108,8 @@ class Int8Linear(nn.Module):
 
     @classmethod
     def from_float(cls, layer: nn.Module, compute: str = "fp32", group_size: int | None = GROUP_SIZE) -> "Int8Linear":
+        """The int8 copy of a frozen nn.Linear or GPT-2 Conv1D (quantize_weight; the bias kept in fp32). Raises
+        FptError for a layer already int8, of another kind, or with a parameter that trains."""
         if isinstance(layer, Int8Linear):
             raise FptError("this layer is already int8; quantise a body once")
         if not isinstance(layer, (nn.Linear, Conv1D)):
@@ -141,6 +144,8 @@ class Int8Linear(nn.Module):
         return values.mul_(self.weight_scale.to(dtype)[:, :, None]).reshape(self.out_features, self.in_features)
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., in) -> x W^T + b (..., out), no autograd: fbgemm's int8 kernel for fp32 CPU inputs when the
+        compute is "fbgemm", else the dequantised weight in x's dtype."""
         if self.compute == "fbgemm" and x.dtype == torch.float32 and x.device.type == "cpu":
             shape = x.shape
             out = _per_token_int8(x.reshape(-1, self.in_features), self._packed)
@@ -150,6 +155,8 @@ class Int8Linear(nn.Module):
         return F.linear(x, self.dequantized(x.dtype), bias)
 
     def input_gradient(self, grad: torch.Tensor) -> torch.Tensor:
+        """The output's gradient (..., out) -> the input's (..., in), grad W: the backward of `product`, by the
+        same kernel choice."""
         if self.compute == "fbgemm" and grad.dtype == torch.float32 and grad.device.type == "cpu":
             shape = grad.shape
             scaled = grad.reshape(-1, self.out_features) * self.weight_scale[:, 0]
@@ -157,6 +164,8 @@ class Int8Linear(nn.Module):
         return grad.matmul(self.dequantized(grad.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Inputs (..., in_features) -> (..., out_features). Under autograd only the input gets a gradient (the
+        weight is constant), and nothing is saved for backward but the layer itself."""
         if torch.is_grad_enabled() and x.requires_grad:
             return _FrozenInt8Product.apply(x, self)
         return self.product(x)
@@ -189,6 +198,7 @@ class Int8Linear(nn.Module):
         self._pack()
 
     def extra_repr(self) -> str:
+        """nn.Linear's summary plus the compute, for print(model)."""
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, compute={self.compute}"
@@ -196,6 +206,8 @@ class Int8Linear(nn.Module):
 
 
 def check_compute(compute: str) -> str:
+    """Return `compute` if it is one of COMPUTES and runs here; else raise FptError naming the choices, or
+    saying that "fbgemm" needs torch's fbgemm engine."""
     if compute not in COMPUTES:
         raise FptError(f"unknown int8 compute {compute!r}; choose one of {', '.join(COMPUTES)}")
     if compute == "fbgemm" and not fbgemm_available():

@@ -50,6 +50,7 @@ def get_backbone_entry(name: str) -> BackboneEntry | None:
 
 
 def require_backbone_entry(name: str) -> BackboneEntry:
+    """The registered entry of `name`; raises FptError naming the registered backbones when there is none."""
     entry = _REGISTRY.get(name)
     if entry is None:
         raise FptError(f"{name!r} is not a registered backbone; choose one of {', '.join(_REGISTRY)}")
@@ -77,6 +78,7 @@ def _locate_minilm() -> str:
 
 @register_backbone
 def minilm() -> BackboneEntry:
+    """The `minilm` entry, the default: all-MiniLM-L6-v2 from its pip package (no network needed once installed)."""
     return BackboneEntry(
         name="minilm",
         description="all-MiniLM-L6-v2: BERT encoder, 6 layers, hidden 384, 22.7M params (default)",
@@ -99,6 +101,8 @@ def _locate_smollm2() -> str:
 
 @register_backbone
 def smollm2_135m() -> BackboneEntry:
+    """The `smollm2-135m` entry: SmolLM2-135M-Instruct from a packaged GGUF file, dequantised once to an fp32 copy in
+    fpt's cache (needs gguf and accelerate)."""
     return BackboneEntry(
         name="smollm2-135m",
         description="SmolLM2-135M-Instruct: Llama decoder, 30 layers, hidden 576, RMSNorm, RoPE",
@@ -155,6 +159,8 @@ def _vit_config():
 
 @register_backbone
 def vit_base() -> BackboneEntry:
+    """The `vit-base` entry: ViT-B/16 (ImageNet-21k) from the Hugging Face hub; its architecture is known offline, so
+    --init random builds it without the weights."""
     return BackboneEntry(
         name="vit-base",
         description=f"ViT-B/16 pretrained on ImageNet-21k ({_VIT_HUB}): the paper's ViT variant",

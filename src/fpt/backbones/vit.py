@@ -48,14 +48,19 @@ class ViTBody(nn.Module):
 
     @property
     def config(self):
+        """The wrapped ViT's Hugging Face config (hidden size, layers, heads), read as a backbone's."""
         return self.vit.config
 
     def set_attn_implementation(self, implementation: str) -> None:
+        """Pass transformers' attention choice ("eager", "sdpa", ...) to the wrapped ViT."""
         self.vit.set_attn_implementation(implementation)
 
     def forward(
         self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False
     ) -> BaseModelOutput:
+        """Token vectors (B, L, hidden), L at most the patch count of the position table -> BaseModelOutput with
+        last_hidden_state (B, L, hidden) after the encoder and final layer norm, and per-layer attentions
+        (B, heads, L, L) when `output_attentions`."""
         out = self.vit(pixel_values=inputs_embeds, attention_mask=attention_mask, output_attentions=output_attentions)
         return BaseModelOutput(last_hidden_state=out.last_hidden_state, attentions=out.attentions)
 
