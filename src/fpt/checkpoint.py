@@ -30,9 +30,12 @@ class RngState:
 
     @classmethod
     def here(cls, device: torch.device) -> "RngState":
+        """This process's random state now: the CPU generator's, and `device`'s generator if it is a GPU."""
         return cls(torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
 
     def restore(self, device: torch.device) -> None:
+        """Set this process's generators back to this state (the GPU one only if saved and `device` is a GPU),
+        so a resumed run draws the same random numbers (dropout) as an unbroken one."""
         torch.set_rng_state(self.cpu)
         if self.cuda is not None and device.type == "cuda":
             torch.cuda.set_rng_state(self.cuda, device)
@@ -40,6 +43,10 @@ class RngState:
 
 @dataclass
 class Checkpoint:
+    """A checkpoint read back: the step it was saved at, the trained tensors by parameter name, Adam's state,
+    each rank's RNG state, the backbone (name and weight hash) it is bound to, the fp16 loss scaler's state,
+    and the training seconds up to `step`."""
+
     step: int
     params: dict[str, torch.Tensor]
     optimizer_state: dict  # torch.optim state_dict, keyed by parameter index
@@ -51,6 +58,7 @@ class Checkpoint:
 
     @property
     def world_size(self) -> int:
+        """How many processes (ranks) trained the run that saved it: one RNG state each."""
         return len(self.rng_states)
 
     def check_world_size(self, size: int, path: Path) -> None:

@@ -18,6 +18,7 @@ DEVICE_CHOICES = "auto | cpu | cuda | cuda:N | mps"
 
 
 def available_devices() -> list[str]:
+    """The devices torch can use here: "cpu", then "cuda:N" for each visible GPU, then "mps" on Apple silicon."""
     found = ["cpu"]
     if torch.cuda.is_available():
         found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]

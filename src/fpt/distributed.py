@@ -143,10 +143,12 @@ class World:
 
     @property
     def is_main(self) -> bool:
+        """Whether this is rank 0: the one rank that writes the run directory, prints and tracks."""
         return self.rank == 0
 
     @property
     def distributed(self) -> bool:
+        """Whether the run has more than one rank (collectives are then real; with one they return at once)."""
         return self.size > 1
 
     def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
@@ -323,6 +325,7 @@ def wrap(model: torch.nn.Module, world: World) -> torch.nn.Module:
 
 
 def check_launch(nproc: int) -> None:
+    """Refuse, as FptError, an --nproc below 1, or any --nproc inside a process torchrun already started."""
     if nproc < 1:
         raise FptError(f"--nproc must be at least 1, got {nproc}")
     if launched():

@@ -187,6 +187,8 @@ class PeftTransformer(nn.Module):
         self.body = body
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Task inputs x as the run's task gives them, and its (N, L) padding mask -> logits
+        (N, outputs, classes), or a forecast's values; the body runs in the run's precision."""
         return transformer_forward(self.embedder, self.body, self.head, x, mask, self.compute_dtype)
 
 

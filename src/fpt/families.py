@@ -46,6 +46,10 @@ class CausalSwitch:
 
 @dataclass(frozen=True)
 class Family:
+    """What fpt knows of one architecture (a Hugging Face model_type): the regexes that put each parameter
+    in a group, where its blocks and position table are, where and how its attention dropout is set, which
+    way it attends as pretrained, and how (if at all) it is made causal."""
+
     group_rules: tuple[tuple[str, str], ...]  # ordered (group, regex on the parameter name); first match wins
     blocks: str  # dotted path of the ModuleList of transformer blocks
     position_table: str | None  # dotted path of the learned position nn.Embedding; None: none (RoPE)
@@ -136,6 +140,8 @@ _FALLBACK_CONFIG_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attentio
 
 
 def group_rules(family: str) -> list[tuple[str, re.Pattern]]:
+    """The family's (group, compiled regex on the parameter name) rules in order, the first match winning;
+    [] for a family not in the table. A parameter no rule matches falls back to group_by_module_type."""
     known = FAMILIES.get(family)
     return [(group, re.compile(pattern)) for group, pattern in (known.group_rules if known else ())]
 
@@ -194,5 +200,6 @@ def native_attention(family: str) -> str | None:
 
 
 def causal_switch(family: str) -> CausalSwitch | None:
+    """How a bidirectional family is made causal; None where it cannot be (or the family is unknown)."""
     known = FAMILIES.get(family)
     return known.causal_switch if known else None

@@ -95,6 +95,8 @@ def parse_policy(policy: str) -> frozenset[str]:
 
 @dataclass
 class GroupRow:
+    """One row of `fpt info`'s table: a parameter group, its parameter count, whether the policy trains it."""
+
     group: str
     params: int
     trained: bool

@@ -315,6 +315,8 @@ def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
 
 
 def accuracy(probabilities: torch.Tensor, y: np.ndarray) -> float:
+    """The fraction of labels the most probable class gets right: probabilities (N, outputs, classes) against
+    integer labels y, (N,) or (N, outputs); with several outputs each label counts once."""
     labels = torch.from_numpy(np.asarray(y, dtype=np.int64)).reshape(len(probabilities), -1)
     return (probabilities.argmax(-1) == labels).float().mean().item()
 

@@ -195,6 +195,9 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
     """
 
     def fit(self, X, y):
+        """Train on X, (n, features) or (n, channels, time) or an sktime nested DataFrame, and labels y of any
+        type; returns self. Evaluations score the first 1,024 training rows (EVAL_ROWS): there is no held-out
+        split. Raises FPTInputError for a y of one class or an X of another shape."""
         X, y = validate_data(self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         self.classes_, labels = np.unique(y, return_inverse=True)
@@ -224,6 +227,7 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
         return probabilities[:, 0].double().numpy()
 
     def predict(self, X) -> np.ndarray:
+        """The most probable class of each row of X, (n,), as labels from classes_."""
         best = self.predict_proba(X).argmax(1)  # first: an unfitted estimator fails there, with NotFittedError
         return self.classes_[best]
 
@@ -253,6 +257,9 @@ class FPTRegressor(RegressorMixin, _FPTEstimator):
         return tags
 
     def fit(self, X, y):
+        """Train on X, shaped as FPTClassifier.fit takes it, and numeric targets y, (n,) or (n, outputs);
+        returns self. y is standardised per target for training. Raises FPTInputError for an X of another
+        shape."""
         X, y = validate_data(
             self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32), y_numeric=True, multi_output=True
         )
@@ -279,6 +286,7 @@ class FPTRegressor(RegressorMixin, _FPTEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
+        """Predicted targets in y's units: (n,) if fit had one-dimensional y, else (n, outputs)."""
         batches = self._batches(X)  # first: an unfitted estimator fails there, with NotFittedError
         values = predict_values(self.model_, batches).double().numpy()
         values = values * self._y_scale + self._y_mean
