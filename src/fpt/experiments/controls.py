@@ -190,6 +190,8 @@ def find_run_dirs(root: Path) -> list[Path]:
 
 
 def read_arm_runs(root: Path) -> list[ArmRun]:
+    """Every finished controls run under `root`, in folder order; unfinished runs and runs of other kinds are
+    left out (read_arm_run)."""
     return [r for r in (read_arm_run(p) for p in find_run_dirs(root)) if r is not None]
 
 

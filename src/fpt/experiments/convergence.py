@@ -39,6 +39,9 @@ TAIL = 0.25  # share of the budget (the last steps) that must not improve by TOL
 
 @dataclass(frozen=True)
 class Convergence:
+    """Whether and where one run converged (module docstring): the step it entered its plateau, the plateau's
+    smoothed score, the last step evaluated, and, when it did not converge, why."""
+
     step: int | None  # the step it converged at; None: not converged within `budget`
     score: float | None  # the best smoothed score (accuracy, or a regression run's MSE), the plateau it converged to
     budget: int  # the last step evaluated
@@ -47,10 +50,12 @@ class Convergence:
 
     @property
     def converged(self) -> bool:
+        """Whether the run converged within its budget (`step` is set)."""
         return self.step is not None
 
     @property
     def accuracy(self) -> float | None:
+        """The plateau's score under its older name: `score` (an MSE for a regression run, despite the name)."""
         return self.score
 
 

@@ -43,6 +43,8 @@ def _failure(rows: list[dict]) -> str:
 
 
 def forecast_table(rows: list[dict], title: str) -> str:
+    """`fpt reproduce forecasting`'s Markdown table: test MSE / MAE per row, task and horizon, plus each task's
+    average over horizons 96-720, beside One Fits All's and DLinear's published figures."""
     by_cell: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         by_cell[(str(r["row"]), r["task"], int(r["horizon"]))].append(r)
@@ -101,6 +103,8 @@ def forecast_table(rows: list[dict], title: str) -> str:
 
 
 def uea_table(rows: list[dict], title: str, options: dict) -> str:
+    """`fpt reproduce uea`'s Markdown table: test accuracy in percent per row and UEA task, beside One Fits
+    All's published GPT2(6) figures; `options` (the sweep's task options) gives the --val-size stated below."""
     tasks = _tasks("uea", rows)
     labels = _labels(rows)
 

@@ -240,6 +240,8 @@ class RayExecutor:
             yield index, row
 
     def describe(self, parallel: int) -> str:
+        """Where the runs ran, for the title of a table: the Ray cluster's address (or a local Ray), the CPUs
+        and GPUs per run, and torch's version. `parallel` is unused: Ray decides how many cells run at once."""
         import torch
 
         gpus = f" and {self.gpus_per_run:g} GPU(s)" if self.gpus_per_run else ""

@@ -43,6 +43,8 @@ SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold
 
 
 def failure_text(kinds: list[str], layers=None) -> str:
+    """What a cell says instead of a number, from its failed runs' failure kinds: the first kind FAILURE_TEXTS
+    knows ("needs a K-layer backbone" when the row's --layers is known), else "failed"."""
     for kind in kinds:
         if kind == TOO_SHALLOW and layers not in (None, ""):
             return f"needs a {layers}-layer backbone"
@@ -76,6 +78,8 @@ def scores(row: dict, metric: str | None = None) -> dict[str | None, float]:
 
 
 def column_heading(task: str, split: str | None) -> str:
+    """A column's heading: the task's name as the paper's tables give it, and the split's label if it has one
+    ("Homology, test (fold)")."""
     name = TASK_COLUMNS.get(task, task)
     return name if split is None else f"{name}, {SPLIT_LABELS.get(split, split)}"
 
@@ -107,10 +111,14 @@ class TableData:
     mae: dict[tuple[str, tuple], list[float]] = field(default_factory=dict)
 
     def metric(self, column: tuple) -> str:
+        """What a (task, split) column's cells hold: "mse" for a regression task's, else "accuracy"."""
         return self.metrics.get(column[0], "accuracy")
 
 
 def table_data(rows: list[dict], paper_table: str | None = None, row_key: str = "variant") -> TableData:
+    """Gather a sweep's results.csv rows into a TableData: one row per value of `row_key`, one column per task
+    and reported split (known tasks in the paper's order), finished runs' scores per cell (accuracy in
+    percent, or MSE and MAE), failed and skipped runs' failure kinds, and the figures of PAPER[`paper_table`]."""
     paper = PAPER.get(paper_table or "", {})
     ours: dict = defaultdict(list)
     maes: dict = defaultdict(list)
@@ -231,6 +239,9 @@ def run_convergence(run_dir) -> Convergence:
 
 @dataclass
 class StepsCell:
+    """One cell of Table 6 (steps to converge): the converged runs' steps and plateaus, how many runs finished,
+    the longest budget among them, and the cell's text."""
+
     steps: list[int]  # the converged runs' steps
     plateaus: list[float]  # the plateaus they converged to: accuracy in percent, or a regression run's MSE
     runs: int  # finished runs
