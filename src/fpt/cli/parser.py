@@ -25,6 +25,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        """argparse's complaint as one FptError line (exit status 2, no usage block), naming --help."""
         raise FptError(f"{message} (see `{self.prog} --help`)")
 
 
@@ -117,6 +118,7 @@ PROGRESS_HELP = "a progress bar on stderr (default: when stderr is a terminal)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `fpt` parser with every subcommand; train's options are generated from TrainConfig's fields."""
     parser = Parser(
         prog="fpt",
         description="Frozen Pretrained Transformers: train only the input, "

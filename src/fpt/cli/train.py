@@ -76,6 +76,7 @@ def _report(summary: dict, run_dir: Path) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int | None:
+    """`fpt train`: a new run, a --resume, or --nproc ranks under the launcher (its exit status returned)."""
     from fpt.config import check_threads
     from fpt.distributed import check_backend, is_main_process, launch
     from fpt.tracking import TRACKING_PARENT_ENV
@@ -154,6 +155,7 @@ def _without_nproc(argv: list[str]) -> list[str]:
 
 
 def cmd_info(args: argparse.Namespace) -> None:
+    """`fpt info`: builds the model a run would train and prints its groups, trained or frozen, and precision."""
     from fpt.policy import format_group_table
     from fpt.runtime import bf16_note
     from fpt.training import build

@@ -47,6 +47,7 @@ class Reproduction:
     options: dict = dataclasses.field(default_factory=dict)  # more `fpt train` options for every run
 
     def check(self) -> None:
+        """Refuse, in one line, unknown tables and budgets, seeds or parallel runs out of range."""
         unknown = [t for t in self.tables if t not in REPRODUCIBLE]
         if not self.tables or unknown:
             raise FptError(f"unknown table {', '.join(unknown) or '(none)'}; choose from {', '.join(REPRODUCIBLE)}")
@@ -80,6 +81,7 @@ class Reproduction:
             check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
 
     def common_options(self) -> dict:
+        """The `fpt train` options every run of these tables shares (--set ones last, so they win)."""
         options = {"steps": self.budget, "backbone": self.backbone}
         if (
             "table6" in self.tables
