@@ -46,23 +46,33 @@ def _executor(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """`fpt sweep SPEC`: run (or continue) the spec's cells, print and write their table; 1 where
+    some failed. Cells its `max_minutes` stopped are said on stderr: the same command continues them."""
     from fpt.experiments.spec import load_spec
-    from fpt.experiments.sweep import run_sweep, sweep_outcome, write_sweep_report
+    from fpt.experiments.sweep import STOPPED, run_sweep, sweep_outcome, write_sweep_report
 
     _refuse_under_torchrun("sweep")
     executor = _executor(args)
     tracker = tracker_from_args(args)
     spec = load_spec(args.spec)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
-    with executor or contextlib.nullcontext(), tracker.open(out, dataclasses.asdict(spec), role="sweep"):
+    with executor or contextlib.nullcontext(), tracker.open(out, spec.as_dict(), role="sweep"):
         rows = run_sweep(spec, out, progress=args.progress, executor=executor, tracker=tracker)
         print(write_sweep_report(rows, spec, out))
         tracker.finish(*sweep_outcome(rows, out))
     print(f"sweep directory: {out}")
+    stopped = sum(r["status"] == STOPPED for r in rows)
+    if stopped:
+        print(
+            f"fpt: {stopped} of {len(rows)} runs stopped at max_minutes {spec.max_minutes:g} with a checkpoint; "
+            "run the same command again to continue them",
+            file=sys.stderr,
+        )
     return _failed_runs_status(rows, out / "results.md")
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    """`fpt reproduce TABLES`: the ready-made sweeps beside the paper's tables; 1 where some runs failed."""
     from fpt.experiments.reproduce import Reproduction, run_reproduction
     from fpt.experiments.spec import yaml_value
     from fpt.experiments.sweep import sweep_outcome

@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from fpt.config import coerce_option
 from fpt.errors import FptError, require
 from fpt.experiments.paper import VARIANT_TASK_OPTIONS, VARIANTS
 
-SPEC_KEYS = {"name", "grid", "options", "parallel"}
+SPEC_KEYS = {"name", "grid", "cells", "options", "parallel", "runs", "max_minutes"}
 # Bounds that keep a hostile or mistyped spec from running for ever or filling the memory.
 MAX_SPEC_BYTES = 1 << 20
 MAX_CELLS = 10_000
@@ -37,18 +38,24 @@ def option_names() -> set[str]:
 
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9._+*-]*")  # no "=" or ",", which separate the name's parts
 _MAX_NAME = 120  # a directory name stays far below the usual 255-byte limit
+_CELL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]*")  # a `cells:` name: a directory name, never a path
 
 
 @dataclass
 class Cell:
-    """One run of the grid: its values and its directory name."""
+    """One run of the sweep: its values, its directory name and the folder that directory is in."""
 
     values: dict
+    given_name: str | None = None  # a `cells:` spec's name for it, used as it is
+    runs: str | None = None  # the spec's `runs` folder; None: SWEEP_DIR/runs
 
     @property
     def name(self) -> str:
-        """KEY=VALUE,... where every value is plain text; otherwise that text made safe and cut, plus
-        a hash of the values, so two cells never share a directory (npz:/d/a/b and npz:/d/a_b did)."""
+        """The name the spec gave it; else KEY=VALUE,... where every value is plain text; otherwise
+        that text made safe and cut, plus a hash of the values, so two cells never share a directory
+        (npz:/d/a/b and npz:/d/a_b did)."""
+        if self.given_name is not None:
+            return self.given_name
         text = ",".join(f"{k}={v}" for k, v in self.values.items())
         if all(_PLAIN_VALUE.fullmatch(str(v)) for v in self.values.values()) and len(text) <= _MAX_NAME:
             return text
@@ -58,14 +65,31 @@ class Cell:
 
 @dataclass
 class SweepSpec:
+    """A loaded spec: its cells (a grid's product, or named ones), the options they share, how many
+    run at once, where their run directories go and how long each may train per sitting."""
+
     name: str
     grid: dict[str, list]
     options: dict
     parallel: int = 1
+    named_cells: dict[str, dict] | None = None  # `cells:` (name -> values), in place of a grid
+    runs: str | None = None  # `runs:`, resolved: the folder of the cells' run directories
+    max_minutes: float | None = None  # `max_minutes:`: each cell's `fpt train --max-minutes` per sitting
+
+    def as_dict(self) -> dict:
+        """The spec as spec.json records it: a grid spec's keys as they always were, the newer keys
+        only where given."""
+        data = dataclasses.asdict(self)
+        return {k: v for k, v in data.items() if k in ("name", "grid", "options", "parallel") or v is not None}
 
     def cells(self) -> list[Cell]:
+        """Every cell, in the spec's order; a cell given twice is refused."""
+        if self.named_cells is not None:
+            return [Cell(dict(values), name, self.runs) for name, values in self.named_cells.items()]
         keys = list(self.grid)
-        cells = [Cell(dict(zip(keys, values))) for values in itertools.product(*(self.grid[k] for k in keys))]
+        cells = [
+            Cell(dict(zip(keys, values)), runs=self.runs) for values in itertools.product(*(self.grid[k] for k in keys))
+        ]
         seen: dict[str, Cell] = {}
         for cell in cells:
             if cell.name in seen:
@@ -127,7 +151,10 @@ def _unique_key_loader(yaml):
     """SafeLoader refusing a key given twice in one mapping (YAML itself keeps the last silently)."""
 
     class UniqueKeyLoader(yaml.SafeLoader):
+        """SafeLoader whose mappings refuse a key given twice."""
+
         def construct_mapping(self, node, deep=False):
+            """The mapping, once no key in it (merge keys aside) is given twice."""
             seen = set()
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:`: merged in by SafeLoader itself
@@ -169,6 +196,69 @@ def yaml_value(text: str):
         return text
 
 
+def _node(root, key: str):
+    """The YAML node of a top-level key; None where it was merged in with `<<:`."""
+    return next((v for k, v in root.value if k.value == key), None)
+
+
+def _check_entries(path: Path, section: str, mapping: dict, node, known: set[str], cell: str | None = None) -> None:
+    """Check and coerce, in place, the keys and values of the grid, the options or one named cell."""
+    for key, value in mapping.items():
+        where = f"{path}, line {_line_of(node, key)}"
+        if key not in known:
+            what = f"key {key!r} of cell {cell}" if cell is not None else f"{section} key {key!r}"
+            raise FptError(f"{where}: unknown {what}; use `fpt train` option names with underscores")
+        if section == "grid" and (not isinstance(value, list) or not value):
+            raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
+        if section == "options" and key in GRID_ONLY_KEYS:
+            raise FptError(f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {key}: [{value}])")
+        if section == "cells" and isinstance(value, (list, dict)):
+            raise FptError(f"{where}: cell {cell}'s {key!r} is one value, not a {type(value).__name__}")
+        values = [coerce_option(key, item, where) for item in (value if section == "grid" else [value])]
+        for item in values:
+            _check_value(key, item, where)
+        mapping[key] = values if section == "grid" else values[0]
+
+
+def _named_cells(path: Path, cells, node, known: set[str]) -> dict[str, dict]:
+    """`cells:`, each a name (its run directory's) mapped to its options, task included."""
+    if not isinstance(cells, dict) or not cells:
+        raise FptError(f"{path}: 'cells' must map each cell's name to its options (e.g. mnist-seed0: {{task: mnist}})")
+    if len(cells) > MAX_CELLS:
+        raise FptError(f"{path}: 'cells' has {len(cells):,} cells; at most {MAX_CELLS:,} are run by one sweep")
+    for name, values in cells.items():
+        where = f"{path}, line {_line_of(node, name)}"
+        if not (isinstance(name, str) and _CELL_NAME.fullmatch(name) and len(name) <= _MAX_NAME):
+            raise FptError(
+                f"{where}: cell name {name!r} is not a plain directory name (letters, digits, . _ + = , -; "
+                f"at most {_MAX_NAME} characters)"
+            )
+        if not isinstance(values, dict) or "task" not in values:
+            raise FptError(f"{where}: cell {name} must map option names to values, task included (task: mnist)")
+        value_node = next((v for k, v in node.value if k.value == name), node)
+        _check_entries(path, "cells", values, value_node, known, name)
+    return cells
+
+
+def _sitting_keys(path: Path, data: dict) -> tuple[str | None, float | None]:
+    """`runs` (relative to the spec's folder) and `max_minutes`, checked."""
+    runs, minutes = data.get("runs"), data.get("max_minutes")
+    if runs is not None and (not isinstance(runs, str) or not runs.strip()):
+        raise FptError(f"{path}: 'runs' must be a folder's path, relative to the spec's folder (e.g. runs: ../results)")
+    if isinstance(minutes, str):  # YAML 1.1 reads 1e-3 as text
+        try:
+            minutes = float(minutes)
+        except ValueError:
+            pass
+    if minutes is not None and not (
+        isinstance(minutes, (int, float)) and not isinstance(minutes, bool) and 0 < minutes < math.inf
+    ):
+        raise FptError(f"{path}: 'max_minutes' must be a positive number of minutes, got {data['max_minutes']!r}")
+    # absolute and normalised (specs/../results is results): the same folder from any working directory
+    runs = None if runs is None else os.path.abspath(path.parent / runs)
+    return runs, (None if minutes is None else float(minutes))
+
+
 def load_spec(path: Path) -> SweepSpec:
     """Read and check a sweep spec: an unknown key, task or variant, a value of the wrong type, or a
     grid too large is refused, naming its line, before anything runs."""
@@ -181,32 +271,24 @@ def load_spec(path: Path) -> SweepSpec:
             raise FptError(
                 f"{path}, line {_line_of(root, key)}: unknown key {key!r}; a spec has {', '.join(sorted(SPEC_KEYS))}"
             )
-    grid, options = data.get("grid") or {}, data.get("options") or {}
-    if not isinstance(grid, dict) or not grid:
+    named = "cells" in data
+    if named and "grid" in data:
+        raise FptError(f"{path}: give 'grid' or 'cells', not both")
+    grid, options = ({} if named else data.get("grid") or {}), data.get("options") or {}
+    if not named and (not isinstance(grid, dict) or not grid):
         raise FptError(f"{path}: 'grid' must map option names to lists of values")
     if not isinstance(options, dict):
         raise FptError(f"{path}: 'options' must map option names to values (e.g. options: {{steps: 500}})")
-    grid_node = next((v for k, v in root.value if k.value == "grid"), None)
-    if grid_node is None:  # safe_load merged it in from a `<<:` key
-        raise FptError(f"{path}: write 'grid' as a key of the spec itself, not merged in with '<<'")
+    section = "cells" if named else "grid"
+    node = _node(root, section)
+    if node is None:  # safe_load merged it in from a `<<:` key
+        raise FptError(f"{path}: write {section!r} as a key of the spec itself, not merged in with '<<'")
     known = option_names()
-    options_node = next((v for k, v in root.value if k.value == "options"), root)
-    for section, mapping, node in (("grid", grid, grid_node), ("options", options, options_node)):
-        for key, value in mapping.items():
-            where = f"{path}, line {_line_of(node, key)}"
-            if key not in known:
-                raise FptError(f"{where}: unknown {section} key {key!r}; use `fpt train` option names with underscores")
-            if section == "grid" and (not isinstance(value, list) or not value):
-                raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
-            if section == "options" and key in GRID_ONLY_KEYS:
-                raise FptError(
-                    f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {key}: [{value}])"
-                )
-            values = [coerce_option(key, item, where) for item in (value if section == "grid" else [value])]
-            for item in values:
-                _check_value(key, item, where)
-            mapping[key] = values if section == "grid" else values[0]
-    if "task" not in grid:  # the tables are laid out by task: without one every cell ran, then the table failed
+    cells = _named_cells(path, data["cells"], node, known) if named else None
+    if not named:
+        _check_entries(path, "grid", grid, node, known)
+    _check_entries(path, "options", options, _node(root, "options") or root, known)
+    if not named and "task" not in grid:  # the tables are laid out by task: without one every cell ran, then failed
         raise FptError(f"{path}: the grid names no task; list it there (e.g. task: [bit-xor])")
     size = math.prod(len(values) for values in grid.values())
     if size > MAX_CELLS:
@@ -217,7 +299,7 @@ def load_spec(path: Path) -> SweepSpec:
     name = data.get("name") or path.stem
     if not isinstance(name, str):  # YAML reads `name: 2024-05-01` as a date
         raise FptError(f"{path}: 'name' must be a string; quote it (name: \"{name}\")")
-    spec = SweepSpec(name, grid, options, parallel)
+    spec = SweepSpec(name, grid, options, parallel, cells, *_sitting_keys(path, data))
     spec.cells()  # refuses duplicate cells now, before anything runs
     check_cell_options(spec, str(path))
     return spec

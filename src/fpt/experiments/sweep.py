@@ -9,9 +9,17 @@
       steps: 500
     parallel: 2                   # cells at once (threads are split between them)
 
-Each cell is a separate `fpt train` process writing its own run directory under
-SWEEP_DIR/runs/. A cell whose summary.json exists is never run again; one that was killed is
-resumed from its checkpoint. A cell that fails is recorded with its error and the sweep goes on.
+In place of a grid, `cells:` names each cell (its run directory's name) and gives its own options,
+task included (`mnist-seed0: {task: mnist, seed: 0, steps: 8000}`), over the shared `options`.
+`runs: FOLDER` (relative to the spec's folder) puts the run directories there rather than in
+SWEEP_DIR/runs/; `max_minutes: M` gives each cell at most M minutes a sitting (`fpt train
+--max-minutes`): a cell still training then stops with a checkpoint ("stopped", not failed), and
+running the sweep again continues it.
+
+Each cell is a separate `fpt train` process writing its own run directory. A cell whose
+summary.json exists is never run again; one that was killed or stopped is resumed from its
+checkpoint (each sitting logged in its sittings.jsonl, fpt.experiments.sittings). A cell that
+fails is recorded with its error and the sweep goes on.
 Cells run in threads of this process (`LocalExecutor`, the default) or as Ray tasks
 (fpt.experiments.ray_executor); either way each is `run_cell`, and the rows are the same.
 """
@@ -21,17 +29,18 @@ from __future__ import annotations
 import collections
 import collections.abc
 import csv
-import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Iterator, Protocol
 
 from fpt.errors import FptError
+from fpt.experiments.sittings import log_sitting, reached_step
 from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.sweep is where they are found)
     GRID_ONLY_KEYS,
     MAX_CELLS,
@@ -54,9 +63,12 @@ from fpt.tracking import Tracker
 
 # Set for a cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it).
 FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
+# A row's status for a cell its sitting's time (max_minutes) stopped: neither done nor failed.
+STOPPED = "stopped"
 
 
 def _cell_status(run: RunDir) -> str:
+    """done (summary.json written), resumable (a checkpoint) or new."""
     if run.is_finished:
         return "done"
     if run.has_checkpoint:
@@ -65,10 +77,12 @@ def _cell_status(run: RunDir) -> str:
 
 
 def cell_run(sweep_dir: Path, cell: Cell) -> RunDir:
-    return RunDir(sweep_dir / "runs" / cell.name)
+    """The cell's run directory: in the spec's `runs` folder where it names one, else SWEEP_DIR/runs."""
+    return RunDir(Path(cell.runs or sweep_dir / "runs") / cell.name)
 
 
 def failed_row(cell: Cell, run: RunDir, kind: str, error: str) -> dict:
+    """The results row of a cell that failed: `kind` as fpt.errors names it, `error` its one line."""
     return {**cell.values, "status": "failed", "failure": kind, "error": error, "run_dir": str(run.path)}
 
 
@@ -78,6 +92,7 @@ CellTracking = tuple[list[str], dict[str, str]]
 
 
 def cell_tracking(tracker: Tracker | None) -> CellTracking | None:
+    """What each cell's `fpt train` needs to report to the sweep's tracker; None without one."""
     return None if tracker is None else (tracker.cell_args, tracker.cell_env())
 
 
@@ -91,6 +106,8 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
         failed = _run_train(cell, spec, run, log, threads, tracking)
         if failed is not None:
             return failed
+        if not run.is_finished and run.has_checkpoint and spec.max_minutes is not None:
+            return _stopped_row(cell, run, spec.max_minutes)
     try:
         summary = run.read_summary()
     except FptError as exc:
@@ -128,10 +145,19 @@ def _run_train(
     succeeded, else its failed row. The child dies with this process (fpt.runtime.die_with_parent)."""
     if _cell_status(run) == "resumable":
         command = ["train", "--resume", str(run.path)]
+    elif cell.runs is not None and run.read_metrics():  # the spec's folder is not the sweep's to clear
+        return failed_row(
+            cell,
+            run,
+            "usage",
+            f"{run.path} holds a run that trained but has no checkpoint to resume; move it aside to run the cell again",
+        )
     else:
         shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
         command = ["train", *train_args(spec.options, cell.values), "--out", str(run.path)]
     command += ["--threads", str(threads), "--no-progress"]
+    if spec.max_minutes is not None:  # fpt ends the sitting itself: after a step, with a checkpoint, exit 0
+        command += ["--max-minutes", str(spec.max_minutes)]
     run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
     env = {
         **os.environ,
@@ -142,16 +168,31 @@ def _run_train(
     if tracking is not None:  # the same trackers, the cell's run nested under the sweep's
         command += tracking[0]
         env.update(tracking[1])
+    started, from_step = time.time(), reached_step(run) if run.path.is_dir() else 0
     with open(log, "a") as handle:
         proc = subprocess.run(
             [sys.executable, "-m", "fpt", *command], stdout=handle, stderr=subprocess.PIPE, text=True, env=env
         )
         handle.write(proc.stderr)
+    log_sitting(run, started, from_step, threads, proc.returncode)
     if proc.returncode == 0:
         return None
     failure = run.read_failure() or {}
     error = failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
     return failed_row(cell, run, failure.get("kind", "crash"), error)
+
+
+def _stopped_row(cell: Cell, run: RunDir, max_minutes: float) -> dict:
+    """The row of a cell its sitting's time stopped (`max_minutes`): not failed, continued next time."""
+    step, steps = reached_step(run), run.read_config().get("steps")
+    return {
+        **cell.values,
+        "status": STOPPED,
+        "step": step,
+        "run_dir": str(run.path),
+        "failure": "",
+        "error": f"stopped at step {step} of {steps}: max_minutes {max_minutes:g} reached; run the sweep again",
+    }
 
 
 def _regression_row(cell: Cell, run: RunDir, summary: dict) -> dict:
@@ -196,6 +237,7 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
         return watched, ""
 
     def scored() -> dict[str, float]:
+        """The test splits' accuracies in evaluation.json, where it was made at the run's last step."""
         try:
             evaluation = run.read_evaluation() or {}
         except FptError:  # damaged: scored again
@@ -316,6 +358,7 @@ class LocalExecutor:
                 yield futures[future], future.result()
 
     def describe(self, parallel: int) -> str:
+        """This machine and how its cores are split between runs."""
         return machine_description(parallel)
 
 
@@ -332,7 +375,7 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     check_cells_unchanged(spec, sweep_dir)
-    write_json(sweep_dir / "spec.json", dataclasses.asdict(spec))
+    write_json(sweep_dir / "spec.json", spec.as_dict())
     cells = spec.cells()
     for cell in cells:  # the options each cell runs with, to compare when the sweep is run again
         args = train_args(spec.options, cell.values)
@@ -341,7 +384,10 @@ def run_sweep(
     with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
         for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir, cell_tracking(tracker)):
             # "row": what tells this cell's table row apart (every grid value but task and seed)
-            label = ",".join(f"{k}={v}" for k, v in cells[index].values.items() if k not in ("task", "seed")) or "fpt"
+            # (a named cell is told apart by its name)
+            label = cells[index].given_name or (
+                ",".join(f"{k}={v}" for k, v in cells[index].values.items() if k not in ("task", "seed")) or "fpt"
+            )
             rows[index] = {**row, "row": label}
             bar.set_postfix_str(cells[index].name, refresh=False)
             bar.update(1)
@@ -350,9 +396,11 @@ def run_sweep(
 
 
 def write_results_csv(rows: list[dict], path: Path) -> None:
+    """The rows as CSV, every key any row has a column, written atomically."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
 
     def write(tmp: Path) -> None:
+        """Write the CSV to `tmp` (atomic_write then moves it into place)."""
         with open(tmp, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
@@ -381,12 +429,12 @@ def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> st
     from fpt.paths import write_text
 
     options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
-    seeds = len(spec.grid.get("seed", [0]))
+    seeds = len({str(cell.values.get("seed", 0)) for cell in spec.cells()})
     text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); {split_title(rows)}", None, "row")
     if table_chart(rows, sweep_dir / "chart.png", f"{spec.name}: {split_title(rows)}", None, "row"):
         scored = "MSE" if all(row_metric(r) == "mse" for r in rows if r["status"] == "done") else "accuracy"
         text += f"\n![our {scored} by row and task](chart.png)\n"
-    text += failed_runs_section(rows)
+    text += failed_runs_section(rows) + stopped_runs_section(rows)
     write_text(sweep_dir / "results.md", text)
     learning_curves(rows, sweep_dir / "curves.png", "row")
     return text
@@ -398,6 +446,9 @@ def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
         "runs": len(rows),
         **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")},
     }
+    stopped = sum(r["status"] == STOPPED for r in rows)
+    if stopped:  # only where max_minutes stopped some: a sweep without it reports what it always did
+        counts[STOPPED] = stopped
     return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
 
 
@@ -419,4 +470,15 @@ def failed_runs_section(rows: list[dict]) -> str:
     failed = [r for r in rows if r["status"] == "failed"]
     return (
         "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""
+    )
+
+
+def stopped_runs_section(rows: list[dict]) -> str:
+    """The "Stopped runs" list under a table (cells max_minutes stopped, to continue); empty when none."""
+    stopped = [r for r in rows if r["status"] == STOPPED]
+    return (
+        "\nStopped runs (run the sweep again to continue them):\n"
+        + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in stopped)
+        if stopped
+        else ""
     )
