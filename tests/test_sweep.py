@@ -291,6 +291,12 @@ def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_
     monkeypatch.setitem(RECIPES, "fast", {**RECIPES["fast"], "dropout": 0.5})  # an upgrade of fpt, say
     with pytest.raises(FptError, match=r"earlier --recipe fast \(dropout 0.0 -> 0.5\)"):
         run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+    monkeypatch.undo()
+    # a cell recorded when the fast recipe's precision was named native-bf16 (now auto: the same pick)
+    record = next((tmp_path / "sweep" / "cells").glob("*.json"))
+    recorded = json.loads(record.read_text())
+    record.write_text(json.dumps({**recorded, "recipe": {**recorded["recipe"], "precision": "native-bf16"}}))
+    assert run_sweep(load_spec(path), tmp_path / "sweep", progress=False)[0]["status"] == "done"
 
 
 def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_path, monkeypatch):

@@ -276,6 +276,14 @@ def _recipe_of(args: list[str]) -> dict:
     return {"name": name, **RECIPES.get(name, {})}
 
 
+def _renamed_recipe_values(recipe: dict | None) -> dict | None:
+    """A recorded recipe in today's words: the fast recipe's precision "native-bf16" (bf16 where the
+    CPU computes it natively, else fp32) is what --precision auto picks on a CPU, and is now named so."""
+    if recipe is None or recipe.get("precision") != "native-bf16":
+        return recipe
+    return {**recipe, "precision": "auto"}
+
+
 def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
     """A cell run before with other options would report old results under the new spec: refuse.
     So is one run under another definition of its recipe (an fpt upgrade mid-sweep), which would
@@ -297,7 +305,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
         ):
             raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
         now = train_args(spec.options, cell.values)
-        recipe_then, recipe_now = recorded.get("recipe"), _recipe_of(now)
+        recipe_then, recipe_now = _renamed_recipe_values(recorded.get("recipe")), _recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
             changed = ", ".join(
                 f"{k} {recipe_then.get(k, '(unset)')} -> {recipe_now.get(k, '(unset)')}"
