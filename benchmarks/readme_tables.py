@@ -1040,7 +1040,11 @@ HEADLINES = [
     Headline(
         "ETTh1, look-back 336",
         "frozen MiniLM, fast recipe, 1,500 steps",
-        ("headline/etth1-96-fpt-fast1500-seed0", "headline/etth1-96-fpt-fast1500-seed1"),
+        (
+            "headline/etth1-96-fpt-fast1500-seed0",
+            "headline/etth1-96-fpt-fast1500-seed1",
+            "headline/etth1-96-fpt-fast1500-seed2",
+        ),
         horizon=96,
     ),
     Headline(
