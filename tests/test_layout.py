@@ -17,6 +17,7 @@ LEVELS = {
     "taskspec": 0,  # TaskSpec, the task/model contract, below tasks/ so models need not import tasks
     "runtime": 0,
     "scores": 0,
+    "flops": 0,  # model FLOPs, the measured matmul peak, the speed meter (MFU): torch only
     "data": 1,
     "devices": 1,
     "distributed": 1,
