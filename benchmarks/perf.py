@@ -35,6 +35,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
+from fpt.flops import CONVENTION, flops_per_token, matmul_peak  # noqa: E402
 from fpt.tasks.base import Batch, Task, TaskSpec, step_generator  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "perf.json"
@@ -97,15 +98,18 @@ class RandomPatches(Task):
         return Batch(x, torch.randint(0, 10, (n, 1), generator=gen))
 
     def train_batch(self, step: int, batch_size: int, seed: int) -> Batch:
+        """A fresh batch of `batch_size`, the same for the same (seed, step)."""
         return self._draw(batch_size, step_generator(seed, step))
 
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:
+        """The fixed held-out examples (seed 1), `batch_size` at a time; `split` is ignored."""
         held = self._draw(self.eval_size, torch.Generator().manual_seed(1))
         for start in range(0, self.eval_size, batch_size):
             yield held.slice(start, start + batch_size)
 
 
 def make_task(kind: str) -> Task:
+    """The task of a configuration's kind: bit-memory, mnist-shape, scale-shape or listops (generated)."""
     from fpt.tasks import create_task
 
     if kind == "bit-memory":
@@ -145,6 +149,7 @@ class PeerModel(nn.Module):
         self.out = nn.Linear(hidden, spec.outputs_per_token * spec.num_classes)
 
     def forward(self, x, mask=None):
+        """Inputs (B, L) or (B, L, input_dim) and a (B, L) mask -> logits (B, num_outputs, num_classes)."""
         h = self.body(
             inputs_embeds=self.drop(self.inp(x)), attention_mask=None if mask is None else mask.long()
         ).last_hidden_state
@@ -157,6 +162,8 @@ class PeerModel(nn.Module):
 
 
 def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
+    """The peer model of configuration `cfg`: its body loaded with transformers, dropout 0.1, every linear
+    map frozen, between a fresh input layer and head."""
     from transformers import AutoModel, AutoModelForCausalLM, GPT2Config, GPT2Model
 
     from fpt.backbones import require_backbone_entry
@@ -195,29 +202,6 @@ def build_peer(cfg: dict, task: Task, seed: int) -> nn.Module:
 # --- measuring ------------------------------------------------------------------------------------
 
 
-def matmul_peak(n: int = 2048, repeats: int = 10, dtype=torch.float32) -> float:
-    """FLOP/s of the best of `repeats` n x n matmuls on all intra-op threads."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best
-
-
-def flops_per_token(body: nn.Module, tokens_per_seq: float, train: bool) -> tuple[float, int]:
-    """(FLOPs per token, non-embedding params): 4N (train) or 2N (eval) plus attention."""
-    embedding = {id(p) for m in body.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
-    params = sum(p.numel() for p in body.parameters() if id(p) not in embedding)
-    config = body.config
-    layers = getattr(config, "num_hidden_layers", None) or config.n_layer
-    attention = (12 if train else 4) * layers * tokens_per_seq * config.hidden_size
-    return (4 if train else 2) * params + attention, params
-
-
 def rss_mib() -> float:
     """Peak resident memory of this process (VmHWM: unlike ru_maxrss, not inherited across exec)."""
     with open("/proc/self/status") as f:
@@ -234,12 +218,15 @@ def current_rss_mib() -> float:
 
 
 def pad_to(batch: Batch, width: int) -> Batch:
+    """`batch` right-padded with zeros (and a mask) to `width` tokens: the peer's fixed-length ListOps."""
     extra = width - batch.x.shape[1]
     mask = batch.mask if batch.mask is not None else torch.ones(batch.x.shape[:2], dtype=torch.bool)
     return Batch(F.pad(batch.x, (0, extra)), batch.y, F.pad(mask, (0, extra)))
 
 
 def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
+    """One (configuration, variant) in this process: build, `steps` timed training steps (the first
+    `warmup` left out of the timings), an evaluation; the result row with its losses and memory."""
     from fpt.backbones import load_backbone
     from fpt.config import TrainConfig
     from fpt.model import FrozenPretrainedTransformer
@@ -347,7 +334,7 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
         "train_tokens_per_s": sum(tokens[timed]) / sum(times[timed]),
         "train_examples_per_s": sum(examples[timed]) / sum(times[timed]),
         "train_flops_per_s": train_flops * sum(tokens[timed]) / sum(times[timed]),
-        "non_embedding_params": params,
+        "matmul_weights": params,  # the body's weight-matrix entries (older results: non_embedding_params)
         "losses": losses,
         "build_s": build_s,
         "rss_before_build_mib": rss_before,
@@ -380,6 +367,7 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
 
 
 def run_one(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
+    """`worker` in a process of its own (its peak memory its own); a row with "error" if it failed."""
     command = [sys.executable, __file__, "--worker", name, variant, str(steps), str(warmup), str(seed)]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -419,6 +407,7 @@ def table(rows: list[dict], peak: float, peak_bf16: float) -> str:
 
 
 def main() -> None:
+    """Measure the peaks, run every asked (configuration, variant), print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=list(CONFIGS), help="configurations to run (default: all)")
     parser.add_argument("--variants", nargs="+", help="variants to run (default: each configuration's list)")
@@ -480,6 +469,7 @@ def main() -> None:
                     "bf16_matmul_peak_flops": peak_bf16,
                 },
                 "command": " ".join([Path(sys.executable).name, *sys.argv]),
+                "flops_convention": CONVENTION,
                 "rows": rows,
             },
             indent=1,
