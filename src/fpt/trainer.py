@@ -24,12 +24,13 @@ from fpt.config import TrainConfig
 from fpt.distributed import SINGLE, World
 from fpt.errors import FptError, StopRequested
 from fpt.evaluation import device_of, evaluate
+from fpt.flops import CONVENTION, ModelFlops, SpeedMeter, describe_speed, measured_peak
 from fpt.model import TrainableModel
 from fpt.runs import RunDir, is_subset
 from fpt.runtime import StopOnSignal
 from fpt.scores import describe, reached
 from fpt.tasks import Task
-from fpt.tasks.base import Batch
+from fpt.tasks.base import Batch, series_tokens
 from fpt.tracking import Tracker
 
 
@@ -77,10 +78,12 @@ class StepCounts(NamedTuple):
 
     @property
     def loss(self) -> float:
+        """The mean loss per example over the whole batch (every rank's share)."""
         return self.loss_sum / self.examples
 
     @property
     def accuracy(self) -> float:
+        """The fraction of labels predicted right over the whole batch (a classifier's)."""
         return self.correct / self.labels
 
 
@@ -130,6 +133,8 @@ class Trainer:
         self.stop = StopOnSignal(self._say_stopping)  # Ctrl-C or SIGTERM during fit: stop after the step
         self.stop_agreed = False  # every rank saw the request by the end of the last step
         self.deadline: float | None = None  # perf_counter() at which this sitting ends (fit's max_minutes)
+        self.meter = SpeedMeter(None)  # this sitting's speed (fit makes it, with the peak where progress is shown)
+        self.model_flops: ModelFlops | None = None
 
     def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
         """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
@@ -287,11 +292,15 @@ class Trainer:
         for result in results:
             if not math.isfinite(result["loss"]):
                 raise self._diverged(f"held-out loss became {result['loss']}")
+            speed = self.meter.recent_rates()
             records.append(
-                {"step": self.step, "train_loss": train_loss, **result, "elapsed_s": round(self.elapsed(), 3)}
+                {"step": self.step, "train_loss": train_loss, **result, "elapsed_s": round(self.elapsed(), 3), **speed}
             )
             if self.progress:
-                bar.write(f"step {self.step}: {result['split']} {describe(result)}, loss {result['loss']:.4f}")
+                bar.write(
+                    f"step {self.step}: {result['split']} {describe(result)}, loss {result['loss']:.4f} | "
+                    + describe_speed(speed, self._eta_s())
+                )
         if self.run_dir is not None:
             for record in records:
                 self.run_dir.append_metrics(record)
@@ -346,6 +355,7 @@ class Trainer:
         this sitting (TimeLimitReached; litgpt's max_time)."""
         cfg = self.config
         self.model.train()
+        self._start_meter()  # before the clock starts: measuring the peak is not training time
         self.started, resumed_from = time.perf_counter(), self.step
         self.deadline = None if max_minutes is None else self.started + max_minutes * 60
         self.stop_agreed, reached_at, last_eval = False, None, None
@@ -354,12 +364,16 @@ class Trainer:
             while self.step < cfg.steps:
                 loss, accuracy = self._next_step()
                 bar.update(1)
-                shown = {"loss": f"{loss:.4f}", **({} if accuracy is None else {"acc": f"{accuracy:.3f}"})}
-                bar.set_postfix(shown, refresh=False)
+                shown = f"loss {loss:.4f}" + ("" if accuracy is None else f", acc {accuracy:.3f}")
+                bar.set_postfix_str(
+                    f"{shown}, {describe_speed(self.meter.recent_rates(), self._eta_s(), True)}", refresh=False
+                )
                 if self.on_step is not None:
                     self.on_step(self.step, loss)
                 if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                    evaluating = time.perf_counter()
                     last_eval = self._evaluation_step(loss, bar)
+                    self.meter.eval_s = time.perf_counter() - evaluating
                     if reached(last_eval, cfg.target_accuracy, cfg.target_mse) and not is_subset(last_eval):
                         reached_at = self.step
                         break
@@ -380,15 +394,40 @@ class Trainer:
             unit="step",
             dynamic_ncols=True,
             desc=f"{self.task.name} on {self.model.weights_name}",
+            # tqdm's own rate and time left would count the evaluations as slow steps: the postfix has ours
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
         )
+
+    def _start_meter(self) -> None:
+        """A speed meter for this sitting, with this machine's matmul peak measured (once per process,
+        under a second) only where progress is shown: without it MFU is unknown (None)."""
+        precision = getattr(self.model, "precision", self.config.precision)
+        peak = measured_peak(precision, self.device) if self.progress else None
+        self.meter = SpeedMeter(peak, devices=self.world.size)
+        self.model_flops = ModelFlops.of(self.model)
+
+    def _eta_s(self) -> float | None:
+        return self.meter.eta_s(self.step, self.config.steps, self.config.eval_every)
+
+    def _step_flops(self, batch: Batch) -> float | None:
+        """The model FLOPs of a training step on `batch` (the global batch), by fpt.flops.CONVENTION."""
+        if self.model_flops is None:
+            return None
+        length = batch.x.shape[1]
+        if self.task.spec.patch_stride is not None:  # a series window: the body sees its patches
+            length = series_tokens(length, self.model.embedder.linear.in_features, self.task.spec.patch_stride)
+        return self.model_flops.step(len(batch), length)
 
     def _next_step(self) -> tuple[float, float | None]:
         """Draw the step's batch and train on it; a failure or a non-finite loss ends the run in one line."""
+        started = time.perf_counter()
         try:  # drawing the batch too: a huge --batch-size fails there
             batch = self.task.train_batch(self.step, self.config.batch_size, self.config.seed)
             loss, accuracy = self.train_step(batch)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "training") from None
+        # train_step read the loss back (.item()), so an accelerator's work is done: the time is real
+        self.meter.add_step(time.perf_counter() - started, len(batch), self._step_flops(batch))
         self.step += 1
         if not math.isfinite(loss):
             raise self._diverged(f"loss became {loss}")
@@ -412,4 +451,7 @@ class Trainer:
             "backbone_hash": self.model.weights_hash,
             "extended_positions": self.model.extended_positions,
             "task_notes": getattr(self.task, "notes", {}),
+            **self.meter.sitting_rates(),  # this sitting's steps: ms_per_step (median), examples_per_s, mfu
+            "peak_flops_per_s": self.meter.peak,  # one device's measured matmul peak; None: not measured
+            "flops_convention": CONVENTION,
         }
