@@ -13,12 +13,20 @@ from torch.utils.flop_counter import FlopCounterMode
 from fpt import flops
 from fpt.cli import main
 from fpt.config import TrainConfig
-from fpt.flops import CONVENTION, ModelFlops, SpeedMeter, describe_speed, flops_per_token, measured_peak
+from fpt.flops import (
+    CONVENTION,
+    SPEED_KEYS,
+    ModelFlops,
+    SpeedMeter,
+    describe_speed,
+    flops_per_token,
+    measured_peak,
+)
 from fpt.tracking.sinks import numbers
 from fpt.trainer import task_loss
 from fpt.training import build, train
 
-SPEED = ("ms_per_step", "examples_per_s", "mfu")
+SPEED = ("ms_per_step", "examples_per_s", "mfu")  # the names metrics.jsonl's readers see
 
 
 def _tiny_body(trained: str | None = None):
@@ -87,7 +95,7 @@ def test_speed_meter_reads_recent_steps_and_mfu_against_a_peak():
     unknown = SpeedMeter(peak=None)
     unknown.add_step(0.01, 8, 2e9)
     assert unknown.recent_rates()["mfu"] is None and "MFU ?" in describe_speed(unknown.recent_rates())
-    assert SpeedMeter(1e12).recent_rates() == dict.fromkeys(SPEED)
+    assert SpeedMeter(1e12).recent_rates() == dict.fromkeys(SPEED) and SPEED_KEYS == SPEED
 
 
 def test_the_peak_is_measured_once_per_process(monkeypatch):

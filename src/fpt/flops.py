@@ -27,6 +27,9 @@ CONVENTION = (
     "matmul FLOPs (2 per multiply-add); a weight's backward: 2x its forward where trained, "
     "1x where frozen (input gradient only); attention 4*T*d per token and layer forward, 8*T*d backward"
 )
+# what a run's evaluation rows and summary gain: wall-clock figures, which differ between two runs of
+# the same cell (compare runs without them, as without elapsed_s)
+SPEED_KEYS = ("ms_per_step", "examples_per_s", "mfu")
 # each --precision's matmul dtype; int8's products run in int8 kernels whose peak fpt does not measure
 PEAK_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -197,7 +200,7 @@ class SpeedMeter:
 
     def _rates(self, seconds: list[float], examples: int, flops: float | None) -> dict:
         if not seconds:
-            return {"ms_per_step": None, "examples_per_s": None, "mfu": None}
+            return dict.fromkeys(SPEED_KEYS)
         total = sum(seconds)
         known = self.peak is not None and flops is not None and total > 0
         return {
