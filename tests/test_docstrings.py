@@ -7,38 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import fpt
 
 SOURCE = Path(fpt.__file__).parent
-
-# Documented in full this session (issue 33); the whole-package check below is xfail until every part is.
-COMPLETE = [
-    "backbones/body.py",
-    "backbones/controls.py",
-    "backbones/export.py",
-    "backbones/int8.py",
-    "backbones/registry.py",
-    "backbones/vit.py",
-    "checkpoint.py",
-    "cli/__init__.py",
-    "cli/runs.py",
-    "devices.py",
-    "distributed.py",
-    "experiments/controls.py",
-    "experiments/convergence.py",
-    "experiments/published_tables.py",
-    "experiments/ray_executor.py",
-    "experiments/tables.py",
-    "export.py",
-    "families.py",
-    "policy.py",
-    "prediction.py",
-    "sklearn.py",
-    "tracking/__init__.py",
-    "tracking/sinks.py",
-]
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -101,16 +72,6 @@ async def waiting(): pass
     ]
 
 
-def test_the_files_listed_complete_exist():
-    assert [name for name in COMPLETE if not (SOURCE / name).is_file()] == []
-
-
-def test_the_files_documented_in_full_stay_so():
-    missing = _report([SOURCE / name for name in COMPLETE])
-    assert missing == [], "public definitions without a docstring:\n" + "\n".join(missing)
-
-
-@pytest.mark.xfail(strict=False, reason="other modules being documented this session")
 def test_every_public_definition_has_a_docstring():
     missing = _report(_public_files())
     assert missing == [], "public definitions without a docstring:\n" + "\n".join(missing)
