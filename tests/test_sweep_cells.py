@@ -14,6 +14,7 @@ from fpt.errors import FptError
 from fpt.experiments.sittings import read_sittings
 from fpt.experiments.spec import load_spec
 from fpt.experiments.sweep import STOPPED, run_cell, run_sweep
+from fpt.flops import SPEED_KEYS
 from fpt.runs import RunDir
 
 
@@ -94,7 +95,8 @@ def test_a_begun_run_in_the_specs_folder_without_a_checkpoint_is_kept_not_cleare
 
 def _metrics(run):
     """A run's evaluations less their wall-clock times."""
-    return [{k: v for k, v in r.items() if k not in ("elapsed_s", "time")} for r in RunDir(run).read_metrics()]
+    timings = {"elapsed_s", "time", *SPEED_KEYS}
+    return [{k: v for k, v in r.items() if k not in timings} for r in RunDir(run).read_metrics()]
 
 
 @pytest.mark.slow
