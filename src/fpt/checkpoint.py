@@ -42,6 +42,17 @@ class RngState:
 
 
 @dataclass
+class BestState:
+    """--keep-best: the trained tensors of the run's best whole-split validation evaluation, the step
+    it was made at, and the whole-split evaluations since (for --patience)."""
+
+    step: int
+    params: dict[str, torch.Tensor]
+    result: dict  # the evaluation that made it the best (split, loss and scores)
+    evaluations_since: int = 0
+
+
+@dataclass
 class Checkpoint:
     """A checkpoint read back: the step it was saved at, the trained tensors by parameter name, Adam's state,
     each rank's RNG state, the backbone (name and weight hash) it is bound to, the fp16 loss scaler's state,
@@ -55,6 +66,7 @@ class Checkpoint:
     backbone_hash: str
     grad_scaler: dict | None = None  # --precision fp16: the loss scale and its growth tracker
     elapsed_s: float | None = None  # training seconds from step 0 to `step` (None: saved before fpt kept it)
+    best: BestState | None = None  # --keep-best: the trained tensors of the best validation score so far
 
     @property
     def world_size(self) -> int:
@@ -83,10 +95,11 @@ def save_checkpoint(
     rng_states: list[RngState] | None = None,
     grad_scaler: dict | None = None,
     elapsed_s: float | None = None,
+    best: BestState | None = None,
 ) -> None:
     """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash.
     `rng_states`: every rank's, in rank order (default: this process's own); `elapsed_s`: the
-    training time so far, which a resume goes on counting from."""
+    training time so far, which a resume goes on counting from; `best`: --keep-best's weights."""
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     tensors = {f"param.{n}": t.contiguous() for n, t in model.trainable_state().items()}
     state = optimizer.state_dict()
@@ -100,6 +113,8 @@ def save_checkpoint(
         tensors[_rng_key("torch", rank)] = rng.cpu
         if rng.cuda is not None:  # dropout on a GPU draws from its own generator
             tensors[_rng_key("cuda", rank)] = rng.cuda
+    if best is not None:
+        tensors.update({f"best.{n}": t.contiguous() for n, t in best.params.items()})
     tensors = {key: value.detach().cpu() for key, value in tensors.items()}  # loads onto any device
     metadata = {
         "format": FORMAT,
@@ -114,6 +129,10 @@ def save_checkpoint(
         metadata["grad_scaler"] = json.dumps(grad_scaler)
     if elapsed_s is not None:
         metadata["elapsed_s"] = repr(float(elapsed_s))
+    if best is not None:
+        metadata["best"] = json.dumps(
+            {"step": best.step, "result": best.result, "evaluations_since": best.evaluations_since}, allow_nan=False
+        )
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
@@ -215,6 +234,7 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
     if elapsed_s is not None and not (math.isfinite(elapsed_s) and elapsed_s >= 0):
         raise ValueError(f"elapsed time {elapsed_s}")
     return Checkpoint(
+        best=_parse_best(tensors, metadata, params),
         step=step,
         params=params,
         optimizer_state={"state": optim_state, "param_groups": groups},
@@ -224,6 +244,22 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
         grad_scaler=grad_scaler,
         elapsed_s=elapsed_s,
     )
+
+
+def _parse_best(tensors: dict[str, torch.Tensor], metadata: dict[str, str], params: dict) -> BestState | None:
+    """--keep-best's part of a checkpoint (None in a run without it, and in older files)."""
+    if "best" not in metadata:
+        return None
+    facts = json.loads(metadata["best"])
+    step, since, result = facts["step"], facts["evaluations_since"], facts["result"]
+    if not (isinstance(step, int) and isinstance(since, int) and step >= 0 and since >= 0 and isinstance(result, dict)):
+        raise ValueError(f"best-step record {facts}")
+    best = {k[len("best.") :]: v for k, v in tensors.items() if k.startswith("best.")}
+    if set(best) != set(params) or any(
+        v.shape != params[n].shape or v.dtype != params[n].dtype for n, v in best.items()
+    ):
+        raise ValueError("the best weights do not match the trained ones")
+    return BestState(step, best, result, since)
 
 
 def restore(model, checkpoint: Checkpoint, path: Path) -> None:

@@ -149,6 +149,15 @@ class TrainConfig:
     eval_batch_size: int = option(256, "examples per evaluation batch (fewer for long sequences)")
     target_accuracy: float | None = option(help="stop once held-out accuracy reaches this fraction")
     target_mse: float | None = option(help="a forecast: stop once held-out MSE is at most this")
+    keep_best: bool = option(
+        False,
+        "end with the weights of the best held-out evaluation (lowest MSE, highest accuracy), not the last "
+        "step's, and score the test split with them: early stopping's choice, made on validation alone; every "
+        "evaluation then scores the whole held-out split (--eval-subset is not used)",
+    )
+    patience: int | None = option(
+        help="with --keep-best: stop once this many evaluations in a row have not beaten the best"
+    )
     seed: int = option(0, "seeds the new layers, the batches and dropout", group="model")
     # a function of the step alone: a resumed run needs no scheduler state
     lr_schedule: str = option("constant", "cosine: to 0 at --steps, after --warmup-steps", LR_SCHEDULES)
@@ -194,6 +203,8 @@ class TrainConfig:
             raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
         if self.target_mse is not None and not (self.target_mse > 0 and math.isfinite(self.target_mse)):
             raise FptError(f"--target-mse must be a positive number, got {self.target_mse}")
+        if self.patience is not None and (self.patience < 1 or not self.keep_best):
+            raise FptError(f"--patience needs --keep-best and at least 1 evaluation, got {self.patience}")
         if self.train_fraction is not None and not 0 < self.train_fraction <= 1:
             raise FptError(f"--train-fraction is a fraction in (0, 1], got {self.train_fraction}")
         if not 0 <= self.seed < 2**63:

@@ -39,3 +39,12 @@ def reached(result: dict, target_accuracy: float | None, target_mse: float | Non
     if is_regression(result):
         return target_mse is not None and result["mse"] <= target_mse
     return target_accuracy is not None and result["accuracy"] >= target_accuracy
+
+
+def better(result: dict, than: dict | None) -> bool:
+    """True where `result` beats `than` on the headline metric (a lower MSE, a higher accuracy);
+    anything beats None. A tie is not better: the earlier evaluation stays the best."""
+    if than is None:
+        return True
+    metric = headline_metric(result)
+    return result[metric] < than[metric] if is_regression(result) else result[metric] > than[metric]

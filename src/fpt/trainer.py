@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from fpt import distributed
-from fpt.checkpoint import Checkpoint, RngState, restore, save_checkpoint
+from fpt.checkpoint import BestState, Checkpoint, RngState, restore, save_checkpoint
 from fpt.config import TrainConfig
 from fpt.distributed import SINGLE, World
 from fpt.errors import FptError, StopRequested
@@ -28,7 +28,7 @@ from fpt.flops import CONVENTION, ModelFlops, SpeedMeter, describe_speed, measur
 from fpt.model import TrainableModel
 from fpt.runs import RunDir, is_subset
 from fpt.runtime import StopOnSignal
-from fpt.scores import describe, reached
+from fpt.scores import better, describe, reached
 from fpt.tasks import Task
 from fpt.tasks.base import Batch, series_tokens
 from fpt.tracking import Tracker
@@ -135,6 +135,7 @@ class Trainer:
         self.deadline: float | None = None  # perf_counter() at which this sitting ends (fit's max_minutes)
         self.meter = SpeedMeter(None)  # this sitting's speed (fit makes it, with the peak where progress is shown)
         self.model_flops: ModelFlops | None = None
+        self.best: BestState | None = None  # --keep-best: the best whole-split evaluation's weights so far
 
     def load(self, checkpoint: Checkpoint, path: Path, resuming: bool = False) -> None:
         """Continue from `checkpoint` (read from `path`): parameters, Adam state, step, this rank's
@@ -153,7 +154,22 @@ class Trainer:
                 "was it copied from another run?"
             ) from None
         self.step = self.last_checkpoint_step = checkpoint.step
-        self.elapsed_before = checkpoint.elapsed_s
+        self.elapsed_before, self.best = checkpoint.elapsed_s, checkpoint.best
+
+    def restore_best(self) -> None:
+        """--keep-best: put the best evaluation's weights in the model (no-op before there is one)."""
+        if self.best is not None:
+            with torch.no_grad():
+                for name, value in self.model.trainable_state().items():
+                    value.copy_(self.best.params[name])
+
+    def _keep_if_best(self, result: dict) -> None:
+        """--keep-best: copy the trained weights where `result` (a whole-split evaluation) beats the best."""
+        if self.best is None or better(result, self.best.result):
+            state = {name: value.detach().clone() for name, value in self.model.trainable_state().items()}
+            self.best = BestState(self.step, state, result)
+        else:
+            self.best.evaluations_since += 1
 
     def elapsed(self) -> float:
         """Training seconds from step 0 to now, across resumes."""
@@ -183,6 +199,7 @@ class Trainer:
                 rng_states,
                 self.scaler.state_dict() if self.scaler.is_enabled() else None,
                 round(self.elapsed(), 3),
+                self.best,
             )
         except OSError as exc:
             kept = (
@@ -285,7 +302,7 @@ class Trainer:
         target the subset reached), then write the records and checkpoint, once: a run killed
         before the checkpoint makes the same evaluations again when resumed. Returns the last."""
         cfg = self.config
-        results = [self._evaluate(whole=self.step == cfg.steps or cfg.eval_subset is None)]
+        results = [self._evaluate(whole=self.step == cfg.steps or cfg.eval_subset is None or cfg.keep_best)]
         if reached(results[0], cfg.target_accuracy, cfg.target_mse) and is_subset(results[0]):
             results.append(self._evaluate(whole=True))  # the target counts on the whole split
         records = []
@@ -304,6 +321,8 @@ class Trainer:
         if self.run_dir is not None:
             for record in records:
                 self.run_dir.append_metrics(record)
+        if cfg.keep_best:
+            self._keep_if_best(results[-1])
         self._checkpoint()
         if self.tracker is not None:  # after the checkpoint: a resume never makes these evaluations again
             for record in records:
@@ -377,6 +396,8 @@ class Trainer:
                     if reached(last_eval, cfg.target_accuracy, cfg.target_mse) and not is_subset(last_eval):
                         reached_at = self.step
                         break
+                    if self._out_of_patience():
+                        break
                 if self._stop_requested() and self.step < cfg.steps:
                     raise self._checkpoint_and_stop(max_minutes)
         summary = self._summary(last_eval or self._evaluate(), reached_at, resumed_from)  # none: resumed a finished run
@@ -385,6 +406,11 @@ class Trainer:
         if self.tracker is not None:
             self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
+
+    def _out_of_patience(self) -> bool:
+        """--patience evaluations in a row have not beaten the best: early stopping's end."""
+        patience = self.config.patience
+        return patience is not None and self.best is not None and self.best.evaluations_since >= patience
 
     def _progress_bar(self) -> tqdm:
         return tqdm(
@@ -434,15 +460,22 @@ class Trainer:
         return loss, accuracy
 
     def _summary(self, last_eval: dict, reached_at: int | None, resumed_from: int) -> dict:
+        """What summary.json holds; with --keep-best the model is given its best weights first, so
+        "final" is the best evaluation and the test split is scored with them."""
         cfg = self.config
+        self.restore_best()
+        best = {} if self.best is None else {"best_step": self.best.step}
+        early = self.step < cfg.steps and self._out_of_patience()
+        status = "target_reached" if reached_at else "stopped_early" if early else "completed"
         return {
-            "status": "target_reached" if reached_at else "completed",
+            **best,
+            "status": status,
             "step": self.step,
             "resumed_from_step": resumed_from,
             "target_accuracy": cfg.target_accuracy,
             "target_mse": cfg.target_mse,
             "target_reached_at_step": reached_at,
-            "final": last_eval,
+            "final": last_eval if self.best is None else self.best.result,
             "test": self._score_test_splits(),
             "wall_time_s": round(time.perf_counter() - self.started, 3),
             "world_size": self.world.size,

@@ -204,6 +204,8 @@ def load_run(
         # first did: the model was just built from the same config and seed
         if checkpoint is not None:
             trainer.load(checkpoint, Path(run_dir) / RunDir.CHECKPOINT, resuming=lock)
+        if not lock:  # read, not trained on: a --keep-best run's result is its best weights
+            trainer.restore_best()
     except BaseException:
         if run is not None:
             run.unlock()

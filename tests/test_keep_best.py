@@ -1,0 +1,99 @@
+"""--keep-best and --patience: a run ends with the weights of its best whole-split validation
+evaluation (lowest MSE, highest accuracy), scores the test split with them, and keeps them across
+a resume; --patience stops it once that many evaluations in a row have not beaten the best."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from helpers import one_line_error
+
+from fpt.cli import main
+from fpt.config import TrainConfig
+from fpt.errors import FptError
+from fpt.runs import RunDir
+from fpt.training import Trainer, build, evaluate, load_run, resume, train
+
+
+def _config(backbone: str, **changes) -> TrainConfig:
+    base = dict(task="bit-xor", backbone=backbone, steps=30, eval_every=5, batch_size=8, lr=3e-3, keep_best=True)
+    base["task_options"] = {"n_bits": 5, "eval_size": 64}
+    return TrainConfig(**{**base, **changes})
+
+
+def _spoil_weights_after(step: int, model):
+    """An on_step hook that scrambles every trained tensor once, after `step`: the evaluations that
+    follow score far below the earlier ones, so the best one is known to lie at or before `step`."""
+
+    def hook(at: int, loss: float) -> None:
+        if at == step:
+            with torch.no_grad():
+                generator = torch.Generator().manual_seed(0)
+                for parameter in model.parameters():
+                    if parameter.requires_grad:
+                        parameter.copy_(torch.randn(parameter.shape, generator=generator) * 5)
+
+    return hook
+
+
+def _whole_split_rows(run: RunDir) -> list[dict]:
+    return [row for row in run.read_metrics() if "accuracy" in row and "[" not in row["split"]]
+
+
+def test_a_run_ends_with_its_best_evaluations_weights_and_scores_test_with_them(tiny_gpt2, tmp_path):
+    config = _config(tiny_gpt2, lr=3e-2)
+    task, model = build(dataclasses.replace(config))
+    run = RunDir.create(tmp_path / "run")
+    run.write_config(dataclasses.asdict(config))
+    trainer = Trainer(model, task, config, run, progress=False, on_step=_spoil_weights_after(15, model))
+    summary = trainer.fit()
+
+    rows = _whole_split_rows(run)
+    assert [row["step"] for row in rows] == [5, 10, 15, 20, 25, 30]  # every evaluation on the whole split
+    best = max(rows, key=lambda row: (row["accuracy"], -row["step"]))  # the first of equals
+    assert best["step"] <= 15 and rows[-1]["accuracy"] < best["accuracy"]
+    assert summary["best_step"] == best["step"] and summary["final"]["accuracy"] == best["accuracy"]
+    # the model holds the best weights: val scores as the best evaluation did, test as the summary says
+    assert evaluate(model, task, 256)["accuracy"] == best["accuracy"]
+    assert summary["test"]["test"]["accuracy"] == evaluate(model, task, 256, split="test")["accuracy"]
+    # and so does the run read back (fpt evaluate, predict and export load it this way)
+    loaded = load_run(run.path)
+    assert evaluate(loaded.model, loaded.task, 256)["accuracy"] == best["accuracy"]
+
+
+def test_patience_stops_once_that_many_evaluations_missed_the_best(tiny_gpt2, tmp_path):
+    config = _config(tiny_gpt2, lr=3e-2, steps=200, patience=2)
+    task, model = build(dataclasses.replace(config))
+    run = RunDir.create(tmp_path / "run")
+    summary = Trainer(model, task, config, run, progress=False, on_step=_spoil_weights_after(15, model)).fit()
+    assert summary["status"] == "stopped_early"
+    assert summary["step"] == summary["best_step"] + 2 * config.eval_every < 200
+
+
+def test_a_resumed_keep_best_run_equals_an_unbroken_one(tiny_gpt2, tmp_path):
+    config = _config(tiny_gpt2)
+    unbroken, _ = train(dataclasses.replace(config), tmp_path / "unbroken", progress=False)
+    train(dataclasses.replace(config, steps=15), tmp_path / "broken", progress=False)
+    resumed, _ = resume(tmp_path / "broken", steps=30, progress=False)
+    for key in ("best_step", "final", "test"):
+        assert resumed[key] == unbroken[key], key
+    a, b = load_run(tmp_path / "unbroken"), load_run(tmp_path / "broken")
+    for (name, x), y in zip(a.model.trainable_state().items(), b.model.trainable_state().values()):
+        assert torch.equal(x, y), name
+
+
+def test_without_keep_best_nothing_changes(tiny_gpt2, tmp_path):
+    summary, run_dir = train(_config(tiny_gpt2, keep_best=False, steps=10), tmp_path / "run", progress=False)
+    assert "best_step" not in summary and summary["status"] == "completed"
+    assert load_run(run_dir).trainer.step == 10
+
+
+def test_patience_without_keep_best_is_refused_in_one_line(tiny_gpt2, tmp_path, capsys):
+    with pytest.raises(FptError, match="--patience needs --keep-best"):
+        _config(tiny_gpt2, keep_best=False, patience=3).validate()
+    argv = ["train", "--task", "bit-xor", "--backbone", tiny_gpt2, "--patience", "0", "--keep-best"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    assert "--patience needs --keep-best and at least 1" in one_line_error(capsys)
+    assert not (tmp_path / "run").exists()
