@@ -912,6 +912,9 @@ def _dataset_forecasts(dataset: str) -> str:
         if row["dataset"] == dataset
     }
     linear = [_finished(sorted((RESULTS / "forecasting" / "linear").glob(f"{dataset}-h{h}-seed*"))) for h in HORIZONS]
+    kept_best = [
+        _finished(sorted((RESULTS / "forecasting" / "linear_best").glob(f"{dataset}-h{h}-seed*"))) for h in HORIZONS
+    ]
     fpt_runs = [_finished(sorted(HEADLINE.glob(f"{dataset.lower()}-{h}-fpt-*"))) for h in HORIZONS]
 
     def published(variant: str) -> list[str]:
@@ -923,6 +926,7 @@ def _dataset_forecasts(dataset: str) -> str:
     rows = [
         ["last value (naive)", *naive_cells, f"{naive_average[0]:.3f} / {naive_average[1]:.3f}"],
         ["DLinear (`--model linear`), ours", *map(_forecast_cell, linear), _average_cell(linear)],
+        ["DLinear, `--keep-best --patience 3`, ours", *map(_forecast_cell, kept_best), _average_cell(kept_best)],
         ["DLinear, published", *published("linear")],
         ["fpt, frozen MiniLM, ours", *map(_forecast_cell, fpt_runs), _average_cell(fpt_runs)],
         ["One Fits All GPT2(6), published", *published("fpt")],
