@@ -153,3 +153,26 @@ def test_no_progress_prints_no_bar_and_leaves_mfu_unknown(tiny_gpt2, tmp_path, c
 
 def test_models_without_a_transformer_body_have_no_model_flops():
     assert ModelFlops.of(torch.nn.Linear(3, 4)) is None
+
+
+def test_showing_progress_changes_nothing_a_run_trains(tiny_gpt2, tmp_path):
+    """The peak measured for the bar draws from a generator of its own: with dropout on, a run with
+    progress ends with the weights of one without (the global generator feeds the masks)."""
+    config = dict(task="bit-xor", backbone=tiny_gpt2, steps=3, eval_every=3, batch_size=4, dropout=0.3)
+    config["task_options"] = {"eval_size": 8}
+    flops._peak.cache_clear()  # the peak is measured in this test, not taken from the cache
+    _, quiet = train(TrainConfig(**config), tmp_path / "quiet", progress=False)
+    _, shown = train(TrainConfig(**config), tmp_path / "shown", progress=True)
+    from fpt.training import load_run
+
+    a, b = load_run(quiet).model.trainable_state(), load_run(shown).model.trainable_state()
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_a_body_of_no_layers_is_counted_not_refused(tiny_backbones, family, tmp_path):
+    """--body none leaves num_hidden_layers at 0, which is a count (BERT and Llama configs have no n_layer)."""
+    config = TrainConfig(task="bit-xor", backbone=tiny_backbones[family], body="none", steps=2, eval_every=2)
+    config.task_options = {"eval_size": 8}
+    summary, _ = train(config, tmp_path / "run", progress=False)
+    assert summary["step"] == 2

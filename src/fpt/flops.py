@@ -46,7 +46,10 @@ def matmul_peak(n: int = 2048, repeats: int = 10, dtype=torch.float32, device="c
     torch's intra-op threads), after 3 untimed ones. benchmarks/perf.py's careful measure: 2048
     takes seconds on a CPU core; a run's meter uses `measured_peak`, which stays under a second."""
     device = torch.device(device)
-    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    # a generator of its own: drawing from the global one would change the run's dropout masks, so
+    # that a run shown progress (which measures the peak) would train otherwise than one without
+    generator = torch.Generator(device).manual_seed(0)
+    a, b = (torch.rand(n, n, generator=generator, device=device).to(dtype) for _ in range(2))
     for _ in range(3):
         a @ b
     _synchronize(device)
@@ -111,7 +114,8 @@ def _matmul_weights(module: nn.Module) -> tuple[int, int]:
 def _layers_and_width(body: nn.Module) -> tuple[int, int]:
     """The body's attention layers and width, from its (Hugging Face) config."""
     config = body.config
-    return int(getattr(config, "num_hidden_layers", None) or config.n_layer), int(config.hidden_size)
+    layers = getattr(config, "num_hidden_layers", None)  # 0 for --body none: not a missing value
+    return int(config.n_layer if layers is None else layers), int(config.hidden_size)
 
 
 def _linear_flops(frozen: int, trained: int, train: bool, input_gradient: bool) -> int:
