@@ -73,8 +73,9 @@ def test_patience_stops_once_that_many_evaluations_missed_the_best(tiny_gpt2, tm
 
 
 def test_a_resumed_keep_best_run_equals_an_unbroken_one(tiny_gpt2, tmp_path):
-    config = _config(tiny_gpt2)
+    config = _config(tiny_gpt2, lr=3e-2)
     unbroken, _ = train(dataclasses.replace(config), tmp_path / "unbroken", progress=False)
+    assert unbroken["best_step"] <= 15  # before the break: the resumed half must carry it over
     train(dataclasses.replace(config, steps=15), tmp_path / "broken", progress=False)
     resumed, _ = resume(tmp_path / "broken", steps=30, progress=False)
     for key in ("best_step", "final", "test"):
@@ -97,3 +98,49 @@ def test_patience_without_keep_best_is_refused_in_one_line(tiny_gpt2, tmp_path, 
     assert main([*argv, "--out", str(tmp_path / "run")]) == 2
     assert "--patience needs --keep-best and at least 1" in one_line_error(capsys)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_stopped_early_and_resumed_stays_stopped(tiny_gpt2, tmp_path):
+    config = _config(tiny_gpt2, lr=3e-2, steps=200, patience=2)
+    task, model = build(dataclasses.replace(config))
+    run = RunDir.create(tmp_path / "run")
+    run.write_config(dataclasses.asdict(config))
+    first = Trainer(model, task, config, run, progress=False, on_step=_spoil_weights_after(15, model)).fit()
+    run.unlock()
+    run.summary_path.unlink()  # as a damaged summary.json is redone: `fpt train --resume`
+    again, _ = resume(run.path, progress=False)
+    assert (again["status"], again["step"], again["final"]) == (first["status"], first["step"], first["final"])
+
+
+def test_keep_best_on_a_task_that_watches_its_test_split_is_refused(tiny_gpt2, monkeypatch):
+    """As the image and UCR tasks do without --val-size: the best step would be chosen on test."""
+    config = _config(tiny_gpt2)
+    task, model = build(dataclasses.replace(config))
+    monkeypatch.setattr(type(task), "test_splits", property(lambda self: (self.eval_split,)))
+    with pytest.raises(FptError, match="--keep-best picks its step on .* test split"):
+        Trainer(model, task, config, progress=False)
+    Trainer(model, task, dataclasses.replace(config, keep_best=False), progress=False)  # without it: as before
+
+
+def test_a_damaged_best_record_is_refused_when_the_checkpoint_is_read(tiny_gpt2, tmp_path):
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from fpt.checkpoint import load_checkpoint
+
+    _, run_dir = train(_config(tiny_gpt2, steps=10), tmp_path / "run", progress=False)
+    path = run_dir / RunDir.CHECKPOINT
+    tensors = load_file(str(path))
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    for damaged in (
+        {"step": 99, "result": {"accuracy": 1.0}, "evaluations_since": 0},
+        {"step": 5, "result": {}, "evaluations_since": 0},
+        {"step": True, "result": {"accuracy": 1.0}, "evaluations_since": 0},
+    ):
+        save_file(tensors, str(path), metadata={**metadata, "best": json.dumps(damaged)})
+        with pytest.raises(FptError, match="damaged"):
+            load_checkpoint(path)

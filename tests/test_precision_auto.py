@@ -59,7 +59,7 @@ def test_on_cuda_auto_is_bf16_from_compute_capability_8_and_mps_stays_fp32(monke
 
 
 def test_explicit_precisions_and_baselines_are_not_picked_for(monkeypatch):
-    monkeypatch.setattr("fpt.backbones.surgery.auto_precision", lambda device: pytest.fail("picked"))
+    monkeypatch.setattr("fpt.build.auto_precision", lambda device: pytest.fail("picked"))
     for precision in ("fp32", "bf16", "fp16", "int8"):
         config = TrainConfig(precision=precision)
         assert fpt.build.resolve_precision(config) is None and config.precision == precision
@@ -70,7 +70,7 @@ def test_explicit_precisions_and_baselines_are_not_picked_for(monkeypatch):
 
 
 def test_every_rank_takes_rank_0s_pick(monkeypatch):
-    monkeypatch.setattr("fpt.backbones.surgery.auto_precision", lambda device: pytest.fail("a rank picked alone"))
+    monkeypatch.setattr("fpt.build.auto_precision", lambda device: pytest.fail("a rank picked alone"))
 
     class Rank1(World):
         def agree(self, on_main):

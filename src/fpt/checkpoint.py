@@ -252,8 +252,10 @@ def _parse_best(tensors: dict[str, torch.Tensor], metadata: dict[str, str], para
         return None
     facts = json.loads(metadata["best"])
     step, since, result = facts["step"], facts["evaluations_since"], facts["result"]
-    if not (isinstance(step, int) and isinstance(since, int) and step >= 0 and since >= 0 and isinstance(result, dict)):
-        raise ValueError(f"best-step record {facts}")
+    counts = all(type(n) is int and n >= 0 for n in (step, since))  # type(): True is an int too
+    scored = isinstance(result, dict) and any(isinstance(result.get(k), (int, float)) for k in ("mse", "accuracy"))
+    if not (counts and scored and step <= _saved_step(metadata)):
+        raise ValueError(f"best-evaluation record {facts}")
     best = {k[len("best.") :]: v for k, v in tensors.items() if k.startswith("best.")}
     if set(best) != set(params) or any(
         v.shape != params[n].shape or v.dtype != params[n].dtype for n, v in best.items()

@@ -107,6 +107,11 @@ class Trainer:
         tracker: Tracker | None = None,
     ):
         config.validate(world.size)  # from Python too: eval_every 0 or lr -1 fail here, in one line
+        if config.keep_best and task.eval_split in task.test_splits:
+            raise FptError(
+                f"--keep-best picks its step on the split training watches, which is {task.name}'s test split "
+                "here; hold out a validation split (--val-size N) first"
+            )
         self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
         self.progress, self.on_step = progress and world.is_main, on_step
@@ -380,7 +385,7 @@ class Trainer:
         self.stop_agreed, reached_at, last_eval = False, None, None
         self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
         with self._progress_bar() as bar, self.stop:
-            while self.step < cfg.steps:
+            while self.step < cfg.steps and not self._out_of_patience():  # a run stopped early stays stopped
                 loss, accuracy = self._next_step()
                 bar.update(1)
                 shown = f"loss {loss:.4f}" + ("" if accuracy is None else f", acc {accuracy:.3f}")

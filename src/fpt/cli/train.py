@@ -66,6 +66,9 @@ def _report(summary: dict, run_dir: Path) -> None:
     final = summary["final"]
     reached = summary["target_reached_at_step"]
     where = f" (target reached at step {reached})" if reached else ""
+    if "best_step" in summary:  # --keep-best: the result is the best evaluation's, at its step
+        early = ", stopped early" if summary["status"] == "stopped_early" else ""
+        where += f" (the best evaluation, at step {summary['best_step']}{early})"
     print(
         f"{final['split']} {describe(final)} on {final['examples']} examples "
         f"after {summary['step']} steps{where}, {summary['wall_time_s']:.1f} s"
