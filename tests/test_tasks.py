@@ -113,7 +113,7 @@ def test_an_option_a_factory_gains_is_typed_by_its_annotation():
     assert factory_option_types("shuffled", shuffled) == {"n_bits": int, "seed": int, "fraction": float, "name": str}
 
 
-@pytest.mark.parametrize("annotation", [": int | str", ": list", ": None", ""])
+@pytest.mark.parametrize("annotation", [": int | str", ": list", ": None", "", ": 'NotImportedHere'"])
 def test_a_parameter_the_command_line_cannot_give_is_left_to_python(annotation):
     namespace = {}
     exec(f"def odd(option{annotation} = None, n_bits: int = 3): pass", namespace)

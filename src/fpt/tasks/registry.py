@@ -57,7 +57,11 @@ def factory_option_types(name: str, factory: Callable) -> dict[str, type]:
     plain type (bool, int, float, str), or without an annotation, is no option: a command line or
     a config.json cannot give it, so it is set from Python alone (`create_task(name, key=value)`)."""
     types = {}
-    for key, parameter in inspect.signature(factory, eval_str=True).parameters.items():
+    try:
+        parameters = inspect.signature(factory, eval_str=True).parameters
+    except (NameError, TypeError, SyntaxError):  # an annotation named only under TYPE_CHECKING, say
+        parameters = inspect.signature(factory).parameters  # left as text: those are Python-only
+    for key, parameter in parameters.items():
         annotation = parameter.annotation
         kinds = [t for t in (typing.get_args(annotation) or (annotation,)) if t is not type(None)]
         if key not in NOT_OPTIONS and len(kinds) == 1 and kinds[0] in _OPTION_TYPES:
