@@ -129,3 +129,13 @@ def test_sittings_cut_short_by_max_minutes_continue_to_the_uninterrupted_runs_en
     assert a.step == b.step == 3 and all(torch.equal(a.params[name], b.params[name]) for name in a.params)
     assert [(s["from_step"], s["to_step"], s["exit"]) for s in read_sittings(run)] == [(0, 1, 0), (1, 2, 0), (2, 3, 0)]
     assert len(read_sittings(uninterrupted)) == 1
+
+
+def test_a_cell_whose_options_changed_is_refused_from_any_out_folder(tiny_gpt2, tmp_path):
+    """The record that guards a `runs:` folder lives beside the runs, not under --out: editing a
+    finished cell's options and running the spec with another --out (or from elsewhere) is refused."""
+    path = _named_spec(tmp_path, tiny_gpt2)
+    assert run_sweep(load_spec(path), tmp_path / "first", progress=False)[0]["status"] == "done"
+    path.write_text(path.read_text().replace("steps: 3", "steps: 4"))
+    with pytest.raises(FptError, match=r"was run with other options.*--steps 3 -> 4.*results/xor-seed0"):
+        run_sweep(load_spec(path), tmp_path / "second", progress=False)

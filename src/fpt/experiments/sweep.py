@@ -265,7 +265,9 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
 
 
 def _cell_record(sweep_dir: Path, cell: Cell) -> Path:
-    return sweep_dir / "cells" / f"{cell.name}.json"
+    """The options a cell ran with, kept beside its run: a spec's `runs:` folder is found from any
+    --out or working directory, and so must the record that guards it be."""
+    return (Path(cell.runs) if cell.runs else sweep_dir) / "cells" / f"{cell.name}.json"
 
 
 def _recipe_of(args: list[str]) -> dict:
@@ -292,7 +294,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
         record = _cell_record(sweep_dir, cell)
         if not record.is_file():
             continue
-        redo = f"delete {record} and {sweep_dir / 'runs' / cell.name} to run the cell again"
+        redo = f"delete {record} and {cell_run(sweep_dir, cell).path} to run the cell again"
         try:
             recorded = json.loads(record.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
