@@ -144,3 +144,16 @@ def test_a_damaged_best_record_is_refused_when_the_checkpoint_is_read(tiny_gpt2,
         save_file(tensors, str(path), metadata={**metadata, "best": json.dumps(damaged)})
         with pytest.raises(FptError, match="damaged"):
             load_checkpoint(path)
+
+
+def test_fpt_evaluate_and_export_of_a_keep_best_run_read_the_best_weights(tiny_gpt2, tmp_path):
+    import json
+
+    summary, run_dir = train(_config(tiny_gpt2, lr=3e-2), tmp_path / "run", progress=False)
+    assert summary["best_step"] < 30  # the last evaluation was not the best: the two steps differ
+    assert main(["evaluate", str(run_dir)]) == 0
+    evaluation = json.loads((run_dir / "evaluation.json").read_text())
+    assert evaluation["splits"]["heldout"]["accuracy"] == summary["final"]["accuracy"]
+    assert main(["export", str(run_dir), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    settings = json.loads((tmp_path / "hf" / "config.json").read_text())["fpt"]
+    assert settings["run"]["step"] == summary["best_step"]

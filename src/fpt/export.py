@@ -75,7 +75,7 @@ def export_run(run_dir: str | Path, format: str, out: str | Path) -> Path:
     extra = {
         "task": config.task,
         "task_options": config.task_options,
-        "run": {"dir": str(run_dir), "step": trainer.step, **scores},
+        "run": {"dir": str(run_dir), "step": trainer.weights_step, **scores},
     }
 
     def write(directory: Path) -> None:

@@ -161,6 +161,11 @@ class Trainer:
         self.step = self.last_checkpoint_step = checkpoint.step
         self.elapsed_before, self.best = checkpoint.elapsed_s, checkpoint.best
 
+    @property
+    def weights_step(self) -> int:
+        """The step of the weights a finished run is read with: --keep-best's best, else the last."""
+        return self.step if self.best is None else self.best.step
+
     def restore_best(self) -> None:
         """--keep-best: put the best evaluation's weights in the model (no-op before there is one)."""
         if self.best is not None:

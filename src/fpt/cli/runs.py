@@ -126,7 +126,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
         raise FptError(f"{args.run_dir} trained a --body none control, which has no attention layer to plot")
     attention = mean_attention(model, task, args.layer, args.examples)
     out = args.out or args.run_dir / f"attention_layer{args.layer}.png"
-    title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.step})"
+    title = f"{config.task} on {config.backbone}: layer {args.layer}, mean over heads (step {trainer.weights_step})"
     read = task.spec.seq_len if model.head.pooling == "flatten" else task.spec.last_k  # flatten: every token is read
     print(plot_attention(attention, out, title, read))
 
@@ -183,13 +183,13 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
             "task": config.task,
             "init": config.init,
             "policy": config.policy,
-            "step": str(trainer.step),
+            "step": str(trainer.weights_step),
             metric: accuracy,
             "run": str(args.run_dir),
         },
     )
     print(
-        f"backbone {config.backbone} after {trainer.step} steps of {config.task} "
+        f"backbone {config.backbone} after {trainer.weights_step} steps of {config.task} "
         f"(held-out {metric_label(metric)} {accuracy}): {out}"
     )
     if out == bit_backbone_path(config.backbone):
