@@ -410,6 +410,7 @@ class Trainer:
                         break
                 if self._stop_requested() and self.step < cfg.steps:
                     raise self._checkpoint_and_stop(max_minutes)
+        self.restore_best()  # --keep-best: the run ends with, and scores test with, its best weights
         summary = self._summary(last_eval or self._evaluate(), reached_at, resumed_from)  # none: resumed a finished run
         if self.run_dir is not None:
             self.run_dir.write_summary(summary)
@@ -470,10 +471,9 @@ class Trainer:
         return loss, accuracy
 
     def _summary(self, last_eval: dict, reached_at: int | None, resumed_from: int) -> dict:
-        """What summary.json holds; with --keep-best the model is given its best weights first, so
-        "final" is the best evaluation and the test split is scored with them."""
+        """What summary.json holds; with --keep-best (the model holding its best weights by now)
+        "final" is the best evaluation, and the test split is scored with those weights."""
         cfg = self.config
-        self.restore_best()
         best = {} if self.best is None else {"best_step": self.best.step}
         early = self.step < cfg.steps and self._out_of_patience()
         status = "target_reached" if reached_at else "stopped_early" if early else "completed"

@@ -168,7 +168,7 @@ def _run_train(
     if tracking is not None:  # the same trackers, the cell's run nested under the sweep's
         command += tracking[0]
         env.update(tracking[1])
-    started, from_step = time.time(), reached_step(run) if run.path.is_dir() else 0
+    started, from_step = time.time(), reached_step(run)  # 0 for a run not made yet
     with open(log, "a") as handle:
         proc = subprocess.run(
             [sys.executable, "-m", "fpt", *command], stdout=handle, stderr=subprocess.PIPE, text=True, env=env
