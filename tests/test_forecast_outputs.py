@@ -13,6 +13,7 @@ import torch
 from helpers import one_line_error
 
 from fpt.cli import main
+from fpt.evaluation import forecast_samples
 from fpt.experiments.convergence import convergence
 from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
 from fpt.model import FrozenPretrainedTransformer
@@ -89,6 +90,22 @@ def test_evaluate_reports_mse_and_mae_and_draws_no_confusion_matrix(forecast_run
     assert test["loss"] == test["mse"] and test["mae"] > 0 and "accuracy" not in test
     summary = RunDir(forecast_run).read_summary()
     assert test["mse"] == pytest.approx(summary["test"]["test"]["mse"])
+    for split in ("val", "test"):  # a picture of sampled forecasts in place of the confusion matrix
+        png = forecast_run / f"forecast_{split}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert evaluation["splits"][split]["forecast_png"] == str(png)
+
+
+def test_the_drawn_forecasts_are_the_models_on_windows_spread_over_the_split(forecast_run):
+    _, task, model, _ = load_run(forecast_run)
+    data = task.eval_split_data("test")
+    samples = forecast_samples(model, task, "test", channel=1, count=4)
+    assert samples["starts"][0] == 0 and samples["starts"][-1] == data.windows - 1 and len(samples["starts"]) == 4
+    x, y = data.examples(torch.tensor(samples["starts"]) * data.channels + 1)  # channel 1 of those windows
+    assert torch.equal(samples["lookback"], x) and torch.equal(samples["truth"], y)
+    np.testing.assert_allclose(
+        samples["forecast"].numpy(), _model_values(forecast_run, x.numpy()), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_predict_windows_from_an_npz_with_targets_reports_mse_and_mae(forecast_run, tmp_path, capsys):

@@ -186,3 +186,20 @@ def predict(model: TrainableModel, task: Task, batch_size: int = 256, split: str
         return torch.cat([run(batch) for batch in task.eval_batches(batch_size, split)])
     finally:
         model.train(was_training)
+
+
+@torch.inference_mode()
+def forecast_samples(model: TrainableModel, task, split: str, channel: int, count: int = 4) -> dict:
+    """`count` windows of one channel spread evenly over a forecasting split (its first and last
+    included), with their look-back, true future and forecast (scaled values): what
+    `fpt evaluate` draws. `task` is a fpt.tasks.forecasting.ForecastTask."""
+    data = task.eval_split_data(split)
+    starts = torch.linspace(0, data.windows - 1, count).round().long().unique()
+    batch = task.make_batch(data, starts * data.channels + channel, None)
+    was_training = model.training
+    model.eval()
+    try:
+        forecast = model(batch.x.to(device_of(model)), None).reshape(batch.y.shape).float().cpu()
+    finally:
+        model.train(was_training)
+    return {"starts": starts.tolist(), "lookback": batch.x, "truth": batch.y, "forecast": forecast}

@@ -9,13 +9,15 @@ from fpt.errors import FptError
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    """`fpt evaluate RUN_DIR`: reload the run's last checkpoint, score the chosen splits (a confusion-matrix
-    PNG per split for a single-label classifier; with --shuffle, each split again with its inputs' order
-    shuffled) and write RUN_DIR/evaluation.json. Raises FptError while another process trains the run."""
+    """`fpt evaluate RUN_DIR`: reload the run's last checkpoint, score the chosen splits (a PNG per split: a
+    confusion matrix for a single-label classifier, sampled forecasts for a forecast; with --shuffle, each
+    split again with its inputs' order shuffled) and write RUN_DIR/evaluation.json. Raises FptError while
+    another process trains the run."""
     from fpt.config import check_threads
     from fpt.experiments.plots import plot_confusion
     from fpt.runs import RunDir
     from fpt.scores import describe
+    from fpt.tasks.forecasting import ForecastTask
     from fpt.training import evaluate, load_run
 
     check_threads(args.threads)
@@ -40,6 +42,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 f"{config.task} on {config.backbone}: {split} (accuracy {result['accuracy']:.4f})",
             )
             result["confusion_png"] = str(png)
+        if isinstance(task, ForecastTask):
+            result["forecast_png"] = str(_draw_forecasts(args.run_dir, config, task, model, split))
         results[split] = result
         print(f"{split}: {describe(result)} on {result['examples']} examples, loss {result['loss']:.4f}")
         if shuffled is not None:
@@ -57,6 +61,19 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "splits": mixed,
         }
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
+
+
+def _draw_forecasts(run_dir, config, task, model, split: str):
+    """RUN_DIR/forecast_<split>.png: four windows of the series' last channel (ETTh's oil
+    temperature, the target of the field's univariate tables) spread over the split."""
+    from fpt.evaluation import forecast_samples
+    from fpt.experiments.plots import plot_forecasts
+
+    channel = task.notes["channels"] - 1
+    samples = forecast_samples(model, task, split, channel)
+    name, horizon = task.notes["columns"][channel], task.notes["horizon"]
+    title = f"{config.task}, channel {name}, {split}: forecasts of {horizon} steps, scaled values"
+    return plot_forecasts(samples, run_dir / f"forecast_{split}.png", title)
 
 
 def _shuffle_option(args: argparse.Namespace) -> int | None:

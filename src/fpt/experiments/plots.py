@@ -343,3 +343,26 @@ def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "varian
         log=True,
         empty=empty,
     )
+
+
+def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
+    """One panel per sampled window (fpt.evaluation.forecast_samples): the end of its look-back,
+    its true future and the forecast, on the scaled values the metrics read, each with its MSE."""
+    count, horizon = samples["truth"].shape
+    shown = min(samples["lookback"].shape[1], 2 * horizon)  # enough past to see the level and the rhythm
+    fig, axes = plt.subplots(count, 1, figsize=(7.5, 1.8 * count + 0.6), dpi=120, sharex=True, squeeze=False)
+    for ax, start, past, truth, forecast in zip(
+        axes[:, 0], samples["starts"], samples["lookback"], samples["truth"], samples["forecast"]
+    ):
+        ax.plot(range(-shown, 0), past[-shown:].numpy(), color="0.55", linewidth=0.9, label="look-back")
+        ax.plot(range(horizon), truth.numpy(), color="black", linewidth=0.9, label="true future")
+        ax.plot(range(horizon), forecast.numpy(), color="tab:orange", linewidth=1.2, label="forecast")
+        ax.axvline(-0.5, color="0.8", linewidth=0.8)
+        mse = (forecast - truth).square().mean().item()
+        ax.set_title(f"window {start}: MSE {mse:.3f}", fontsize=8, loc="left")
+        ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=7, loc="best", ncol=3, frameon=False)
+    axes[-1, 0].set_xlabel("steps from the forecast's start (look-back < 0 <= horizon)", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
