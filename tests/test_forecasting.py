@@ -90,6 +90,26 @@ def test_every_test_window_is_scored_whatever_the_batch(tmp_path, tiny_gpt2):
     )
 
 
+def test_an_eval_subset_of_a_forecast_spans_the_split_window_by_window(ett_dir, tiny_gpt2):
+    folder, _, _ = ett_dir
+    config = TrainConfig(task="ett:ETTh1", task_options={"data_dir": str(folder), **SMALL}, backbone=tiny_gpt2)
+    task, model = build(config)
+    data = task.evals["val"]  # 2,857 windows x 7 channels
+    index, name = task.subset_index("val", 700)  # 100 windows at most: every 29th
+    assert name == "[::29 windows]" and len(index) == 7 * len(range(0, data.windows, 29)) <= 700
+    assert index[:8].tolist() == [0, 1, 2, 3, 4, 5, 6, 29 * 7]  # each chosen window with all its channels
+    assert index[-7:].tolist() == [(data.windows - 1) // 29 * 29 * 7 + c for c in range(7)]  # reaching the end
+    result = evaluate(model, task, 64, split="val", limit=700)
+    x, y = data.examples(index)
+    with torch.no_grad():
+        model.eval()
+        mse = (model(x).reshape(y.shape) - y).double().square().mean().item()
+    assert result["split"] == "val[::29 windows]" and result["examples"] == len(index)
+    assert result["mse"] == pytest.approx(mse, rel=1e-5)
+    assert task.subset_index("val", len(data)) is None  # the whole split fits: scored whole, named "val"
+    assert evaluate(model, task, 256, split="val", limit=len(data))["split"] == "val"
+
+
 def test_patches_cover_the_window_and_its_padded_end():
     x = torch.arange(20.0).reshape(1, 20)
     cut = patches(x, 8, 4)

@@ -163,7 +163,8 @@ class TrainConfig:
     lr_schedule: str = option("constant", "cosine: to 0 at --steps, after --warmup-steps", LR_SCHEDULES)
     warmup_steps: int = option(0, "the rate rises linearly from lr/N to lr over these N steps")
     eval_subset: int | None = option(
-        help="evaluate the first N held-out examples in between (recorded as split[:N]); the whole split at the end"
+        help="evaluate the first N held-out examples in between (recorded as split[:N]; a forecast: every k-th "
+        "window, all its channels, split[::k windows]); the whole split at the end"
     )
     recipe: str = option("paper", _RECIPE_HELP)
     # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.

@@ -70,16 +70,22 @@ def evaluate(
     per-class accuracy. Long sequences are evaluated in smaller batches (`eval_batch_for`).
     Ranks of a distributed run score every world.size-th batch each and sum the counts, so the
     split is scored exactly once and every rank gets the same result. `limit`: only the split's
-    first N examples (a fixed subset, named "split[:N]" in the result).
+    first N examples (a fixed subset, named "split[:N]" in the result); a task with a
+    `subset_index` (a forecast) picks its own, spread over the split.
     """
     batch_size = eval_batch_for(task, batch_size)
     cut: list[bool] = []  # filled as the batches are drawn: name the split after the loop
-    batches = (
-        task.eval_batches(batch_size, split) if limit is None else _first_examples(task, batch_size, split, limit, cut)
-    )
+    spread = None if limit is None or not hasattr(task, "subset_index") else task.subset_index(split, limit)
+    if spread is not None:  # a forecast's subset spans the split (ForecastTask.subset_index)
+        data = task.eval_split_data(split)
+        batches = (task.make_batch(data, index, None) for index in spread[0].split(batch_size))
+    elif limit is None:
+        batches = task.eval_batches(batch_size, split)
+    else:
+        batches = _first_examples(task, batch_size, split, limit, cut)
 
     def split_name() -> str:
-        return (split or task.eval_split) + (f"[:{limit}]" if cut else "")
+        return (split or task.eval_split) + (spread[1] if spread else f"[:{limit}]" if cut else "")
 
     score = _evaluate_values if task.spec.regression else _evaluate_labels
     scores = score(model, batches, world, task.spec.num_classes, confusion)

@@ -101,6 +101,19 @@ class ForecastTask(ArrayTask):
         """Options a run records so that rebuilding its task later reads the same file (see check_unchanged)."""
         return {"sha256": self.notes["sha256"]}
 
+    def subset_index(self, split: str | None, limit: int) -> tuple[torch.Tensor, str] | None:
+        """--eval-subset for a forecast: every k-th window of the split, each with all its channels,
+        k the smallest stride that keeps at most `limit` examples (at least one window), and the
+        subset's name ("[::k windows]"); None where the whole split fits. The first N examples
+        would be the split's first days (examples are in time order): a biased monitor."""
+        data = self.eval_split_data(split)
+        if len(data) <= limit:
+            return None
+        stride = -(-data.windows // max(1, limit // data.channels))
+        windows = torch.arange(0, data.windows, stride)
+        index = (windows[:, None] * data.channels + torch.arange(data.channels)).reshape(-1)
+        return index, f"[::{stride} windows]"
+
     def make_batch(self, split: Windows, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
         """Examples `index` of `split` as a Batch: look-back windows in x, the next `horizon` values in y (no mask;
         `gen` unused: no augmentation)."""
