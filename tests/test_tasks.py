@@ -3,7 +3,9 @@ import typing
 
 import pytest
 import torch
+from helpers import one_line_error
 
+from fpt.cli import main
 from fpt.errors import FptError
 from fpt.tasks import TASK_OPTIONS, create_task, list_tasks, register_task
 from fpt.tasks.registry import NOT_OPTIONS, OPTION_HELP, factory_option_types, task_factory
@@ -129,3 +131,11 @@ def test_one_option_given_two_types_is_refused_before_the_task_is_registered():
     with pytest.raises(FptError, match="option 'n_bits' the type str, task 'bit-memory' int"):
         register_task("clash")(clash)
     assert "clash" not in list_tasks() and TASK_OPTIONS == before  # nothing half-registered
+
+
+def test_a_task_option_named_like_a_train_option_is_one_line_naming_the_fix(monkeypatch, capsys):
+    # as a plugin's `register_task` leaves it for a factory taking `steps`
+    monkeypatch.setitem(TASK_OPTIONS, "steps", (int, "plugin: see the task's docstring"))
+    assert main(["train", "--help"]) == 2
+    message = one_line_error(capsys)
+    assert "task option 'steps'" in message and "--steps" in message and "rename the task's parameter" in message

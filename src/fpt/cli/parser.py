@@ -66,7 +66,13 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         metavar="GROUPS",
         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)",
     )
+    fields = {field.name for field in dataclasses.fields(TrainConfig)} | {"train_groups"}
     for name, (kind, help_text) in TASK_OPTIONS.items():
+        if name in fields:  # a plugin task's parameter: argparse would fail on the clash with a traceback
+            raise FptError(
+                f"task option {name!r} (a parameter of a registered task) is named like the `fpt train` option "
+                f"--{name.replace('_', '-')}; rename the task's parameter"
+            )
         flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
         parser.add_argument(
             f"--{name.replace('_', '-')}", dest=name, default=None, help=f"{help_text} (default: the task's)", **flag
