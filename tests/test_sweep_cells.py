@@ -131,6 +131,28 @@ def test_sittings_cut_short_by_max_minutes_continue_to_the_uninterrupted_runs_en
     assert len(read_sittings(uninterrupted)) == 1
 
 
+@pytest.mark.slow
+def test_max_minutes_on_the_command_line_sets_this_sittings_limit(tiny_gpt2, tmp_path, capsys):
+    """`fpt sweep SPEC --max-minutes M` on a spec without max_minutes: the cell stops after a step
+    with a checkpoint; the same command without the flag continues it to its end."""
+    spec, out = _named_spec(tmp_path, tiny_gpt2), str(tmp_path / "sweep")
+    assert main(["sweep", str(spec), "--out", out, "--no-progress", "--max-minutes", "1e-6"]) == 0
+    assert "1 of 1 runs stopped at max_minutes 1e-06" in capsys.readouterr().err
+    assert not RunDir(tmp_path / "results" / "xor-seed0").is_finished
+    assert main(["sweep", str(spec), "--out", out, "--no-progress"]) == 0
+    with open(tmp_path / "sweep" / "results.csv") as handle:
+        (row,) = csv.DictReader(handle)
+    assert row["status"] == "done" and row["step"] == "3"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf"])
+def test_a_bad_max_minutes_for_a_sweep_is_one_line_and_runs_nothing(tiny_gpt2, tmp_path, capsys, value):
+    spec = _named_spec(tmp_path, tiny_gpt2)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "sweep"), f"--max-minutes={value}"]) == 2
+    assert "--max-minutes must be a positive number" in one_line_error(capsys)
+    assert not (tmp_path / "sweep").exists() and not (tmp_path / "results").exists()
+
+
 def test_a_cell_whose_options_changed_is_refused_from_any_out_folder(tiny_gpt2, tmp_path):
     """The record that guards a `runs:` folder lives beside the runs, not under --out: editing a
     finished cell's options and running the spec with another --out (or from elsewhere) is refused."""

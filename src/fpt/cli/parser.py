@@ -274,6 +274,13 @@ def _add_sweep_commands(commands) -> None:
     sweep.add_argument("spec", type=Path)
     sweep.add_argument("--out", type=Path, help="sweep directory (default: runs/sweep-<spec name>)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
+    sweep.add_argument(
+        "--max-minutes",
+        type=float,
+        metavar="M",
+        help="each cell at most M minutes this sitting, stopped with a checkpoint; the same command continues "
+        "it (default: the spec's max_minutes, else no limit)",
+    )
     _add_executor_options(sweep)
     _add_tracking_options(sweep)
 

@@ -47,14 +47,19 @@ def _executor(args: argparse.Namespace):
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """`fpt sweep SPEC`: run (or continue) the spec's cells, print and write their table; 1 where
-    some failed. Cells its `max_minutes` stopped are said on stderr: the same command continues them."""
+    some failed. Cells its `max_minutes` (or --max-minutes) stopped are said on stderr: the same
+    command continues them."""
     from fpt.experiments.spec import load_spec
     from fpt.experiments.sweep import STOPPED, run_sweep, sweep_outcome, write_sweep_report
+    from fpt.training import check_max_minutes
 
     _refuse_under_torchrun("sweep")
     executor = _executor(args)
     tracker = tracker_from_args(args)
     spec = load_spec(args.spec)
+    if args.max_minutes is not None:  # this sitting's limit, in place of the spec's
+        check_max_minutes(args.max_minutes)
+        spec = dataclasses.replace(spec, max_minutes=args.max_minutes)
     out = args.out or Path("runs") / f"sweep-{spec.name}"
     with executor or contextlib.nullcontext(), tracker.open(out, spec.as_dict(), role="sweep"):
         rows = run_sweep(spec, out, progress=args.progress, executor=executor, tracker=tracker)
