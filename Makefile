@@ -20,7 +20,7 @@ $(BIN)/.fpt-installed: pyproject.toml
 setup: $(BIN)/.fpt-installed
 
 demo: setup
-	HF_HUB_OFFLINE=1 $(BIN)/fpt train --task bit-xor --backbone minilm --target-accuracy 0.99
+	HF_HUB_OFFLINE=1 $(BIN)/fpt train --task bit-xor --backbone minilm --target-accuracy 0.99 --dropout 0 --eval-every 10 --eval-subset 50
 
 test: setup lint docs
 	HF_HUB_OFFLINE=1 $(BIN)/pytest
