@@ -50,7 +50,6 @@ CANDIDATES: dict[str, dict] = {
     # every 10 steps; the whole split, 20x its cost, only to confirm a subset's 99%)
     "lr3e-3-d0-e10-s50": {"lr": 3e-3, "dropout": 0.0, "eval_every": 10, "eval_subset": 50},
     "d0-e10-s50": {"dropout": 0.0, "eval_every": 10, "eval_subset": 50},
-    "lr2e-3-d0-e10-s50": {"lr": 2e-3, "dropout": 0.0, "eval_every": 10, "eval_subset": 50},
 }
 OUT = Path(__file__).parent / "results" / "demo_recipe.json"
 
