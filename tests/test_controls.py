@@ -77,11 +77,14 @@ def test_a_control_trains_what_fpt_info_says_and_nothing_else(tiny_backbones, fa
     assert trained == sum(p.numel() for p in model.parameters())
     body_groups = {g for name, g in model.param_groups.items() if name.startswith("backbone.")}
     hidden = model.backbone_info.hidden_size
-    if body == "none":  # positions only: nothing that attends or mixes tokens
-        assert body_groups == {"position"}
-    elif body == "attention":  # q, k, v, out (weights and biases) and one layer norm
+    # the backbone's norm outside its blocks (BERT's before, GPT-2's and Llama's after): weight and
+    # bias, or an RMS norm's weight alone
+    outer = hidden if family == "llama" else 2 * hidden
+    if body == "none":  # positions and that norm: nothing that attends or mixes tokens
+        assert body_groups == {"position", "layernorm"} and counted["layernorm"] == outer
+    elif body == "attention":  # q, k, v, out (weights and biases), its own layer norm and the outer one
         assert body_groups == {"position", "attention", "layernorm"}
-        assert counted["attention"] == 4 * (hidden * hidden + hidden) and counted["layernorm"] == 2 * hidden
+        assert counted["attention"] == 4 * (hidden * hidden + hidden) and counted["layernorm"] == 2 * hidden + outer
     else:  # one block of the family's own architecture
         assert body_groups >= {"last-attention", "feedforward", "layernorm"}
         assert model.backbone.config.num_hidden_layers == 1
@@ -107,6 +110,32 @@ def test_a_control_keeps_the_backbones_own_position_table(tiny_backbones, family
     other = load_backbone(tiny_backbones[family], seq_len=8, body=body, seed=1)
     assert again.weights_hash == control.weights_hash
     assert (other.weights_hash != control.weights_hash) == (body != "none")
+
+
+@pytest.mark.parametrize(
+    "family, entry, exit", [("bert", "embeddings.LayerNorm", None), ("gpt2", None, "ln_f"), ("llama", None, "norm")]
+)
+@pytest.mark.parametrize("body", ("none", "attention"))
+def test_a_small_control_keeps_the_backbones_norms_outside_its_blocks(tiny_backbones, family, entry, exit, body):
+    loaded = load_backbone(tiny_backbones[family], seq_len=8)
+    control = load_backbone(tiny_backbones[family], seq_len=8, body=body).model
+    for kept, path in ((control.entry_norm, entry), (control.exit_norm, exit)):
+        assert (kept is None) == (path is None)
+        if path is not None:  # the loaded weights, in a copy of their own
+            original = loaded.model.get_submodule(path)
+            assert type(kept) is type(original) and kept is not original
+            assert all(torch.equal(a, b) for a, b in zip(kept.state_dict().values(), original.state_dict().values()))
+    # the forward applies them where the backbone does: before its blocks (BERT), after them (GPT-2, Llama)
+    control.eval()
+    x = torch.randn(2, 8, control.config.hidden_size) * 5 + 3
+    h = x + control.positions.weight[:8]
+    if control.entry_norm is not None:
+        h = control.entry_norm(h)
+    for layer in control.layers:
+        h = layer(h)[0]
+    if control.exit_norm is not None:
+        h = control.exit_norm(h)
+    assert torch.allclose(control(inputs_embeds=x).last_hidden_state, h)
 
 
 def test_a_rotary_backbone_gets_a_learned_table_where_nothing_else_gives_order(tiny_backbones):

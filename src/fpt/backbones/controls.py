@@ -10,7 +10,9 @@ between the input layer and the head.
   one layer, at the architecture's default init: "LLM2Trsf").
 
 Every control keeps the backbone's own learned position table (the rows it was loaded with, grown
-to the task as fpt grows them), so that a control differs from fpt only in its blocks. A rotary
+to the task as fpt grows them) and its layer norms outside the blocks (BERT's embedding norm before
+them, GPT-2's and Llama's final norm after them, with their loaded weights, trained as fpt trains
+them), so that a control differs from fpt only in its blocks. A rotary
 backbone (Llama) has no table: there `block` keeps its rotary positions, and `none` and
 `attention`, which would otherwise know no order at all, get a fresh learned table of one row per
 task token. A control trains every parameter it has; it attends the way the backbone does (or as
@@ -28,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.errors import FptError
-from fpt.families import CAUSAL
+from fpt.families import CAUSAL, FAMILIES
 
 BODIES = {
     "backbone": "the backbone's own blocks (fpt)",
@@ -107,10 +109,19 @@ class ControlBody(nn.Module):
 
     supports_gradient_checkpointing = False
 
-    def __init__(self, config, positions: nn.Embedding, layer: SelfAttentionLayer | None, dropout: float):
+    def __init__(
+        self,
+        config,
+        positions: nn.Embedding,
+        layer: SelfAttentionLayer | None,
+        dropout: float,
+        norms: OuterNorms | None = None,
+    ):
         super().__init__()
         self.config = config
         self.positions = positions
+        norms = norms or OuterNorms()
+        self.entry_norm, self.exit_norm = norms.entry, norms.exit  # None where the backbone has none
         self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList([] if layer is None else [layer])
 
@@ -129,22 +140,49 @@ class ControlBody(nn.Module):
         BodyOutput: last_hidden_state (B, L, hidden), and with `output_attentions` one (B, heads, L, L) map per
         layer (none for --body none). Other keyword arguments a backbone takes are ignored."""
         length = inputs_embeds.shape[1]
-        h = self.dropout(inputs_embeds + self.positions.weight[:length].to(inputs_embeds.dtype))
+        h = inputs_embeds + self.positions.weight[:length].to(inputs_embeds.dtype)
+        h = self.dropout(h if self.entry_norm is None else self.entry_norm(h))
         maps = []
         for layer in self.layers:
             h, weights = layer(h, attention_mask, output_attentions)
             maps.append(weights)
+        if self.exit_norm is not None:
+            h = self.exit_norm(h)
         return BodyOutput(last_hidden_state=h, attentions=tuple(maps) if output_attentions else None)
 
 
+@dataclass
+class OuterNorms:
+    """The layer norms a backbone has outside its blocks: `entry` before them (BERT's embedding
+    norm), `exit` after them (GPT-2's ln_f, Llama's final norm); None where it has none."""
+
+    entry: nn.Module | None = None
+    exit: nn.Module | None = None
+
+
+def outer_norms(model: nn.Module, family: str) -> OuterNorms:
+    """Copies of `model`'s norms outside its blocks, with their loaded weights: a norm inside its
+    embeddings module comes before the blocks, any other after them."""
+    blocks = FAMILIES[family].blocks + "." if family in FAMILIES else None
+    found = OuterNorms()
+    for name, module in model.named_modules():
+        if "norm" not in type(module).__name__.lower() or (blocks and name.startswith(blocks)):
+            continue
+        side = "entry" if "embed" in name else "exit"
+        if getattr(found, side) is not None:
+            raise FptError(f"--body: backbone family {family!r} has two norms {side} its blocks; fpt cannot rebuild it")
+        setattr(found, side, copy.deepcopy(module))
+    return found
+
+
 def control_groups(body: ControlBody) -> dict[str, str]:
-    """The parameter groups of a ControlBody: its table is "position", the attention layer's norm
-    "layernorm", the rest of it "attention"."""
+    """The parameter groups of a ControlBody: its table is "position", its norms (the attention
+    layer's, the backbone's outer ones) "layernorm", the rest of it "attention"."""
     groups = {}
     for name, _ in body.named_parameters():
         if name.startswith("positions."):
             groups[name] = "position"
-        elif ".norm." in name:
+        elif ".norm." in name or name.startswith(("entry_norm.", "exit_norm.")):
             groups[name] = "layernorm"
         else:
             groups[name] = "attention"
@@ -169,10 +207,16 @@ def set_layer_count(config, layers: int) -> None:
 
 
 def small_body(
-    body: str, config, positions: nn.Embedding, causal: bool, dropout: float, attention_dropout: float
+    body: str,
+    config,
+    positions: nn.Embedding,
+    causal: bool,
+    dropout: float,
+    attention_dropout: float,
+    norms: OuterNorms | None = None,
 ) -> ControlBody:
-    """The ControlBody of `body` (none | attention) around `positions`; the new layer draws its
-    weights from the global RNG (the caller seeds it)."""
+    """The ControlBody of `body` (none | attention) around `positions` and the backbone's outer
+    `norms`; the new layer draws its weights from the global RNG (the caller seeds it)."""
     hidden = config.hidden_size
     heads = getattr(config, "num_attention_heads", None)
     layer = None
@@ -193,7 +237,7 @@ def small_body(
         layer = SelfAttentionLayer(hidden, heads, causal, dropout, attention_dropout, eps)
     config = copy.deepcopy(config)
     set_layer_count(config, 0 if layer is None else 1)
-    return ControlBody(config, positions, layer, dropout)
+    return ControlBody(config, positions, layer, dropout, norms)
 
 
 def causal_control(direction: str | None, family: str) -> bool:
@@ -212,6 +256,15 @@ def describe_body(body: str, model: nn.Module, positions: str) -> str:
     config = model.config
     if body == BACKBONE:
         return ""
+    kept = [
+        name
+        for name, norm in (
+            ("embedding", getattr(model, "entry_norm", None)),
+            ("final", getattr(model, "exit_norm", None)),
+        )
+        if norm is not None
+    ]
+    norms = f"; kept from the backbone: its {' and '.join(kept)} layer norm" if kept else ""
     if body == "none":
         what = "no layer between the input layer and the head"
     elif body == "attention":
@@ -222,4 +275,4 @@ def describe_body(body: str, model: nn.Module, positions: str) -> str:
         )
     else:
         what = f"one freshly initialised {config.model_type} block"
-    return f"body {body}: {what}; positions: {positions}; every parameter trained"
+    return f"body {body}: {what}{norms}; positions: {positions}; every parameter trained"

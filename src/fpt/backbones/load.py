@@ -329,8 +329,9 @@ def _control(
     else:
         causal = body == "attention" and controls.causal_control(attention or native_attention(family), family)
         rows = table if table is not None else controls.fresh_position_table(seq_len, config.hidden_size)
+        norms = controls.outer_norms(loaded.model, family)
         model = controls.small_body(
-            body, config, rows, causal, rate, rate if attention_dropout is None else attention_dropout
+            body, config, rows, causal, rate, rate if attention_dropout is None else attention_dropout, norms
         ).to(dtype)
     backbone = Backbone(
         name=loaded.name,

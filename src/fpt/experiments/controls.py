@@ -237,9 +237,9 @@ NOTES = (
     "Score: the test split scored once at the end of each run, mean ± std over seeds. Shuffled inputs: the "
     "same test split with each input's tokens permuted (seed 0; `fpt evaluate --shuffle tokens`). Trained "
     "params: from each run's summary.json. s/step: the median over evaluation intervals of seconds per step, "
-    "from metrics.jsonl, the evaluation at the end of each interval included. On a BERT backbone (MiniLM) "
-    "the none and attention controls leave out the backbone's token-type vector and embedding LayerNorm, "
-    "which fpt's own arm keeps; block keeps them (fpt.backbones.controls)."
+    "from metrics.jsonl, the evaluation at the end of each interval included. The none and attention "
+    "controls keep the backbone's layer norms outside its blocks (MiniLM's embedding layer norm), as fpt's "
+    "own arm and block do (fpt.backbones.controls)."
 )
 
 
