@@ -103,7 +103,7 @@ def _clocked(monkey: dict[str, _Clock]):
 def run(name: str, seed: int, max_steps: int) -> dict:
     """One candidate on one seed, as `fpt train` runs it; the metrics say which evaluations it made."""
     options = CANDIDATES[name]
-    config = TrainConfig(**BASE, **options, seed=seed, steps=options.get("steps", 2000))
+    config = TrainConfig(**BASE, **{"steps": 2000, **options}, seed=seed)
     clocks = {"fit": _Clock(), "_evaluation_step": _Clock(), "_score_test_splits": _Clock()}
 
     def give_up(step: int, loss: float) -> None:  # a seed that never reaches 99% ends at max_steps

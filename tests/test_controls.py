@@ -112,19 +112,42 @@ def test_a_control_keeps_the_backbones_own_position_table(tiny_backbones, family
     assert (other.weights_hash != control.weights_hash) == (body != "none")
 
 
+@pytest.fixture(scope="module")
+def norms_drawn(tiny_backbones, tmp_path_factory):
+    """The tiny backbones saved again with every weight outside their blocks drawn at random: their
+    norms are at their init (weight 1, bias 0) as built, which a fresh norm would match."""
+    from transformers import AutoModel
+
+    from fpt.families import blocks_path
+
+    folders = {}
+    for family in ("bert", "gpt2", "llama"):
+        model = AutoModel.from_pretrained(tiny_backbones[family])
+        blocks = blocks_path(model, family) + "."
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if not name.startswith(blocks):
+                    param.copy_(torch.randn(param.shape, generator=generator))
+        folders[family] = tmp_path_factory.mktemp(family)
+        model.save_pretrained(folders[family])
+    return folders
+
+
 @pytest.mark.parametrize(
     "family, entry, exit", [("bert", "embeddings.LayerNorm", None), ("gpt2", None, "ln_f"), ("llama", None, "norm")]
 )
 @pytest.mark.parametrize("body", ("none", "attention"))
-def test_a_small_control_keeps_the_backbones_norms_outside_its_blocks(tiny_backbones, family, entry, exit, body):
-    loaded = load_backbone(tiny_backbones[family], seq_len=8)
-    control = load_backbone(tiny_backbones[family], seq_len=8, body=body).model
+def test_a_small_control_keeps_the_backbones_norms_outside_its_blocks(norms_drawn, family, entry, exit, body):
+    loaded = load_backbone(str(norms_drawn[family]), seq_len=8)
+    control = load_backbone(str(norms_drawn[family]), seq_len=8, body=body).model
     for kept, path in ((control.entry_norm, entry), (control.exit_norm, exit)):
         assert (kept is None) == (path is None)
-        if path is not None:  # the loaded weights, in a copy of their own
+        if path is not None:  # the loaded (drawn) weights, in a copy of their own
             original = loaded.model.get_submodule(path)
             assert type(kept) is type(original) and kept is not original
             assert all(torch.equal(a, b) for a, b in zip(kept.state_dict().values(), original.state_dict().values()))
+            assert not torch.equal(kept.weight, torch.ones_like(kept.weight))
     # the forward applies them where the backbone does: before its blocks (BERT), after them (GPT-2, Llama)
     control.eval()
     x = torch.randn(2, 8, control.config.hidden_size) * 5 + 3
@@ -136,6 +159,33 @@ def test_a_small_control_keeps_the_backbones_norms_outside_its_blocks(tiny_backb
     if control.exit_norm is not None:
         h = control.exit_norm(h)
     assert torch.allclose(control(inputs_embeds=x).last_hidden_state, h)
+
+
+@pytest.mark.parametrize(
+    "family, norm", [("bert", "embeddings.LayerNorm.weight"), ("gpt2", "ln_f.weight"), ("llama", "norm.weight")]
+)
+def test_the_block_control_keeps_every_tensor_outside_the_blocks(norms_drawn, family, norm):
+    from fpt.families import blocks_path
+
+    loaded = load_backbone(str(norms_drawn[family]), seq_len=8).model.state_dict()
+    block = load_backbone(str(norms_drawn[family]), seq_len=8, body="block").model
+    blocks = blocks_path(block, family) + "."
+    outside = {name: t for name, t in block.state_dict().items() if not name.startswith(blocks)}
+    shared = [name for name in outside if name in loaded and loaded[name].shape == outside[name].shape]
+    assert norm in shared
+    for name in shared:
+        assert torch.equal(outside[name], loaded[name]), name
+
+
+def test_a_family_fpt_has_no_table_for_keeps_its_final_norm_in_the_none_control(tmp_path):
+    from transformers import OPTConfig, OPTModel
+
+    config = OPTConfig(
+        hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4, vocab_size=100, word_embed_proj_dim=32
+    )
+    OPTModel(config).save_pretrained(tmp_path)  # its blocks are found by fpt.families.blocks_path's search
+    control = load_backbone(str(tmp_path), seq_len=8, body="none").model
+    assert control.entry_norm is None and type(control.exit_norm).__name__ == "LayerNorm"
 
 
 def test_a_rotary_backbone_gets_a_learned_table_where_nothing_else_gives_order(tiny_backbones):

@@ -139,3 +139,11 @@ def test_a_task_option_named_like_a_train_option_is_one_line_naming_the_fix(monk
     assert main(["train", "--help"]) == 2
     message = one_line_error(capsys)
     assert "task option 'steps'" in message and "--steps" in message and "rename the task's parameter" in message
+
+
+@pytest.mark.parametrize("name", ["out", "train", "max_minutes", "resume"])
+def test_a_task_option_named_like_any_other_flag_is_one_line_too(monkeypatch, capsys, name):
+    monkeypatch.setitem(TASK_OPTIONS, name, (str, "plugin: see the task's docstring"))
+    assert main(["backbones"]) == 2
+    message = one_line_error(capsys)
+    assert f"--{name.replace('_', '-')}" in message and "rename the task's parameter" in message

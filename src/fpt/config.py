@@ -164,7 +164,7 @@ class TrainConfig:
     warmup_steps: int = option(0, "the rate rises linearly from lr/N to lr over these N steps")
     eval_subset: int | None = option(
         help="evaluate the first N held-out examples in between (recorded as split[:N]; a forecast: every k-th "
-        "window, all its channels, split[::k windows]); the whole split at the end"
+        "window, all its channels, at least one window, split[::k windows]); the whole split at the end"
     )
     recipe: str = option("paper", _RECIPE_HELP)
     # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.

@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, a second w
 def is_subset(record: dict) -> bool:
     """Whether a metrics record scored a subset of its split (--eval-subset: "test[:2000]", or a
     forecast's "val[::10 windows]") rather than the whole split."""
-    return "[:" in str(record.get("split", ""))
+    return "[:" in str(record.get("split", ""))  # "[::" holds "[:" too
 
 
 def whole_split(records: list[dict]) -> list[dict]:

@@ -12,7 +12,8 @@ between the input layer and the head.
 Every control keeps the backbone's own learned position table (the rows it was loaded with, grown
 to the task as fpt grows them) and its layer norms outside the blocks (BERT's embedding norm before
 them, GPT-2's and Llama's final norm after them, with their loaded weights, trained as fpt trains
-them), so that a control differs from fpt only in its blocks. A rotary
+them; `block` keeps every tensor outside the blocks), so that a control differs from fpt only in
+its blocks. A rotary
 backbone (Llama) has no table: there `block` keeps its rotary positions, and `none` and
 `attention`, which would otherwise know no order at all, get a fresh learned table of one row per
 task token. A control trains every parameter it has; it attends the way the backbone does (or as
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.errors import FptError
-from fpt.families import CAUSAL, FAMILIES
+from fpt.families import CAUSAL, blocks_path
 
 BODIES = {
     "backbone": "the backbone's own blocks (fpt)",
@@ -162,17 +163,31 @@ class OuterNorms:
 
 def outer_norms(model: nn.Module, family: str) -> OuterNorms:
     """Copies of `model`'s norms outside its blocks, with their loaded weights: a norm inside its
-    embeddings module comes before the blocks, any other after them."""
-    blocks = FAMILIES[family].blocks + "." if family in FAMILIES else None
+    embeddings module comes before the blocks, any other after them (a norm applied before them
+    elsewhere, as CLIP's pre_layrnorm, is refused: there would be two "after")."""
+    blocks = blocks_path(model, family)
     found = OuterNorms()
     for name, module in model.named_modules():
-        if "norm" not in type(module).__name__.lower() or (blocks and name.startswith(blocks)):
+        if "norm" not in type(module).__name__.lower() or (blocks and name.startswith(blocks + ".")):
             continue
         side = "entry" if "embed" in name else "exit"
         if getattr(found, side) is not None:
-            raise FptError(f"--body: backbone family {family!r} has two norms {side} its blocks; fpt cannot rebuild it")
+            where = "before" if side == "entry" else "after"
+            raise FptError(f"--body: backbone family {family!r} has two norms {where} its blocks; use --body block")
         setattr(found, side, copy.deepcopy(module))
     return found
+
+
+def copy_outside_blocks(source: nn.Module, target: nn.Module, family: str) -> None:
+    """Give `target` (a fresh one-block model of `source`'s architecture, --body block) every
+    tensor `source` holds outside its blocks under the same name and shape: its position table,
+    embedding and final norms, BERT's token-type vector, so that the two differ in their blocks."""
+    blocks = blocks_path(source, family) + "."
+    own = target.state_dict()
+    with torch.no_grad():
+        for name, tensor in source.state_dict().items():
+            if not name.startswith(blocks) and name in own and own[name].shape == tensor.shape:
+                own[name].copy_(tensor)
 
 
 def control_groups(body: ControlBody) -> dict[str, str]:

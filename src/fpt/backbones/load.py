@@ -350,6 +350,7 @@ def _control(
         if table is not None:
             with torch.no_grad():
                 fresh.weight.copy_(table.weight)
+        controls.copy_outside_blocks(loaded.model, model, family)  # its norms, BERT's token-type vector
     if table is not None:
         backbone.positions = f"the backbone's own table ({table.num_embeddings} rows, --init {loaded.init}), trained"
     else:

@@ -132,10 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fpt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    _add_train(commands)
-    _add_run_commands(commands)
-    _add_data_and_report(commands)
-    _add_sweep_commands(commands)
+    try:
+        _add_train(commands)
+        _add_run_commands(commands)
+        _add_data_and_report(commands)
+        _add_sweep_commands(commands)
+    except argparse.ArgumentError as exc:  # a plugin task's parameter named like another flag (--out, ...)
+        raise FptError(f"a task option clashes with an fpt option ({exc}); rename the task's parameter") from None
     return parser
 
 

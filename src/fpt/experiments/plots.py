@@ -183,7 +183,8 @@ def learning_curves(rows: list[dict], path: Path, row_key: str = "variant") -> P
             subsets |= {p["examples"] for p in points if is_subset(p) and p.get("examples")}
         ax.set_title(TASK_COLUMNS.get(task, task))
         ax.set_xlabel(
-            "step" + (f" (hollow: first {', '.join(f'{n:,}' for n in sorted(subsets))} examples)" if subsets else ""),
+            "step"
+            + (f" (hollow: subsets of {', '.join(f'{n:,}' for n in sorted(subsets))} examples)" if subsets else ""),
             fontsize=8 if subsets else None,
         )
         ax.set_ylabel(f"{'/'.join(sorted(splits))} " + ("MSE" if regression else "accuracy (%)") + ", during training")

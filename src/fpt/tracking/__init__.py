@@ -125,8 +125,9 @@ class Tracker:
 
     def log_evaluation(self, step: int, record: dict) -> None:
         """One evaluation record (as in metrics.jsonl) to every tracker that lacks its step. A score
-        of the first N examples only (--eval-subset; its split reads "test[:N]", fpt.runs.is_subset)
-        goes under its own names, so a whole-split score of the same step is kept beside it."""
+        of a subset only (--eval-subset; its split reads "test[:N]", or a forecast's "val[::k windows]":
+        fpt.runs.is_subset) goes under its own names, so a whole-split score of the same step is kept
+        beside it."""
         subset = "[:" in str(record.get("split", ""))
         prefix, mark = (SUBSET_PREFIX, "logged_subset_step") if subset else ("", "logged_step")
         metrics = {prefix + k: v for k, v in numbers(record).items() if k != "step"}
