@@ -1124,9 +1124,9 @@ CONTROLS_NOTE = (
     "headline forecasts (--recipe fast, fp32, 1,500 steps, not tuned for forecasts), whose three runs "
     "(headline/etth1-96-fpt-fast1500-seed{0,1,2}) are its fpt arm, copied unchanged into the controls folder; "
     "its shuffled inputs permute each look-back window's 336 time steps before patching; "
-    "attention has one seed so far and block none (stopped for time on a core shared with ten other jobs), random "
-    "and full are not yet run there (40-80 minutes each on one core): benchmarks/results/controls/README.md. A "
-    "direction read from one seed has no spread behind it."
+    "an arm with fewer than three seeds has runs still to finish, and random and full are not yet run there "
+    "(40-80 minutes each on one core): benchmarks/results/controls/README.md. A direction read from one seed has "
+    "no spread behind it."
 )
 
 
