@@ -1,5 +1,5 @@
 # Two commands get a newcomer from a fresh clone to a result:
-#   make demo   set up .venv and train a frozen MiniLM on Bit XOR (offline, about a minute on 2 cores)
+#   make demo   set up .venv and train a frozen MiniLM on Bit XOR (offline; about 10 s of training on 2 cores after the setup)
 #   make test   set up .venv and run the test suite
 # While editing, `make test-fast` runs the tests not marked slow (no torchrun, Ray or long runs).
 VENV ?= .venv
