@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fpt.backbones.surgery import is_norm
 from fpt.errors import FptError
 from fpt.families import CAUSAL, blocks_path
 
@@ -168,7 +169,7 @@ def outer_norms(model: nn.Module, family: str) -> OuterNorms:
     blocks = blocks_path(model, family)
     found = OuterNorms()
     for name, module in model.named_modules():
-        if "norm" not in type(module).__name__.lower() or (blocks and name.startswith(blocks + ".")):
+        if not is_norm(module) or (blocks and name.startswith(blocks + ".")):
             continue
         side = "entry" if "embed" in name else "exit"
         if getattr(found, side) is not None:

@@ -66,13 +66,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         metavar="GROUPS",
         help="explicit trained groups, e.g. input,output,layernorm,feedforward (overrides --policy)",
     )
-    fields = {field.name for field in dataclasses.fields(TrainConfig)} | {"train_groups"}
     for name, (kind, help_text) in TASK_OPTIONS.items():
-        if name in fields:  # a plugin task's parameter: argparse would fail on the clash with a traceback
-            raise FptError(
-                f"task option {name!r} (a parameter of a registered task) is named like the `fpt train` option "
-                f"--{name.replace('_', '-')}; rename the task's parameter"
-            )
         flag = dict(action=argparse.BooleanOptionalAction) if kind is bool else dict(type=kind)
         parser.add_argument(
             f"--{name.replace('_', '-')}", dest=name, default=None, help=f"{help_text} (default: the task's)", **flag
@@ -137,8 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
         _add_run_commands(commands)
         _add_data_and_report(commands)
         _add_sweep_commands(commands)
-    except argparse.ArgumentError as exc:  # a plugin task's parameter named like another flag (--out, ...)
-        raise FptError(f"a task option clashes with an fpt option ({exc}); rename the task's parameter") from None
+    except argparse.ArgumentError as exc:  # a plugin task's parameter named like an fpt flag (--steps, --out, ...)
+        raise FptError(
+            f"task option {exc.argument_name.lstrip('-').replace('-', '_')!r} (a parameter of a registered task) "
+            f"is named like the fpt option {exc.argument_name}; rename the task's parameter"
+        ) from None
     return parser
 
 
