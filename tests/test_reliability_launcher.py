@@ -120,7 +120,10 @@ def _failure(rank: int, exitcode: int) -> ProcessFailure:
     "codes, expected",
     [
         ({0: 2, 1: -9}, (1, -9)),  # rank 0 left on its peer's death with status 2, listed first by torchrun
-        ({0: -15, 1: -9}, (0, -15)),  # two signals: the lower rank, as the timestamps tie within a second
+        ({0: -9, 1: -6}, (0, -9)),  # two signals: the lower rank, as the timestamps tie within a second
+        ({0: -15, 1: -9}, (1, -9)),  # SIGTERM is torchrun stopping a survivor: seen under load in the suite
+        ({0: -15, 1: 1}, (1, 1)),  # a crash, torchrun's SIGTERM to the other rank
+        ({0: -15, 1: -15}, (0, -15)),  # every rank terminated from outside: the lowest
         ({0: 143, 1: 1}, (1, 1)),  # a crash before a rank that stopped on request
         ({1: 2, 0: 2}, (0, 2)),  # a usage error every rank raised: rank 0's, which printed it
     ],

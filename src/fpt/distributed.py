@@ -375,12 +375,15 @@ def first_failure(failures: dict) -> tuple[int, int]:
     """(rank, exit code) of the failure that caused the others, as far as the codes tell: a rank
     killed by a signal (negative code) before one that failed on its own (1, a crash), before the
     usage status 2 and the stops on request (128 + N), which ranks also end with when a peer left;
-    then the earliest, then the lowest rank. torchrun's own order is not the order they failed in."""
+    then the earliest, then the lowest rank. torchrun's own order is not the order they failed in.
+    A death by SIGTERM counts as a stop: it is what torchrun sends the survivors of a failure, and a
+    rank whose handler is in place turns a SIGTERM from anyone else into 143."""
+    stops = (2, 128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGTERM)
 
     def cause(item) -> tuple:
         rank, failure = item
         code = failure.exitcode
-        kind = 0 if code < 0 else 1 if code not in (2, 128 + signal.SIGINT, 128 + signal.SIGTERM) else 2
+        kind = 2 if code in stops else 0 if code < 0 else 1
         return kind, failure.timestamp, rank
 
     rank, failure = min(failures.items(), key=cause)  # keyed by global rank
