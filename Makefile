@@ -22,8 +22,9 @@ setup: $(BIN)/.fpt-installed
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/fpt train --task bit-xor --backbone minilm --target-accuracy 0.99 --dropout 0 --eval-every 10 --eval-subset 50
 
+# every test, one worker per core (worksteal: the few minute-long tests do not leave a core idle at the end)
 test: setup lint docs
-	HF_HUB_OFFLINE=1 $(BIN)/pytest
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/pytest -n auto --dist worksteal
 
 # ruff: pyflakes, pycodestyle, import order and the formatter's style (pyproject.toml [tool.ruff])
 lint: setup
