@@ -4,12 +4,12 @@ inductor CPU backend) on one task of each family, measured in one run on this ma
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/compile_speed.py            # about 15 min on 2 idle cores
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/compile_speed.py --only bits images --steps 10
 
-Each (family, setting, repeat) runs in its own process, eager and compiled interleaved, so neither
-profits from a warm cache the other built. Per run: the first step alone (where torch.compile
-compiles), then `--steps` more, whose median is the step time. The break-even is the number of
-steps after which the compiled run's total time (its first step included) drops below eager's.
-Families whose data this machine lacks are skipped with the command that gets it; ListOps is left
-out (its lengths vary from batch to batch: compile recompiles, see benchmarks/README.md).
+Each (family, setting, repeat) runs in its own process, eager and compiled interleaved, each
+with an empty inductor cache (a second run would otherwise load the first one's graphs). Per run:
+the first step alone (where torch.compile compiles), then `--steps` more, whose median is the
+step time. Compiling pays back after (its first step's extra time) / (the time it saves a step)
+steps. A family whose data this machine lacks gets a row with fpt's error, which names the command
+that fetches it. ListOps is left out: its lengths vary from batch to batch, and compile recompiles.
 
 Writes benchmarks/results/compile/compile_speed.json and prints a Markdown table.
 """
@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,7 +77,9 @@ def worker(family: str, compiled: bool, steps: int, seed: int) -> dict:
 def run_one(family: str, compiled: bool, steps: int, seed: int) -> dict:
     """`worker` in a process of its own; a row with "error" (its last line) where it failed."""
     command = [sys.executable, __file__, "--worker", family, str(int(compiled)), str(steps), str(seed)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="fpt-inductor-") as cache:  # cold: inductor keeps compiled graphs on disk
+        environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        done = subprocess.run(command, capture_output=True, text=True, env=environment)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["exit status " + str(done.returncode)])[-1]
         return {"family": family, "compile": compiled, "error": tail}

@@ -70,7 +70,7 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     from fpt.experiments import ray_executor, sweep
 
     spec = _spec(tmp_path, tiny_gpt2)
-    monkeypatch.setattr(sweep, "usable_cores", lambda: 2)  # local threads 2 // parallel 2 = 1, as Ray's 1 CPU per run
+    monkeypatch.setattr(sweep, "thread_budget", lambda: 2)  # local threads 2 // parallel 2 = 1, as Ray's 1 CPU per run
     assert main(["sweep", str(spec), "--out", str(tmp_path / "local"), "--no-progress"]) == 0
 
     def in_this_process(*args):

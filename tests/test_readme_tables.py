@@ -45,14 +45,18 @@ def _git_files(*options: str) -> set[str]:
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout")
-def test_every_json_a_committed_run_wrote_is_committed_too():
+def test_every_file_a_committed_run_wrote_for_the_tables_is_committed_too():
     # CI renders the tables from a clean clone: a run's shuffled.json left out by .gitignore's runs/ rule
-    # passed here and failed there. Checkpoints and sittings.jsonl stay local by design.
+    # passed here and failed there. A guard for a checkout before a push (a clean clone has nothing
+    # untracked). Checkpoints stay local by design, and a sweep cell's sittings.jsonl (the tables read
+    # the sittings of converge/ runs only).
     tracked = _git_files()
     left_out = [
         name
-        for name in _git_files("--others", "--ignored", "--exclude-standard")
-        if name.endswith(".json") and str(Path(name).parent / "summary.json") in tracked
+        for name in _git_files("--others")  # untracked, ignored or not
+        if str(Path(name).parent / "summary.json") in tracked
+        and (name.endswith((".json", "metrics.jsonl")) or name.startswith("benchmarks/results/converge/"))
+        and not name.endswith("checkpoint.safetensors")
     ]
     assert not left_out, "committed runs miss files the tables may read (git add -f them):\n" + "\n".join(left_out)
 

@@ -307,8 +307,16 @@ def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_pat
     # a shared machine must not start a thread per core of the machine in each cell.
     monkeypatch.setattr(fpt.runtime.os, "cpu_count", lambda: 8)
     monkeypatch.setattr(fpt.runtime.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     threads = []
     monkeypatch.setattr(sweep, "run_cell", lambda cell, spec, sweep_dir, n, tracking: threads.append(n) or {})
     spec = dataclasses.replace(load_spec(_spec(tmp_path, "unused")), parallel=1)
     list(sweep.LocalExecutor()(spec.cells()[:2], spec, tmp_path))
     assert threads == [2, 2]
+    # OMP_NUM_THREADS caps them (make test sets 1 for its pytest -n auto workers: a cell with every
+    # core would spin against the other worker); a cap above the cores or not a count leaves the cores
+    for value, expected in (("1", 1), (" 1", 1), ("1,4", 1), ("16", 2), ("auto", 2), ("0", 2), ("\u00b2", 2)):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        threads.clear()
+        list(sweep.LocalExecutor()(spec.cells()[:1], spec, tmp_path))
+        assert threads == [expected], value

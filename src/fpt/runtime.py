@@ -36,6 +36,15 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
+def thread_budget() -> int:
+    """Threads the runs this process starts may share: OMP_NUM_THREADS where it is set (a user's or a
+    test runner's cap, which torch honours in this process too), at most the usable cores. A sweep
+    that gave each cell every core beside a second job would spin its threads against that job's."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()  # "4,2": OpenMP's outer level
+    cap = int(first) if first.isascii() and first.isdigit() else 0
+    return min(cap, usable_cores()) if cap > 0 else usable_cores()
+
+
 def set_threads(threads: int | None) -> None:
     """Intra-op threads for torch (None: torch's default, one per core). Checked by TrainConfig."""
     if threads is not None:

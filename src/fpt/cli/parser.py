@@ -292,7 +292,12 @@ def _add_sweep_commands(commands) -> None:
     reproduce.add_argument("--budget", type=int, default=500, help="training steps per run (default: 500)")
     reproduce.add_argument("--backbone", default="minilm")
     reproduce.add_argument("--seeds", type=int, default=3)
-    reproduce.add_argument("--parallel", type=int, default=1, help="runs at once (threads are split between them)")
+    reproduce.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="runs at once (the cores, or OMP_NUM_THREADS where smaller, are split between them)",
+    )
     reproduce.add_argument("--skip-variants", help="comma list of variants not to run; their cells say so")
     reproduce.add_argument(
         "--set",

@@ -24,7 +24,7 @@ from typing import Iterator
 from fpt.config import MAX_THREADS
 from fpt.errors import FptError, StopRequested, require
 from fpt.experiments.sweep import Cell, CellTracking, SweepSpec, cell_run, failed_row, run_cell
-from fpt.runtime import usable_cores
+from fpt.runtime import thread_budget
 
 PIP = "pip install 'fpt[ray]'"
 # The object store only carries the cells' small rows: Ray's minimum is 75 MiB, its default a
@@ -39,7 +39,7 @@ def start_local_ray(num_cpus: int | None = None) -> None:
     cells' output goes to SWEEP_DIR/logs/, so workers print nothing here."""
     ray = require("ray", PIP)
     ray.init(
-        num_cpus=num_cpus or usable_cores(),
+        num_cpus=num_cpus or thread_budget(),  # the cores, or OMP_NUM_THREADS where smaller, as local cells
         include_dashboard=False,
         object_store_memory=OBJECT_STORE_BYTES,
         log_to_driver=False,

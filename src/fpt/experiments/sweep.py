@@ -7,7 +7,7 @@
       seed: [0, 1, 2]
     options:                      # the same for every cell: any `fpt train` option
       steps: 500
-    parallel: 2                   # cells at once (threads are split between them)
+    parallel: 2                   # cells at once (the cores, or OMP_NUM_THREADS where smaller, are split)
 
 In place of a grid, `cells:` names each cell (its run directory's name) and gives its own options,
 task included (`mnist-seed0: {task: mnist, seed: 0, steps: 8000}`), over the shared `options`.
@@ -57,7 +57,7 @@ from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.s
 from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
-from fpt.runtime import PARENT_PID_ENV, usable_cores
+from fpt.runtime import PARENT_PID_ENV, thread_budget, usable_cores
 from fpt.scores import REGRESSION_METRICS, is_regression
 from fpt.tracking import Tracker
 
@@ -354,12 +354,12 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """`spec.parallel` cells at a time on this machine, its cores split between them."""
+    """`spec.parallel` cells at a time on this machine, its thread budget (runtime.thread_budget) split between them."""
 
     def __call__(
         self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path, tracking: CellTracking | None = None
     ) -> Iterator[tuple[int, dict]]:
-        threads = max(1, usable_cores() // spec.parallel)
+        threads = max(1, thread_budget() // spec.parallel)
         with ThreadPoolExecutor(spec.parallel) as pool:
             futures = {
                 pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking): i for i, cell in enumerate(cells)
@@ -425,10 +425,9 @@ def machine_description(parallel: int) -> str:
 
     import torch
 
-    cores = usable_cores()
     return (
-        f"{platform.processor() or platform.machine()}, {cores} cores, {parallel} run(s) at once "
-        f"of {max(1, cores // parallel)} thread(s), torch {torch.__version__}"
+        f"{platform.processor() or platform.machine()}, {usable_cores()} cores, {parallel} run(s) at once "
+        f"of {max(1, thread_budget() // parallel)} thread(s), torch {torch.__version__}"
     )
 
 
