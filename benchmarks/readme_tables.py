@@ -561,6 +561,17 @@ def speed_listops_table() -> str:
     )
 
 
+def compile_table() -> str:
+    """compile_speed.py's table, from the rows of its JSON (the script formats it; loaded by path, as
+    benchmarks/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compile_speed", Path(__file__).parent / "compile_speed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.table(module.summarise(_json(RESULTS / "compile" / "compile_speed.json")["rows"]))
+
+
 MEMORY_ORDER = [
     "bit-xor",
     "bit-memory",
@@ -1143,6 +1154,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "recipes": recipes_table,
     "speed": speed_table,
     "speed-listops": speed_listops_table,
+    "compile": compile_table,
     "memory": memory_table,
     "listops-budget": listops_budget_table,
     "bit-memory-budget": bit_memory_budget_table,
