@@ -22,18 +22,12 @@ from pathlib import Path
 from fpt.errors import FptError, check_type
 from fpt.jsonfile import read_json_object
 from fpt.paths import remove_stale_temporaries, write_json, write_text
-from fpt.scores import REGRESSION_METRICS, is_regression
+from fpt.scores import REGRESSION_METRICS, is_regression, is_subset
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks, a second writer is not refused
     fcntl = None
-
-
-def is_subset(record: dict) -> bool:
-    """Whether a metrics record scored a subset of its split (--eval-subset: "test[:2000]", or a
-    forecast's "val[::10 windows]") rather than the whole split."""
-    return "[:" in str(record.get("split", ""))  # "[::" holds "[:" too
 
 
 def whole_split(records: list[dict]) -> list[dict]:

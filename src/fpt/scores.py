@@ -17,6 +17,12 @@ def is_regression(result: dict) -> bool:
     return "mse" in result
 
 
+def is_subset(record: dict) -> bool:
+    """Whether a metrics record scored a subset of its split (--eval-subset: "test[:2000]", or a
+    forecast's "val[::10 windows]") rather than the whole split."""
+    return "[:" in str(record.get("split", ""))  # "[::" holds "[:" too
+
+
 def reported(result: dict) -> dict[str, float]:
     """The scores tables, rows and exports carry: {"mse", "mae"} or {"accuracy"}."""
     return {k: result[k] for k in (REGRESSION_METRICS if is_regression(result) else ("accuracy",))}

@@ -24,6 +24,7 @@ from typing import Iterable
 
 from fpt.errors import FptError
 from fpt.paths import write_json
+from fpt.scores import is_subset
 from fpt.tracking.sinks import (  # noqa: F401  (importable from fpt.tracking, as before)
     DEFAULT_PROJECT,
     MLFLOW_RETRIES,
@@ -125,10 +126,9 @@ class Tracker:
 
     def log_evaluation(self, step: int, record: dict) -> None:
         """One evaluation record (as in metrics.jsonl) to every tracker that lacks its step. A score
-        of a subset only (--eval-subset; its split reads "test[:N]", or a forecast's "val[::k windows]":
-        fpt.runs.is_subset) goes under its own names, so a whole-split score of the same step is kept
-        beside it."""
-        subset = "[:" in str(record.get("split", ""))
+        of a subset only (--eval-subset; its split reads "test[:N]", or a forecast's "val[::k windows]")
+        goes under its own names, so a whole-split score of the same step is kept beside it."""
+        subset = is_subset(record)
         prefix, mark = (SUBSET_PREFIX, "logged_subset_step") if subset else ("", "logged_step")
         metrics = {prefix + k: v for k, v in numbers(record).items() if k != "step"}
         for sink in list(self.live):
