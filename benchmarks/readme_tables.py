@@ -983,6 +983,29 @@ def uea_table() -> str:
     return _markdown(header, rows)
 
 
+def int8_table() -> str:
+    """fp32 against int8 frozen weights (`--precision int8`), the same recipe and seed: the Bit Memory
+    headline's cells (benchmarks/headline.sh bit-memory and bit-memory-int8), each seed where both ran."""
+    rows = []
+    for fp32 in sorted(HEADLINE.glob("bit-memory-fpt-fast1k-constant-seed*")):
+        int8 = HEADLINE / fp32.name.replace("-seed", "-int8-seed")
+        if not ((fp32 / "summary.json").exists() and (int8 / "summary.json").exists()):
+            continue
+        scores = [_json(run / "summary.json") for run in (fp32, int8)]
+        test = [s["test"]["test"]["accuracy"] for s in scores]
+        rows.append(
+            [
+                "Bit Memory",
+                re.search(r"seed(\d+)$", fp32.name).group(1),
+                f"{_json(fp32 / 'config.json')['steps']:,}",
+                *(f"{_pct(s['final']['accuracy'])} / {_pct(s['test']['test']['accuracy'])}" for s in scores),
+                f"{100 * (test[1] - test[0]):+.2f}",
+            ]
+        )
+    header = ["task", "seed", "steps", "fp32: held-out / test", "int8: held-out / test", "int8 - fp32, test points"]
+    return _markdown(header, rows)
+
+
 # --- the front page's one table: the headline claims, each from its runs ----------------------------
 
 
@@ -1155,6 +1178,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "speed": speed_table,
     "speed-listops": speed_listops_table,
     "compile": compile_table,
+    "int8": int8_table,
     "memory": memory_table,
     "listops-budget": listops_budget_table,
     "bit-memory-budget": bit_memory_budget_table,

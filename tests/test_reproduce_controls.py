@@ -114,10 +114,13 @@ def test_direction_counts_a_gap_only_beyond_its_spread():
     assert direction([-0.05], "mse") == "better"
 
 
-def _write_run(root: Path, arm: str, seed: int, accuracy: float, shuffled: float | None, params: int, task="bit-xor"):
+def _write_run(
+    root: Path, arm: str, seed: int, accuracy: float, shuffled: float | None, params: int, task="bit-xor", options=None
+):
     run = root / f"task={task},variant={arm},seed={seed}"
     run.mkdir(parents=True)
     config = {"task": task, "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
+    config["task_options"] = options or {}
     config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast")
     if config["body"] != "backbone":
         config["policy"] = "full"  # as a control's run records it
@@ -186,6 +189,20 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     out = tmp_path / "controls.md"
     assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test."]) == 0
     assert out.read_text() == text
+
+
+def test_a_set_named_by_option_or_by_prefix_is_one_task(tmp_path):
+    """`--task ucr --dataset X` (a headline run copied in as the fpt arm) and `--task ucr:X` (the
+    controls' own runs) land in one table, apart from another set."""
+    _write_run(tmp_path, "fpt", 0, 0.97, None, 500, task="ucr", options={"dataset": "JapaneseVowels"})
+    _write_run(tmp_path, "none", 0, 0.90, None, 300, task="ucr:JapaneseVowels", options={"dataset": "JapaneseVowels"})
+    _write_run(tmp_path, "fpt", 1, 0.80, None, 500, task="ucr", options={"dataset": "BasicMotions"})
+    assert sorted((r.task, r.arm) for r in read_arm_runs(tmp_path)) == [
+        ("ucr:BasicMotions", "fpt"),
+        ("ucr:JapaneseVowels", "fpt"),
+        ("ucr:JapaneseVowels", "none"),
+    ]
+    assert _row(controls_markdown(read_arm_runs(tmp_path), note=""), "ucr:JapaneseVowels", "none")[6] == "-7.0"
 
 
 def test_no_runs_is_one_line(tmp_path, capsys):

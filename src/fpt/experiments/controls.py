@@ -167,7 +167,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         if mixed.get("step") == summary["step"] and split in mixed.get("splits", {}):
             shuffled = scale * mixed["splits"][split]["shuffled"][metric]
     return ArmRun(
-        task=str(config["task"]),
+        task=_task_name(config),
         arm=arm,
         seed=int(config.get("seed", 0)),
         backbone=str(config.get("backbone")),
@@ -187,6 +187,12 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
 def find_run_dirs(root: Path) -> list[Path]:
     """Every run folder under `root` (a folder holding config.json and summary.json), sorted."""
     return sorted(p.parent for p in Path(root).rglob(RunDir.CONFIG) if (p.parent / "summary.json").is_file())
+
+
+def _task_name(config: dict) -> str:
+    """`ucr:NAME` for a run made as `--task ucr --dataset NAME` too (likewise ett): one task, one table."""
+    task, dataset = str(config["task"]), (config.get("task_options") or {}).get("dataset")
+    return f"{task}:{dataset}" if task in ("ett", "ucr") and dataset else task
 
 
 def read_arm_runs(root: Path) -> list[ArmRun]:
