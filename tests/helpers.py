@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gzip
 import struct
+import subprocess
+import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -33,6 +36,24 @@ def train_argv(backbone, out, *more) -> list[str]:
         str(out),
         *more,
     ]
+
+
+def wait_for(started: Callable[[], bool], process: subprocess.Popen, what: str, seconds: float = 600) -> None:
+    """Poll `started()` while `process` runs. If it exits first, or `seconds` pass, stop it and fail with
+    the tail of its stderr. Never wait on a process that will not end: a failure message that called
+    communicate() without a timeout on a 100,000-step run hung a loaded machine's test for good."""
+    deadline = time.monotonic() + seconds
+    while not started():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.terminate()  # SIGTERM first: fpt stops its ranks or its Ray cluster on it
+            try:
+                err = process.communicate(timeout=60)[1]
+            except subprocess.TimeoutExpired:
+                process.kill()
+                err = "(stderr unread: the process or a child of it held it open)"
+            err = err.decode(errors="replace") if isinstance(err, bytes) else err or ""
+            pytest.fail(f"{what} within {seconds:.0f} s (exit status {process.poll()}): {err[-3000:]}")
+        time.sleep(0.2)
 
 
 def one_line_error(capsys) -> str:

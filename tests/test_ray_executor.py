@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+from helpers import wait_for
 
 from fpt.cli import main
 from fpt.errors import FptError
@@ -204,7 +205,6 @@ def test_a_grpc_server_passes_and_something_else_listening_is_refused_in_seconds
 def test_sigterm_to_a_ray_sweep_stops_it_with_143_in_one_line(tiny_gpt2, tmp_path):
     import signal
     import subprocess
-    import time
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -215,12 +215,13 @@ def test_sigterm_to_a_ray_sweep_stops_it_with_143_in_one_line(tiny_gpt2, tmp_pat
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(out), "--executor", "ray"]
     driver = subprocess.Popen([*command, "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while not list(out.glob("runs/*/metrics.jsonl")):  # a cell is training in a Ray worker
-        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
-        time.sleep(0.3)
+    wait_for(lambda: bool(list(out.glob("runs/*/metrics.jsonl"))), driver, "no cell trained in a Ray worker")
     driver.send_signal(signal.SIGTERM)
-    _, err = driver.communicate(timeout=120)
+    try:
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()  # a driver that ignored SIGTERM must not outlive its test
     err = err.decode()
     assert driver.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert "fpt: stopped on SIGTERM" in err and "Traceback" not in err, err[-3000:]
