@@ -988,17 +988,20 @@ def int8_table() -> str:
     """fp32 against int8 frozen weights (`--precision int8`), the same recipe and seed: the Bit Memory
     headline's cells (benchmarks/headline.sh bit-memory and bit-memory-int8), each seed where both ran."""
     rows = []
-    for fp32 in sorted(HEADLINE.glob("bit-memory-fpt-fast1k-constant-seed*")):
-        int8 = HEADLINE / fp32.name.replace("-seed", "-int8-seed")
+    for seed in range(10):
+        fp32, int8 = (HEADLINE / f"bit-memory-fpt-fast1k-constant{kind}-seed{seed}" for kind in ("", "-int8"))
         if not ((fp32 / "summary.json").exists() and (int8 / "summary.json").exists()):
             continue
         scores = [_json(run / "summary.json") for run in (fp32, int8)]
+        configs = [_json(run / "config.json") for run in (fp32, int8)]
+        if not all(s.get("test") for s in scores) or any(s["step"] != c["steps"] for s, c in zip(scores, configs)):
+            continue  # not to its budget, or no test score: nothing to pair
         test = [s["test"]["test"]["accuracy"] for s in scores]
         rows.append(
             [
                 "Bit Memory",
-                re.search(r"seed(\d+)$", fp32.name).group(1),
-                f"{_json(fp32 / 'config.json')['steps']:,}",
+                str(seed),
+                f"{configs[0]['steps']:,}",
                 *(f"{_pct(s['final']['accuracy'])} / {_pct(s['test']['test']['accuracy'])}" for s in scores),
                 f"{100 * (test[1] - test[0]):+.2f}",
             ]

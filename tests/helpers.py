@@ -50,6 +50,7 @@ def wait_for(started: Callable[[], bool], process: subprocess.Popen, what: str, 
                 err = process.communicate(timeout=60)[1]
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait(timeout=10)
                 err = "(stderr unread: the process or a child of it held it open)"
             err = err.decode(errors="replace") if isinstance(err, bytes) else err or ""
             pytest.fail(f"{what} within {seconds:.0f} s (exit status {process.poll()}): {err[-3000:]}")

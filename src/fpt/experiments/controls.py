@@ -28,6 +28,8 @@ from fpt.scores import headline_metric, is_regression
 
 SHUFFLE_FILE = "shuffled.json"  # a run's scores on ordered and shuffled test inputs
 SHUFFLE_SEED = 0
+# task options that say where the data lies or checksum it, not what the task is: the same task either way
+TASK_OPTIONS_SAME = ("data_dir", "sha256")
 
 ARM_TEXTS = {
     "fpt": "frozen pretrained blocks (fpt)",
@@ -117,6 +119,7 @@ class ArmRun:
     steps: int
     recipe: str
     path: Path
+    task_options: str = "{}"  # the task's options as sorted JSON, less where its data lies (TASK_OPTIONS_SAME)
 
 
 def step_seconds(records: list[dict]) -> float | None:
@@ -181,6 +184,9 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         steps=int(summary["step"]),
         recipe=str(config.get("recipe", "paper")),
         path=Path(run_dir),
+        task_options=json.dumps(
+            {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}, sort_keys=True
+        ),
     )
 
 
@@ -197,8 +203,18 @@ def _task_name(config: dict) -> str:
 
 def read_arm_runs(root: Path) -> list[ArmRun]:
     """Every finished controls run under `root`, in folder order; unfinished runs and runs of other kinds are
-    left out (read_arm_run)."""
-    return [r for r in (read_arm_run(p) for p in find_run_dirs(root)) if r is not None]
+    left out (read_arm_run). Runs of one task made with other task options (a z-normalised series beside raw
+    ones, another horizon) are refused: one row must not average two settings."""
+    runs = [r for r in (read_arm_run(p) for p in find_run_dirs(root)) if r is not None]
+    for task in dict.fromkeys(r.task for r in runs):
+        settings = {r.task_options: r.path for r in runs if r.task == task}
+        if len(settings) > 1:
+            (a, first), (b, second) = list(settings.items())[:2]
+            raise FptError(
+                f"{task}: runs made with other task options ({first}: {a}; {second}: {b}); "
+                "keep one setting of a task under the folder"
+            )
+    return runs
 
 
 def _mean_std(values: list[float], digits: int) -> str:
