@@ -130,9 +130,8 @@ class _FPTEstimator(BaseEstimator):
     # --- training ----------------------------------------------------------------------------
 
     def _config(self) -> TrainConfig:
-        given = {"backbone": self.backbone, "steps": self.steps, "batch_size": self.batch_size, "policy": self.policy}
-        given["seed"] = self.seed
-        given.update(device=self.device, threads=self.threads, pooling=self.pooling)
+        given = {"backbone": self.backbone, "steps": self.steps, "batch_size": self.batch_size, "seed": self.seed}
+        given.update(policy=self.policy, device=self.device, threads=self.threads, pooling=self.pooling)
         given["eval_every"] = self.eval_every if self.eval_every is not None else self.steps
         if self.lr is not None:
             given["lr"] = self.lr

@@ -25,6 +25,7 @@ from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
+from fpt.tasks.registry import task_label
 
 SHUFFLE_FILE = "shuffled.json"  # a run's scores on ordered and shuffled test inputs
 SHUFFLE_SEED = 0
@@ -170,7 +171,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         if mixed.get("step") == summary["step"] and split in mixed.get("splits", {}):
             shuffled = scale * mixed["splits"][split]["shuffled"][metric]
     return ArmRun(
-        task=_task_name(config),
+        task=task_label(str(config["task"]), config.get("task_options") or {}),  # one task, one table
         arm=arm,
         seed=int(config.get("seed", 0)),
         backbone=str(config.get("backbone")),
@@ -193,12 +194,6 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
 def find_run_dirs(root: Path) -> list[Path]:
     """Every run folder under `root` (a folder holding config.json and summary.json), sorted."""
     return sorted(p.parent for p in Path(root).rglob(RunDir.CONFIG) if (p.parent / "summary.json").is_file())
-
-
-def _task_name(config: dict) -> str:
-    """`ucr:NAME` for a run made as `--task ucr --dataset NAME` too (likewise ett): one task, one table."""
-    task, dataset = str(config["task"]), (config.get("task_options") or {}).get("dataset")
-    return f"{task}:{dataset}" if task in ("ett", "ucr") and dataset else task
 
 
 def read_arm_runs(root: Path) -> list[ArmRun]:

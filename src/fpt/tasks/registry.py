@@ -127,15 +127,27 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
+PATH_PREFIXES = ("npz", "forecast")  # --task PREFIX:PATH is that task reading PATH
+DATASET_PREFIXES = ("ett", "ucr")  # --task PREFIX:NAME is that task's dataset NAME
+
+
 def _registered_name(name: str, options: dict) -> tuple[str, dict]:
     """`npz:PATH` and `forecast:PATH` are those tasks with their path, `ett:NAME` and `ucr:NAME` the
     ett and ucr tasks with their dataset; every other name is looked up as it is."""
     prefix, _, rest = name.partition(":")
-    if rest and prefix in ("npz", "forecast"):
+    if rest and prefix in PATH_PREFIXES:
         return prefix, {**options, "path": rest}
-    if rest and prefix in ("ett", "ucr"):
+    if rest and prefix in DATASET_PREFIXES:
         return prefix, {**options, "dataset": rest}
     return name, options
+
+
+def task_label(name: str, options: dict) -> str:
+    """One spelling of a task for tables: `ucr:NAME` whether the run was given `--task ucr:NAME` or
+    `--task ucr --dataset NAME` (likewise ett); any other name as it is."""
+    registered, options = _registered_name(name, options)
+    dataset = options.get("dataset")
+    return f"{registered}:{dataset}" if registered in DATASET_PREFIXES and dataset else name
 
 
 def task_options(name: str, options: dict) -> dict:
@@ -150,7 +162,7 @@ def task_options(name: str, options: dict) -> dict:
     try:
         bound = inspect.signature(_TASKS[name]).bind(**options)
     except TypeError:  # a required option left out; only npz has one, its path
-        hint = f" (--task {name}:PATH)" if name in ("npz", "forecast") else ""
+        hint = f" (--task {name}:PATH)" if name in PATH_PREFIXES else ""
         missing = [k for k, p in accepted.items() if p.default is inspect.Parameter.empty and k not in options]
         raise FptError(f"task {name!r} needs {', '.join(missing)}{hint}") from None
     bound.apply_defaults()
