@@ -46,6 +46,18 @@ def local_ray():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif("RAY_worker_niceness" in os.environ, reason="RAY_worker_niceness set: Ray's workers take that")
+def test_local_cells_run_at_normal_priority(local_ray):
+    """Ray's default nice 15 let any other process on the machine take a cell's core first."""
+    import ray
+
+    def niceness():  # defined here, so Ray ships it by value (workers cannot import this test module)
+        return os.nice(0)
+
+    assert ray.get(ray.remote(niceness).remote()) == 0
+
+
+@pytest.mark.slow
 def test_runs_no_node_can_hold_are_refused_here_and_waited_for_on_a_cluster(local_ray, capsys):
     from fpt.experiments.ray_executor import RayExecutor
 

@@ -32,18 +32,24 @@ PIP = "pip install 'fpt[ray]'"
 OBJECT_STORE_BYTES = 100 * 2**20
 # A cell on a node that was lost runs again elsewhere, from its last checkpoint (run_cell).
 MAX_RETRIES = 3
+# Ray starts its workers at nice 15 so that its own servers stay responsive on a shared node. On a
+# machine fpt's local Ray owns the cells are the work: at 15 any other process (a second sweep, a test
+# run) takes the core first, and a cell beside one ran about 30x slower here. RAY_worker_niceness wins.
+LOCAL_WORKER_NICENESS = 0
 
 
 def start_local_ray(num_cpus: int | None = None) -> None:
     """A Ray instance on this machine only: its cores, no dashboard, a small object store. The
     cells' output goes to SWEEP_DIR/logs/, so workers print nothing here."""
     ray = require("ray", PIP)
+    niceness = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": LOCAL_WORKER_NICENESS}
     ray.init(
         num_cpus=num_cpus or thread_budget(),  # the cores, or OMP_NUM_THREADS where smaller, as local cells
         include_dashboard=False,
         object_store_memory=OBJECT_STORE_BYTES,
         log_to_driver=False,
         logging_level=logging.WARNING,
+        _system_config=niceness,  # Ray's config at start, as its docs set object spilling
     )
 
 
