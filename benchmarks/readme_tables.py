@@ -988,7 +988,9 @@ def int8_table() -> str:
     """fp32 against int8 frozen weights (`--precision int8`), the same recipe and seed: the Bit Memory
     headline's cells (benchmarks/headline.sh bit-memory and bit-memory-int8), each seed where both ran."""
     rows = []
-    for seed in range(10):
+    prefix = "bit-memory-fpt-fast1k-constant-int8-seed"
+    numbers = (run.name.removeprefix(prefix) for run in HEADLINE.glob(prefix + "*"))
+    for seed in sorted(int(number) for number in numbers if number.isdigit()):
         fp32, int8 = (HEADLINE / f"bit-memory-fpt-fast1k-constant{kind}-seed{seed}" for kind in ("", "-int8"))
         if not ((fp32 / "summary.json").exists() and (int8 / "summary.json").exists()):
             continue
