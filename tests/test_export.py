@@ -251,3 +251,28 @@ def test_a_vit_run_exports_whole_with_its_grown_positions_but_not_as_an_adapter(
     batch, expected = _logits_of_run(run)
     with torch.no_grad():
         assert torch.equal(rebuilt(batch.x, batch.mask), expected)
+
+
+def test_a_gpt_neo_cut_to_fewer_blocks_exports_and_rebuilds(tmp_path):
+    """--layers also cuts the config's per-block list of attention kinds, which transformers checks
+    against the block count when the export is built again (it refused the cut GPT-Neo before)."""
+    from transformers import GPTNeoConfig, GPTNeoModel
+
+    GPTNeoModel(
+        GPTNeoConfig(
+            hidden_size=32,
+            num_layers=2,
+            num_heads=2,
+            attention_types=[[["global", "local"], 1]],
+            max_position_embeddings=64,
+            window_size=8,
+            vocab_size=64,
+        )
+    ).save_pretrained(tmp_path / "neo")
+    run = _train(str(tmp_path / "neo"), tmp_path / "run", "--layers", "1")
+    assert main(["export", str(run), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    rebuilt = FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf")
+    assert len(rebuilt.backbone.h) == 1 and rebuilt.backbone.config.attention_layers == ["global"]
+    batch, expected = _logits_of_run(run)
+    with torch.no_grad():
+        assert torch.equal(rebuilt(batch.x, batch.mask), expected)

@@ -197,6 +197,7 @@ def test_a_saved_config_asking_for_gigabytes_is_refused_before_building(finished
         ({"fpt": {**good["fpt"], "task_spec": {**spec, "vocab_size": 10**8}}}, "262,144"),
         ({"n_embd": 200_000, "n_head": 2}, "describes another model than model.safetensors holds"),  # 480 GB
         ({"n_layer": 5_000}, "5,000 blocks in the config"),  # refused before building 5,000 blocks
+        ({"num_hidden_layers": 5_000}, "5,000 blocks in the config"),  # GPT-2 reads it as n_layer
     ):
         (hf / "config.json").write_text(json.dumps({**good, **damage}))
         capsys.readouterr()

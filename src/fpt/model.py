@@ -320,7 +320,8 @@ def _check_block_count(config: dict, saved: dict[str, str], directory: Path) -> 
     """Refuse a config declaring more blocks than the file can hold, before the meta-device build,
     which spends about 8 ms of Python per block (a damaged n_layer of 5,000: 40 s to a refusal).
     Blocks live in a ModuleList, so a file holding N of them has tensor names numbered up to N - 1."""
-    declared = next((config[k] for k in BLOCK_COUNT_FIELDS if type(config.get(k)) is int), None)
+    # the largest: transformers reads a second field as the first (GPT-2's num_hidden_layers is n_layer)
+    declared = max((config[k] for k in BLOCK_COUNT_FIELDS if type(config.get(k)) is int), default=None)
     numbers = [int(part) for key in saved for part in key.split(".") if part.isdigit()]
     if declared is not None and numbers and declared > max(numbers) + 1:
         raise FptError(

@@ -100,6 +100,18 @@ def keep_first_layers(model: nn.Module, family: str, layers: int) -> None:
     for key in ("num_hidden_layers", "n_layer"):
         if hasattr(model.config, key):
             setattr(model.config, key, layers)
+    _cut_per_block_lists(model.config, layers)
+
+
+def _cut_per_block_lists(config, layers: int) -> None:
+    """A config's per-block lists must match the block count: transformers checks them when the
+    saved config is built again (`fpt export` then from_pretrained), and refused a cut GPT-Neo."""
+    for key in ("layer_types", "attention_layers"):  # many newer families; GPT-Neo
+        value = getattr(config, key, None)
+        if isinstance(value, list) and len(value) > layers:
+            setattr(config, key, value[:layers])
+    if isinstance(getattr(config, "attention_layers", None), list) and hasattr(config, "attention_types"):
+        config.attention_types = [[config.attention_layers, 1]]  # GPT-Neo saves the list run-length coded
 
 
 def position_table(model: nn.Module, family: str) -> nn.Embedding | None:

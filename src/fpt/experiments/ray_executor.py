@@ -145,7 +145,7 @@ class RayExecutor:
         if not ray.is_initialized():  # else: joined already (a notebook, a test), left as it is
             if threading.current_thread() is threading.main_thread():
                 self._sigterm = signal.getsignal(signal.SIGTERM)
-            if self.address is None:
+            if self._local:
                 start_local_ray()
             else:
                 try:
@@ -166,6 +166,11 @@ class RayExecutor:
             self.__exit__(None, None, None)
             raise
         return self
+
+    @property
+    def _local(self) -> bool:
+        """A Ray started here for this sweep: no address, or Ray's own "local" (a new one, not joined)."""
+        return self.address in (None, "local")
 
     def _on_sigterm(self, signum, frame) -> None:
         self._terminated = True
@@ -188,7 +193,7 @@ class RayExecutor:
             for kind, need in wanted.items()
             if need or kind == "CPU"
         )
-        if self.address is None:
+        if self._local:
             raise FptError(f"{asked}: this machine's Ray has {largest}; ask for no more")
         print(
             f"fpt: warning: {asked}: no node of the Ray cluster has that now (the largest: {largest}); "
