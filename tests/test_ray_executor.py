@@ -4,6 +4,7 @@ the same results as the local executor; the flags' mistakes are one line before 
 import csv
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -45,16 +46,26 @@ def local_ray():
     ray.shutdown()
 
 
+LOCAL_RAY_PROBE = """
+import os, ray
+from fpt.experiments.ray_executor import start_local_ray
+start_local_ray(num_cpus=1)
+print(ray.get(ray.remote(lambda: os.nice(0)).remote()), os.nice(0))
+"""
+
+
 @pytest.mark.slow
-@pytest.mark.skipif("RAY_worker_niceness" in os.environ, reason="RAY_worker_niceness set: Ray's workers take that")
-def test_local_cells_run_at_normal_priority(local_ray):
-    """Ray's default nice 15 let any other process on the machine take a cell's core first."""
-    import ray
-
-    def niceness():  # defined here, so Ray ships it by value (workers cannot import this test module)
-        return os.nice(0)
-
-    assert ray.get(ray.remote(niceness).remote()) == os.nice(0)  # this process's (0 unless run under nice)
+def test_a_local_ray_is_a_new_one_at_normal_priority(tmp_path):
+    """Started anew even where RAY_ADDRESS names a cluster (ray.init would join it, and refuse num_cpus),
+    its workers at this process's priority: Ray's default nice 15 let any other process take their core."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_worker_niceness"}
+    env["RAY_ADDRESS"] = "127.0.0.1:1"  # nothing listens there
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL_RAY_PROBE], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    worker, driver = done.stdout.split()[-2:]
+    assert worker == driver  # 0, unless the tests themselves run under nice
 
 
 @pytest.mark.slow

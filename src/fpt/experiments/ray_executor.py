@@ -44,6 +44,7 @@ def start_local_ray(num_cpus: int | None = None) -> None:
     ray = require("ray", PIP)
     niceness = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": LOCAL_WORKER_NICENESS}
     ray.init(
+        address="local",  # a new one, even where RAY_ADDRESS or a `ray start` cluster would be joined instead
         num_cpus=num_cpus or thread_budget(),  # the cores, or OMP_NUM_THREADS where smaller, as local cells
         include_dashboard=False,
         object_store_memory=OBJECT_STORE_BYTES,
