@@ -110,8 +110,8 @@ def _cut_per_block_lists(config, layers: int) -> None:
         value = getattr(config, key, None)
         if isinstance(value, list) and len(value) > layers:
             setattr(config, key, value[:layers])
-    if isinstance(getattr(config, "attention_layers", None), list) and hasattr(config, "attention_types"):
-        config.attention_types = [[config.attention_layers, 1]]  # GPT-Neo saves the list run-length coded
+            if key == "attention_layers" and hasattr(config, "attention_types"):
+                config.attention_types = [[value[:layers], 1]]  # GPT-Neo saves the list run-length coded
 
 
 def position_table(model: nn.Module, family: str) -> nn.Embedding | None:
