@@ -169,6 +169,8 @@ PUBLISHED_FORECASTS: dict[tuple[str, object], dict[str, tuple[str, float, float]
 }
 PUBLISHED_ONLY_ROWS = ["PatchTST"]  # rows we do not run, shown with their published figures only
 # Test accuracy in percent: One Fits All, Table 25 (GPT2(6)). BasicMotions: no figure quoted here.
+# Not a clean test score: its classification script validates on the test files (--val_pattern TEST
+# in Classification/scripts/*.sh) and reports the best of its 27 evaluations (src/main.py).
 PUBLISHED_UEA: dict[str, dict[str, tuple[str, float]]] = {
     "ucr:JapaneseVowels": {"fpt": ("One Fits All GPT2(6)", 98.6)},
 }
