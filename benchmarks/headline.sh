@@ -55,7 +55,7 @@ for seed in "$@"; do
     # NOT a clean run: One Fits All's protocol, to read its published 98.6 against. Its classification
     # script passes the test files as its validation set (--val_pattern TEST) and reports the best
     # accuracy over 27 evaluations (epochs 0, 1 and every second to 50). The same here: every
-    # training series trained on, the test split watched every 37 steps (27 evaluations in 1,000)
+    # training series trained on, the test split watched every 37 steps (27 evaluations, then the last at 1,000)
     japanese-vowels-raw-test-watched) name=japanese-vowels-fpt-fast1k-raw-test-watched-seed$seed
                                       args=(--task ucr --dataset JapaneseVowels --no-znorm --recipe fast
                                             --precision fp32 --steps 1000 --eval-every 37) ;;
