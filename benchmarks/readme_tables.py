@@ -978,11 +978,11 @@ def uea_table() -> str:
         options = config["task_options"]
         published = PUBLISHED_UEA.get(f"ucr:{options['dataset']}", {}).get("fpt")
         series = "z-normalised" if options.get("znorm", True) else "raw"
-        if options.get("val_size", 0):
+        if summary["final"]["split"] != "test":
             watched = f"{_pct(summary['final']['accuracy'])} ({summary['final']['examples']})"
             test = f"{_pct(summary['test']['test']['accuracy'])} ({summary['test']['test']['examples']})"
-        else:  # the test split was the watched one: its last score, and the best of every evaluation
-            scores = [r for r in _jsonl(run / "metrics.jsonl") if r["split"] == "test"]
+        else:  # the test split was the watched one: its last score, and the best of every evaluation of it
+            scores = [r for r in _jsonl(run / "metrics.jsonl") if r["split"].startswith("test")]
             best = max(scores, key=lambda r: r["accuracy"])
             series += ", test watched: not clean"
             watched = "-"

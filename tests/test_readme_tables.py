@@ -70,7 +70,7 @@ def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tabl
 
 
 def test_the_headline_reads_each_seed_from_its_run(rendered):
-    # MNIST's three seeds of the headline recipe, as their summary.json files give them
+    # the three earlier MNIST runs of the headline recipe (test watched), as their summary.json files give them
     row = next(line for line in rendered["headline"].splitlines() if line.startswith("| MNIST | earlier runs"))
     assert "98.16 ± 0.05 (98.15, 98.12, 98.21; three seeds)" in row
     assert "`converge/mnist-fpt-fast16k-dropout0-seed{0,1,2}`" in row

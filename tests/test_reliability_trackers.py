@@ -79,12 +79,18 @@ def short_sqlite_waits():
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
+    rewritten = []
+
     def shorter(conn, cursor, statement, parameters, context, executemany):
-        return statement.replace("busy_timeout = 20000", "busy_timeout = 500"), parameters
+        if "busy_timeout = 20000" in statement:
+            rewritten.append(statement)
+            statement = statement.replace("busy_timeout = 20000", "busy_timeout = 500")
+        return statement, parameters
 
     event.listen(Engine, "before_cursor_execute", shorter, retval=True)
     yield
     event.remove(Engine, "before_cursor_execute", shorter)
+    assert rewritten, "MLflow no longer sets busy_timeout = 20000: update this fixture"
 
 
 def test_a_locked_store_mid_run_is_one_warning_and_the_run_ends_failed(

@@ -111,7 +111,8 @@ def test_direction_counts_a_gap_only_beyond_its_spread():
     assert direction([-1.0, 1.0, -0.5], "accuracy") == "no clear difference"
     assert direction([3.0, 2.0, 4.0], "accuracy") == "better"
     assert direction([0.05, 0.06, 0.04], "mse") == "worse"  # a higher MSE is worse
-    assert direction([-0.05], "mse") == "better"
+    assert direction([-0.05, -0.06], "mse") == "better"
+    assert direction([-0.05], "mse") == "one seed: no spread to judge by"  # not "better": nothing to weigh it by
 
 
 def _write_run(
@@ -181,7 +182,7 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
         "| XOR | none | removing the LLM did as well or better | -49.0 ± 2.6 (n=3) | worse | no: worse than fpt |"
         in text
     )
-    assert "| XOR | block |" in text and "no clear difference | yes |" in text
+    assert "| XOR | block | " in text and "0.0 (n=1) | one seed: no spread to judge by | not judged |" in text
     assert "Shuffled inputs on XOR (shuffled minus ordered, points, mean over seeds): fpt -49; block -50." in text
     assert "not run: no finished run in these files" in _row_line(text, "XOR", "attention")
     assert "Ran on a test." in text and "Bit Memory" in text

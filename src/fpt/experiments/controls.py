@@ -229,14 +229,19 @@ def paired_gaps(runs: list[ArmRun], fpt: list[ArmRun], shuffled: bool = False) -
     ]
 
 
+ONE_SEED = "one seed: no spread to judge by"
+
+
 def direction(gaps: list[float], metric: str) -> str:
     """ "better", "worse" or "no clear difference": worse where the mean gap is beyond one standard
-    deviation of the paired gaps on the losing side (the spread is 0 with one seed)."""
+    deviation of the paired gaps on the losing side. One seed has no spread to judge a gap by."""
     if not gaps:
         return "not measured"
+    if len(gaps) == 1:
+        return ONE_SEED
     sign = -1.0 if metric == "mse" else 1.0  # a positive gain is better
     mean = sign * statistics.mean(gaps)
-    spread = statistics.stdev(gaps) if len(gaps) > 1 else 0.0
+    spread = statistics.stdev(gaps)
     if mean > spread:
         return "better"
     if mean < -spread:
@@ -320,14 +325,14 @@ def _direction_section(runs: list[ArmRun], verdicts: list[tuple]) -> list[str]:
         "",
         "Ours, per task and arm: the gap to fpt (arm minus fpt, paired by seed; accuracy points, or MSE where "
         "lower is better) counts as worse or better only where its mean is beyond one standard deviation "
-        "of the paired gaps; otherwise no clear difference.",
+        "of the paired gaps; otherwise no clear difference. A gap from one seed is not judged.",
         "",
         "| task | arm | Tan et al. (forecasting) | ours: gap to fpt | ours | agrees? |",
         "|---|---|---|---|---|---|",
     ]
     for task, arm, metric, gaps, digits in verdicts:
         found = direction(gaps, metric)
-        agrees = "no: worse than fpt" if found == "worse" else "yes"
+        agrees = {"worse": "no: worse than fpt", ONE_SEED: "not judged"}.get(found, "yes")
         lines.append(
             f"| {_task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {_mean_std(gaps, digits)} (n={len(gaps)}) | "
             f"{found} | {agrees} |"
