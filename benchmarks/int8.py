@@ -3,12 +3,14 @@ layers and of a whole MiniLM body, and the outputs' error against fp32.
 
     taskset -c 1 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py speed
     taskset -c 1 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py accuracy
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py step --out step_zen4.json   # idle, both cores
 
 Speed: each variant is timed on the same inputs, the variants interleaved within each repeat
 (so a slow spell of the machine hits them all), medians reported. Variants: `fp32` (nn.Linear,
 frozen weight), `int8-fp32` (int8 storage, dequantised per call, fp32 product) and `int8-fbgemm`
 (int8 storage and int8 products, activations quantised per token). Modes: `forward` (no grad,
 as in evaluation) and `train` (forward and the input's gradient, as in an fpt training step).
+`step` times fpt's whole training step (loss, backward, Adam) with bf16 and int8 variants beside fp32.
 
 Writes benchmarks/results/int8/{speed,accuracy}.json with the CPU model and flags.
 """
@@ -185,6 +187,66 @@ def speed_body(repeats: int) -> list[dict]:
     return rows
 
 
+# a whole training step: name -> (fpt's --precision, what is changed after the model is built)
+STEP_VARIANTS = {
+    "fp32": ("fp32", None),
+    "bf16": ("bf16", None),  # frozen weights in bf16, bf16 products (autocast)
+    "int8": ("int8", None),  # --precision int8: 128-wide groups of scales, fp32 products
+    "int8-bf16": ("int8", "bf16"),  # the same storage, its products in bf16 (autocast)
+    "int8-fbgemm": ("fp32", "fbgemm"),  # per-channel scales, int8 products (fbgemm)
+}
+STEP_TASKS = {"mnist-shape": 32, "bit-memory": 16}  # task: batch size (the fast and paper recipes')
+
+
+def step_model(task_spec, variant: str):
+    from fpt.backbones import load_backbone
+    from fpt.model import FrozenPretrainedTransformer
+
+    precision, change = STEP_VARIANTS[variant]
+    torch.manual_seed(0)  # the same input layer and head every time
+    backbone = load_backbone("minilm", dropout=0.0)
+    model = FrozenPretrainedTransformer(backbone, task_spec, dropout=0.0, precision=precision)
+    if change == "fbgemm":
+        quantize_frozen_linears(model.backbone, "fbgemm", None)
+    elif change == "bf16":
+        model.compute_dtype = torch.bfloat16  # what transformer_forward autocasts the body to
+    return model
+
+
+def speed_step(repeats: int) -> list[dict]:
+    """fpt's whole training step (forward, loss, backward, Adam) for each STEP_VARIANTS entry on the MNIST
+    shape and Bit Memory. Timed by wall clock: it runs on every thread torch has, so the machine must be idle."""
+    from fpt.tasks import create_task
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from perf import RandomPatches
+
+    rows = []
+    for name, batch_size in STEP_TASKS.items():
+        task = RandomPatches() if name == "mnist-shape" else create_task(name)
+        batch = task.train_batch(0, batch_size, 0)
+        runs = {}
+        for variant in STEP_VARIANTS:
+            model = step_model(task.spec, variant)
+            adam = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+            runs[variant] = lambda model=model, adam=adam: train_step(model, adam, batch)
+        interleaved(runs, repeats)
+        for variant, seconds in WALL.items():
+            row = {"task": name, "batch": batch_size, "variant": variant, "wall_ms": round(seconds * 1e3, 1)}
+            rows.append(
+                {**row, "vs_fp32": round(WALL["fp32"] / seconds, 3), "vs_bf16": round(WALL["bf16"] / seconds, 3)}
+            )
+        print(name, {v: round(s * 1e3, 1) for v, s in WALL.items()}, flush=True)
+    return rows
+
+
+def train_step(model, adam, batch) -> None:
+    adam.zero_grad()
+    logits = model(batch.x)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.y.flatten()).backward()
+    adam.step()
+
+
 def fpt_model(task_spec, variant: str):
     from fpt.backbones import load_backbone
     from fpt.model import FrozenPretrainedTransformer
@@ -333,7 +395,7 @@ def llama7b(tokens: int, layers: int, checkpointing: bool, compute: str, path: P
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("speed", "accuracy", "llama7b"))
+    parser.add_argument("what", choices=("speed", "step", "accuracy", "llama7b"))
     parser.add_argument("--shapes", nargs="+", default=list(LAYERS), help="speed: layer shapes")
     parser.add_argument("--variants", nargs="+", default=["fp32", "int8-fp32", "int8-fbgemm"], help="speed")
     parser.add_argument("--no-body", action="store_true", help="speed: the layers only, not a whole MiniLM")
@@ -362,6 +424,14 @@ def main() -> None:
         }
         if not args.no_body:
             result["rows"] += speed_body(args.repeats)
+    elif args.what == "step":
+        result = {
+            "machine": machine(),
+            "repeats": args.repeats,
+            "timing": "medians of interleaved repeats, wall time (an idle machine, every thread torch has)",
+            "load_average": os.getloadavg(),
+            "rows": speed_step(args.repeats),
+        }
     else:
         result = {"machine": machine(), "backbone": "minilm (packaged, pretrained)", "batch": [32, 49], **accuracy()}
     path = RESULTS / (args.out or f"{args.what}.json")

@@ -19,7 +19,9 @@ from fpt.runs import RunDir
 from fpt.training import Trainer, build, evaluate, load_run, train
 
 WORKER = str(Path(__file__).with_name("ddp_worker.py"))
-TASK = ["--task", "bit-xor", "--n-bits", "8", "--eval-size", "100", "--batch-size", "8"]
+# fp32 outright: conftest pins --precision auto to fp32 in this process only, and a subprocess on a CPU
+# with native bf16 would train in bf16, unlike the in-process runs it is compared with
+TASK = ["--task", "bit-xor", "--n-bits", "8", "--eval-size", "100", "--batch-size", "8", "--precision", "fp32"]
 
 
 def _env() -> dict:

@@ -137,7 +137,7 @@ def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_g
 def test_bf16_detection_reads_the_cpu_flags():
     import fpt.runtime as runtime
 
-    runtime.native_bf16.cache_clear()
+    runtime.cpu_flags.cache_clear()
     flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else None
     expected = None if flags is None else bool({"avx512_bf16", "amx_bf16", "bf16"} & set(flags))
     assert runtime.native_bf16() is expected

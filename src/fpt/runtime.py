@@ -83,13 +83,20 @@ def cpu_model() -> str:
 
 
 @cache
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags as Linux lists them in /proc/cpuinfo; None where there is no such file."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return None
+    return frozenset(cpuinfo.read_text(errors="replace").split())
+
+
 def native_bf16() -> bool | None:
     """Whether this CPU computes bfloat16 natively (x86: AVX512-BF16 or AMX; Arm: the BF16
     extension); None where it cannot be told. Elsewhere bf16 is emulated and up to 20 times
     slower than fp32 (an AMD EPYC without AVX512-BF16: a Fashion-MNIST step 25 s against 1.15 s)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        flags = set(cpuinfo.read_text(errors="replace").split())
+    flags = cpu_flags()
+    if flags is not None:
         return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
     if sys.platform == "darwin" and platform.machine() == "arm64":
         return None  # Apple M2 and later have BF16, M1 does not

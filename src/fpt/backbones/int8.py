@@ -15,9 +15,10 @@ Two ways to compute, both from the same int8 storage (measured in benchmarks/int
 - "fp32": the int8 weight is turned back into fp32 (times its scales) for each product, one
   layer at a time, and multiplied in fp32. Always available; outputs differ from fp32 only by the
   weight's rounding.
-- "fbgemm": torch's int8 kernels (per-channel scales only) (`torch.ops.quantized.linear_dynamic`): each token's
-  activations are quantised to 8 bits on the fly (scaled per token, so one large token does not
-  flatten the others), multiplied in int8, accumulated in int32. Backward does the same with the
+- "fbgemm": torch's int8 kernels (per-channel scales only) (`torch.ops.quantized.linear_dynamic`): each
+  token's activations are quantised on the fly (8 bits with VNNI or AMX, 7 on plain AVX2; scaled per
+  token, so one large token does not flatten the others), multiplied in int8, accumulated in int32.
+  Backward does the same with the
   output's gradient against the transposed weight, packed once at quantisation. Needs torch's
   fbgemm engine (x86); it holds a second, packed int8 copy of each weight.
 
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
+from fpt import runtime
 from fpt.errors import FptError
 
 COMPUTES = ("fp32", "fbgemm")
@@ -79,9 +81,15 @@ def _per_token_int8(x: torch.Tensor, packed) -> torch.Tensor:
     quantises one tensor with one scale, so each row is first brought to [-1, 1] and its scale
     put back on the output."""
     row_max = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-    # reduce_range: 7-bit activations, which AVX2's int8 products (u8 x s8 pairs summed in 16 bits) need
-    out = torch.ops.quantized.linear_dynamic(x / row_max, packed, True)
+    out = torch.ops.quantized.linear_dynamic(x / row_max, packed, seven_bit_activations())
     return out.mul_(row_max)
+
+
+def seven_bit_activations() -> bool:
+    """Whether fbgemm must quantise activations to 7 bits: AVX2's int8 products sum u8 x s8 pairs in 16 bits,
+    which 8-bit values can overflow; VNNI (and AMX) accumulate in 32 bits, so 8 bits are safe there."""
+    flags = runtime.cpu_flags()
+    return flags is None or not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
 
 
 class Int8Linear(nn.Module):
