@@ -29,6 +29,10 @@ for seed in "$@"; do
     bit-memory-int8) name=bit-memory-fpt-fast1k-constant-int8-seed$seed
                      args=(--task bit-memory --recipe fast --lr-schedule constant --precision int8 --steps 1000
                            --eval-every 100) ;;
+    # the same with those int8 weights' products in bf16 (--precision int8-bf16): on a CPU with native bf16
+    bit-memory-int8-bf16) name=bit-memory-fpt-fast1k-constant-int8-bf16-seed$seed
+                          args=(--task bit-memory --recipe fast --lr-schedule constant --precision int8-bf16
+                                --steps 1000 --eval-every 100) ;;
     # MNIST: 5,000 training images held out as validation (the same for every seed), fast recipe
     # (fp32 where bf16 is emulated), 16,000 steps with the cosine over all of them. The budget is
     # the earlier headline's, first picked after an 8,000-step run missed 98 on test, so it is not

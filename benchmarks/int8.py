@@ -192,7 +192,7 @@ STEP_VARIANTS = {
     "fp32": ("fp32", None),
     "bf16": ("bf16", None),  # frozen weights in bf16, bf16 products (autocast)
     "int8": ("int8", None),  # --precision int8: 128-wide groups of scales, fp32 products
-    "int8-bf16": ("int8", "bf16"),  # the same storage, its products in bf16 (autocast)
+    "int8-bf16": ("int8-bf16", None),  # the same storage, its products in bf16 (autocast)
     "int8-fbgemm": ("fp32", "fbgemm"),  # per-channel scales, int8 products (fbgemm)
 }
 STEP_TASKS = {"mnist-shape": 32, "bit-memory": 16}  # task: batch size (the fast and paper recipes')
@@ -208,8 +208,6 @@ def step_model(task_spec, variant: str):
     model = FrozenPretrainedTransformer(backbone, task_spec, dropout=0.0, precision=precision)
     if change == "fbgemm":
         quantize_frozen_linears(model.backbone, "fbgemm", None)
-    elif change == "bf16":
-        model.compute_dtype = torch.bfloat16  # what transformer_forward autocasts the body to
     return model
 
 

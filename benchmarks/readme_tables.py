@@ -997,30 +997,83 @@ def uea_table() -> str:
 
 
 def int8_table() -> str:
-    """fp32 against int8 frozen weights (`--precision int8`), the same recipe and seed: the Bit Memory
-    headline's cells (benchmarks/headline.sh bit-memory and bit-memory-int8), each seed where both ran."""
+    """fp32 against int8 frozen weights (`--precision int8` and `int8-bf16`), the same recipe and seed: the
+    Bit Memory headline's cells (benchmarks/headline.sh bit-memory, bit-memory-int8, bit-memory-int8-bf16),
+    each seed where both ran to their budget with a test score."""
     rows = []
-    prefix = "bit-memory-fpt-fast1k-constant-int8-seed"
-    numbers = (run.name.removeprefix(prefix) for run in HEADLINE.glob(prefix + "*"))
-    for seed in sorted(int(number) for number in numbers if number.isdigit()):
-        fp32, int8 = (HEADLINE / f"bit-memory-fpt-fast1k-constant{kind}-seed{seed}" for kind in ("", "-int8"))
-        if not ((fp32 / "summary.json").exists() and (int8 / "summary.json").exists()):
-            continue
-        scores = [_json(run / "summary.json") for run in (fp32, int8)]
-        configs = [_json(run / "config.json") for run in (fp32, int8)]
-        if not all(s.get("test") for s in scores) or any(s["step"] != c["steps"] for s, c in zip(scores, configs)):
-            continue  # not to its budget, or no test score: nothing to pair
-        test = [s["test"]["test"]["accuracy"] for s in scores]
-        rows.append(
-            [
-                "Bit Memory",
-                str(seed),
-                f"{configs[0]['steps']:,}",
-                *(f"{_pct(s['final']['accuracy'])} / {_pct(s['test']['test']['accuracy'])}" for s in scores),
-                f"{100 * (test[1] - test[0]):+.2f}",
+    for precision in ("int8", "int8-bf16"):
+        prefix = f"bit-memory-fpt-fast1k-constant-{precision}-seed"
+        numbers = (run.name.removeprefix(prefix) for run in HEADLINE.glob(prefix + "*"))
+        for seed in sorted(int(number) for number in numbers if number.isdigit()):
+            fp32, int8 = (
+                HEADLINE / f"bit-memory-fpt-fast1k-constant{kind}-seed{seed}" for kind in ("", f"-{precision}")
+            )
+            if not ((fp32 / "summary.json").exists() and (int8 / "summary.json").exists()):
+                continue
+            scores = [_json(run / "summary.json") for run in (fp32, int8)]
+            configs = [_json(run / "config.json") for run in (fp32, int8)]
+            if not all(s.get("test") for s in scores) or any(s["step"] != c["steps"] for s, c in zip(scores, configs)):
+                continue  # not to its budget, or no test score: nothing to pair
+            test = [s["test"]["test"]["accuracy"] for s in scores]
+            rows.append(
+                [
+                    "Bit Memory",
+                    f"`{precision}`",
+                    str(seed),
+                    f"{configs[0]['steps']:,}",
+                    *(f"{_pct(s['final']['accuracy'])} / {_pct(s['test']['test']['accuracy'])}" for s in scores),
+                    f"{100 * (test[1] - test[0]):+.2f}",
+                ]
+            )
+    header = [
+        "task",
+        "precision",
+        "seed",
+        "steps",
+        "fp32: held-out / test",
+        "int8: held-out / test",
+        "int8 - fp32, test points",
+    ]
+    return _markdown(header, rows)
+
+
+STEP_VARIANTS = {  # benchmarks/int8.py step's variants, in the table's words
+    "fp32": "`fp32`",
+    "bf16": "`bf16`",
+    "int8": "`int8` (int8 storage, fp32 products)",
+    "int8-bf16": "`int8-bf16` (int8 storage, bf16 products)",
+    "int8-fbgemm": "int8 products (fbgemm; not offered)",
+}
+
+
+def _cpu_words(machine: dict) -> str:
+    """'AMD EPYC (AVX512-BF16, VNNI), 2 threads': the CPU and the features the precisions hinge on."""
+    flags = set(machine.get("flags", []))
+    named = [
+        word
+        for flag, word in (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"), ("avx512_vnni", "VNNI"))
+        if flag in flags
+    ] or ["no native bf16, no VNNI"]
+    return f"{machine['cpu']} ({', '.join(named)}), {machine['threads']} threads"
+
+
+def int8_step_table() -> str:
+    """benchmarks/int8.py step: fpt's whole training step in each precision, wall-clock medians of
+    interleaved repeats on an idle machine, one row per (machine, task); each cell the step and its
+    speed-up on fp32."""
+    rows = []
+    for path in sorted((RESULTS / "int8").glob("step_*.json")):
+        record = _json(path)
+        by_task: dict[str, dict[str, dict]] = {}
+        for row in record["rows"]:
+            by_task.setdefault(f"{row['task']} (batch {row['batch']})", {})[row["variant"]] = row
+        for task, variants in by_task.items():
+            cells = [
+                f"{row['wall_ms']:.0f} ms ({row['vs_fp32']:.2f}x)" if (row := variants.get(v)) else "-"
+                for v in STEP_VARIANTS
             ]
-        )
-    header = ["task", "seed", "steps", "fp32: held-out / test", "int8: held-out / test", "int8 - fp32, test points"]
+            rows.append([_cpu_words(record["machine"]), task, *cells])
+    header = ["machine", "task", *STEP_VARIANTS.values()]
     return _markdown(header, rows)
 
 
@@ -1210,6 +1263,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "speed-listops": speed_listops_table,
     "compile": compile_table,
     "int8": int8_table,
+    "int8-step": int8_step_table,
     "memory": memory_table,
     "listops-budget": listops_budget_table,
     "bit-memory-budget": bit_memory_budget_table,

@@ -60,7 +60,7 @@ def test_on_cuda_auto_is_bf16_from_compute_capability_8_and_mps_stays_fp32(monke
 
 def test_explicit_precisions_and_baselines_are_not_picked_for(monkeypatch):
     monkeypatch.setattr("fpt.build.auto_precision", lambda device: pytest.fail("picked"))
-    for precision in ("fp32", "bf16", "fp16", "int8"):
+    for precision in ("fp32", "bf16", "fp16", "int8", "int8-bf16"):
         config = TrainConfig(precision=precision)
         assert fpt.build.resolve_precision(config) is None and config.precision == precision
     lstm = TrainConfig.from_recipe("fast", model="lstm")

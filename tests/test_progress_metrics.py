@@ -107,7 +107,9 @@ def test_the_peak_is_measured_once_per_process(monkeypatch):
     made = len(calls)
     assert first > 0 and made >= 1
     assert measured_peak("fp32", "cpu", budget_s=budget) == first and len(calls) == made
-    assert measured_peak("int8") is None  # int8 kernels: no peak measured, MFU unknown
+    # int8 storage computes in fp32 (int8) or bf16 (int8-bf16): MFU is against that dtype's peak
+    assert measured_peak("int8", "cpu", budget_s=budget) == first and len(calls) == made
+    assert measured_peak("no-such-precision") is None
 
 
 def _bit_memory(backbone, **overrides) -> TrainConfig:

@@ -78,6 +78,21 @@ def test_fp32_compute_is_exactly_the_dequantised_weight():
     assert torch.allclose(quantized(x), expected, atol=1e-6)
 
 
+def test_under_bf16_autocast_the_product_and_the_input_gradient_run_in_bf16():
+    layer = frozen_linear()
+    quantized = Int8Linear.from_float(layer)
+    x = torch.randn(3, 48, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # --precision int8-bf16
+        y = quantized(x)
+    weight = quantized.dequantized(torch.bfloat16)
+    assert y.dtype == torch.bfloat16
+    assert torch.equal(y, torch.nn.functional.linear(x.detach().bfloat16(), weight, layer.bias.bfloat16()))
+    grad = torch.randn(3, 80, dtype=torch.bfloat16)
+    y.backward(grad)
+    assert x.grad.dtype == torch.float32  # the input's own dtype, from a bf16 product
+    assert torch.equal(x.grad, grad.matmul(weight).float())
+
+
 def test_gpt2_conv1d_is_quantised_in_its_own_layout():
     torch.manual_seed(0)
     conv = Conv1D(80, 48).requires_grad_(False)  # weight (in, out): y = x W + b
@@ -180,22 +195,23 @@ def test_a_block_recomputed_in_backward_gets_the_same_input_gradient():
     assert torch.equal(x.grad, expected)
 
 
-def test_fpt_train_precision_int8_trains_resumes_exactly_and_keeps_the_checkpoint_format(tiny_gpt2, tmp_path):
+@pytest.mark.parametrize("precision", ["int8", "int8-bf16"])
+def test_fpt_train_precision_int8_trains_resumes_exactly_and_keeps_the_checkpoint_format(
+    tiny_gpt2, tmp_path, precision
+):
     from helpers import train_argv
 
     from fpt.cli import main
     from fpt.training import resume
 
-    assert (
-        main(train_argv(tiny_gpt2, tmp_path / "whole", "--steps", "6", "--eval-every", "3", "--precision", "int8")) == 0
-    )
-    assert (
-        main(train_argv(tiny_gpt2, tmp_path / "cut", "--steps", "3", "--eval-every", "3", "--precision", "int8")) == 0
-    )
+    def run(out, steps):
+        return main(train_argv(tiny_gpt2, out, "--steps", steps, "--eval-every", "3", "--precision", precision))
+
+    assert run(tmp_path / "whole", "6") == 0 and run(tmp_path / "cut", "3") == 0
     resumed, _ = resume(tmp_path / "cut", steps=6, progress=False)
     whole = json.loads((tmp_path / "whole" / "summary.json").read_text())
     assert resumed["final"] == whole["final"]  # the int8 run resumed equals the uninterrupted one
-    assert json.loads((tmp_path / "whole" / "config.json").read_text())["precision"] == "int8"
+    assert json.loads((tmp_path / "whole" / "config.json").read_text())["precision"] == precision
     fp32_dir = tmp_path / "fp32"
     assert main(train_argv(tiny_gpt2, fp32_dir, "--steps", "1", "--eval-every", "1")) == 0
     int8_names = set(load_checkpoint(tmp_path / "whole" / "checkpoint.safetensors").params)

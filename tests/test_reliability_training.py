@@ -131,6 +131,10 @@ def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_g
     err = capsys.readouterr().err
     assert err.count("emulated") == 1 and "--precision fp32" in err
     assert "emulated" in runtime.bf16_note()
+    monkeypatch.setattr(runtime.warn_if_bf16_emulated, "said", False)
+    runtime.warn_if_bf16_emulated("int8-bf16")  # int8 storage, bf16 products: the int8 that computes in fp32
+    err = capsys.readouterr().err
+    assert "--precision int8-bf16 computes in bf16" in err and err.endswith("use --precision int8 here\n")
 
 
 @pytest.mark.real_cpu

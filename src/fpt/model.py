@@ -78,7 +78,7 @@ class FrozenPretrainedTransformer(nn.Module):
         self.param_groups = self._classify()
         self.group_rows = apply_policy(self.param_groups, self, parse_policy(policy))
         self.compute_dtype = compute_dtype(precision)
-        if precision == "int8":  # after the policy: it refuses a linear layer that trains
+        if precision.startswith("int8"):  # after the policy: it refuses a linear layer that trains
             from fpt.backbones.int8 import quantize_frozen_linears
 
             quantize_frozen_linears(self.backbone)

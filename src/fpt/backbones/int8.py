@@ -159,8 +159,11 @@ class Int8Linear(nn.Module):
             out = _per_token_int8(x.reshape(-1, self.in_features), self._packed)
             out = out.reshape(*shape[:-1], self.out_features)
             return out if self.bias is None else out.add_(self.bias)
-        bias = None if self.bias is None else self.bias.to(x.dtype)
-        return F.linear(x, self.dequantized(x.dtype), bias)
+        # under autocast (--precision int8-bf16) the weight is dequantised straight to the autocast dtype
+        cpu_or_gpu = x.device.type
+        dtype = torch.get_autocast_dtype(cpu_or_gpu) if torch.is_autocast_enabled(cpu_or_gpu) else x.dtype
+        bias = None if self.bias is None else self.bias.to(dtype)
+        return F.linear(x.to(dtype), self.dequantized(dtype), bias)
 
     def input_gradient(self, grad: torch.Tensor) -> torch.Tensor:
         """The output's gradient (..., out) -> the input's (..., in), grad W: the backward of `product`, by the

@@ -29,9 +29,17 @@ from fpt.families import (
     position_table_path,
 )
 
-# int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32: on an AVX2 CPU
-# the int8 products of fbgemm were 1.18x faster a MiniLM step but moved logits 13-20% (benchmarks/results/int8/)
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int8": torch.float32}
+# int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32; int8-bf16: the
+# same storage, products in bf16 (the fast one where bf16 is native). fbgemm's int8 products are not offered:
+# 1.18x a MiniLM step on an AVX2 CPU, moving logits 13-20%; where bf16 is native, no faster than bf16
+# (benchmarks/results/int8/)
+PRECISIONS = {
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "int8": torch.float32,
+    "int8-bf16": torch.bfloat16,
+}
 # auto: one of PRECISIONS picked for the device (auto_precision), before the model is built and
 # written into config.json as picked, so a run resumed, scored or exported elsewhere keeps its dtype
 AUTO = "auto"
@@ -50,8 +58,8 @@ def compute_dtype(precision: str) -> torch.dtype:
         raise FptError("--precision auto is resolved before a model is built (fpt.build.resolve_precision)")
     if precision not in PRECISIONS:
         raise FptError(f"unknown --precision {precision!r}; choose one of {', '.join(PRECISION_CHOICES)}")
-    if precision == "bf16" and not torch.backends.mkldnn.is_available():
-        raise FptError("--precision bf16 needs a torch build with oneDNN; use --precision fp32")
+    if PRECISIONS[precision] == torch.bfloat16 and not torch.backends.mkldnn.is_available():
+        raise FptError(f"--precision {precision} needs a torch build with oneDNN; use --precision fp32")
     return PRECISIONS[precision]
 
 
