@@ -12,7 +12,8 @@ frozen weight), `int8-fp32` (int8 storage, dequantised per call, fp32 product) a
 as in evaluation) and `train` (forward and the input's gradient, as in an fpt training step).
 `step` times fpt's whole training step (loss, backward, Adam) with bf16 and int8 variants beside fp32.
 
-Writes benchmarks/results/int8/{speed,accuracy}.json with the CPU model and flags.
+Writes benchmarks/results/int8/WHAT.json (or --out) with the CPU model and flags; the README's table
+reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`).
 """
 
 from __future__ import annotations
@@ -199,6 +200,7 @@ STEP_TASKS = {"mnist-shape": 32, "bit-memory": 16}  # task: batch size (the fast
 
 
 def step_model(task_spec, variant: str):
+    """An fpt model on the packaged MiniLM built as STEP_VARIANTS[variant] says, seeded the same every time."""
     from fpt.backbones import load_backbone
     from fpt.model import FrozenPretrainedTransformer
 
@@ -239,6 +241,7 @@ def speed_step(repeats: int) -> list[dict]:
 
 
 def train_step(model, adam, batch) -> None:
+    """One fpt training step: forward, cross-entropy, backward, Adam."""
     adam.zero_grad()
     logits = model(batch.x)
     torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.y.flatten()).backward()

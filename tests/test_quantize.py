@@ -84,13 +84,35 @@ def test_under_bf16_autocast_the_product_and_the_input_gradient_run_in_bf16():
     x = torch.randn(3, 48, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):  # --precision int8-bf16
         y = quantized(x)
-    weight = quantized.dequantized(torch.bfloat16)
+    weight = quantized.dequantized().bfloat16()
     assert y.dtype == torch.bfloat16
     assert torch.equal(y, torch.nn.functional.linear(x.detach().bfloat16(), weight, layer.bias.bfloat16()))
     grad = torch.randn(3, 80, dtype=torch.bfloat16)
     y.backward(grad)
-    assert x.grad.dtype == torch.float32  # the input's own dtype, from a bf16 product
-    assert torch.equal(x.grad, grad.matmul(weight).float())
+    assert torch.equal(x.grad, grad.matmul(weight).float())  # a bf16 product, in the input's dtype
+
+
+@pytest.mark.parametrize(
+    "flags, seven_bits",
+    [(None, True), ({"avx2", "fma"}, True), ({"avx2", "avx_vnni"}, True), ({"avx512f", "avx512_vnni"}, False)],
+)
+def test_fbgemm_activations_take_8_bits_only_where_its_kernels_sum_in_32(monkeypatch, flags, seven_bits):
+    from fpt.backbones.int8 import seven_bit_activations
+
+    monkeypatch.setattr("fpt.runtime.cpu_flags", lambda: None if flags is None else frozenset(flags))
+    assert seven_bit_activations() is seven_bits
+
+
+@pytest.mark.parametrize("precision, dtype", [("int8", torch.float32), ("int8-bf16", torch.bfloat16)])
+def test_a_model_built_int8_bf16_runs_its_int8_products_in_bf16(tiny_backbones, precision, dtype):
+    task = create_task("bit-xor", n_bits=8)
+    model = FrozenPretrainedTransformer(load_backbone(tiny_backbones["gpt2"]), task.spec, precision=precision)
+    layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    seen = []
+    for layer in layers:
+        layer.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    model(task.train_batch(0, 4, 0).x).float().sum().backward()
+    assert layers and len(seen) == len(layers) and set(seen) == {dtype}
 
 
 def test_gpt2_conv1d_is_quantised_in_its_own_layout():

@@ -89,9 +89,10 @@ def _peak(dtype: torch.dtype, device: str, threads: int, budget_s: float) -> flo
 
 def measured_peak(precision: str, device: torch.device | str = "cpu", budget_s: float = 0.3) -> float | None:
     """This machine's matmul FLOP/s for --precision `precision` on `device`, measured once per
-    process (and per thread count) in about `budget_s` seconds, then cached; None for a precision
-    fpt does not know (int8 storage: the dtype its products run in). Measured at the threads the run trains with, so MFU
-    compares like with like; a CPU shared with other work gives a lower peak, and so a higher MFU."""
+    process (and per thread count) in about `budget_s` seconds, then cached; None for a name
+    PEAK_DTYPES lacks; int8 and int8-bf16 use the peak of their products' dtype (fp32, bf16).
+    Measured at the threads the run trains with, so MFU compares like with like; a CPU shared with
+    other work gives a lower peak, and so a higher MFU."""
     dtype = PEAK_DTYPES.get(precision)
     if dtype is None:
         return None

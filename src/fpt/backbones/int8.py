@@ -16,7 +16,7 @@ Two ways to compute, both from the same int8 storage (measured in benchmarks/int
   layer at a time, and multiplied in fp32. Always available; outputs differ from fp32 only by the
   weight's rounding.
 - "fbgemm": torch's int8 kernels (per-channel scales only) (`torch.ops.quantized.linear_dynamic`): each
-  token's activations are quantised on the fly (8 bits with VNNI or AMX, 7 on plain AVX2; scaled per
+  token's activations are quantised on the fly (8 bits with AVX512-VNNI, else 7; scaled per
   token, so one large token does not flatten the others), multiplied in int8, accumulated in int32.
   Backward does the same with the
   output's gradient against the transposed weight, packed once at quantisation. Needs torch's
@@ -86,10 +86,11 @@ def _per_token_int8(x: torch.Tensor, packed) -> torch.Tensor:
 
 
 def seven_bit_activations() -> bool:
-    """Whether fbgemm must quantise activations to 7 bits: AVX2's int8 products sum u8 x s8 pairs in 16 bits,
-    which 8-bit values can overflow; VNNI (and AMX) accumulate in 32 bits, so 8 bits are safe there."""
+    """Whether fbgemm must quantise activations to 7 bits: its AVX2 kernels sum u8 x s8 pairs in 16 bits, which
+    8-bit values can overflow; its AVX512-VNNI kernels accumulate in 32 bits. fbgemm picks its kernels by
+    AVX512-VNNI alone (a CPU with AVX-VNNI but no AVX-512 still runs the AVX2 ones; every AMX CPU has it)."""
     flags = runtime.cpu_flags()
-    return flags is None or not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
+    return flags is None or "avx512_vnni" not in flags
 
 
 class Int8Linear(nn.Module):
@@ -153,17 +154,18 @@ class Int8Linear(nn.Module):
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., in) -> x W^T + b (..., out), no autograd: fbgemm's int8 kernel for fp32 CPU inputs when the
-        compute is "fbgemm", else the dequantised weight in x's dtype."""
+        compute is "fbgemm", else the dequantised weight in the autocast dtype under autocast, else in x's."""
         if self.compute == "fbgemm" and x.dtype == torch.float32 and x.device.type == "cpu":
             shape = x.shape
             out = _per_token_int8(x.reshape(-1, self.in_features), self._packed)
             out = out.reshape(*shape[:-1], self.out_features)
             return out if self.bias is None else out.add_(self.bias)
-        # under autocast (--precision int8-bf16) the weight is dequantised straight to the autocast dtype
+        # under autocast (--precision int8-bf16) the product runs in the autocast dtype; the weight is
+        # dequantised in fp32 and rounded once to it (a bf16 scale would add its own rounding to every group)
         cpu_or_gpu = x.device.type
         dtype = torch.get_autocast_dtype(cpu_or_gpu) if torch.is_autocast_enabled(cpu_or_gpu) else x.dtype
         bias = None if self.bias is None else self.bias.to(dtype)
-        return F.linear(x.to(dtype), self.dequantized(dtype), bias)
+        return F.linear(x.to(dtype), self.dequantized().to(dtype), bias)
 
     def input_gradient(self, grad: torch.Tensor) -> torch.Tensor:
         """The output's gradient (..., out) -> the input's (..., in), grad W: the backward of `product`, by the
@@ -172,7 +174,7 @@ class Int8Linear(nn.Module):
             shape = grad.shape
             scaled = grad.reshape(-1, self.out_features) * self.weight_scale[:, 0]
             return _per_token_int8(scaled, self._packed_t).reshape(*shape[:-1], self.in_features)
-        return grad.matmul(self.dequantized(grad.dtype))
+        return grad.matmul(self.dequantized().to(grad.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Inputs (..., in_features) -> (..., out_features). Under autograd only the input gets a gradient (the
