@@ -1167,6 +1167,18 @@ HEADLINES = [
         horizon=96,
     ),
     Headline(
+        "ETTh2, look-back 336",
+        "DLinear (`--model linear`), its recipe chosen on ETTh2 validation",
+        tuple(f"forecasting/linear_etth2/ETTh2-h96-seed{seed}" for seed in range(3)),
+        horizon=96,
+    ),
+    Headline(
+        "ETTh2, look-back 336",
+        "frozen MiniLM, the ETTh1 row's recipe and budget",
+        tuple(f"headline/etth2-96-fpt-fast1500-seed{seed}" for seed in range(3)),
+        horizon=96,
+    ),
+    Headline(
         "JapaneseVowels (UEA)",
         "frozen MiniLM, pretrained, raw series, 1,000 steps",
         (
