@@ -996,43 +996,51 @@ def uea_table() -> str:
     return _markdown(header, rows)
 
 
+# (task, reference run name, int8 run name), each with {seed}: the same recipe, budget and seed
+INT8_PAIRS = [
+    ("Bit Memory", "bit-memory-fpt-fast1k-constant-seed{seed}", "bit-memory-fpt-fast1k-constant-int8-seed{seed}"),
+    ("Bit Memory", "bit-memory-fpt-fast1k-constant-seed{seed}", "bit-memory-fpt-fast1k-constant-int8-bf16-seed{seed}"),
+    ("MNIST", "mnist-fpt-fast5k-val5k-bf16-seed{seed}", "mnist-fpt-fast5k-val5k-int8-bf16-seed{seed}"),
+]
+
+
 def int8_table() -> str:
-    """fp32 against int8 frozen weights (`--precision int8` and `int8-bf16`), the same recipe and seed: the
-    Bit Memory headline's cells (benchmarks/headline.sh bit-memory, bit-memory-int8, bit-memory-int8-bf16),
-    each seed where both ran to their budget with a test score."""
+    """int8 frozen weights (`--precision int8`, `int8-bf16`) against the same cell in the reference precision
+    (benchmarks/headline.sh: bit-memory against bit-memory-int8 and -int8-bf16, mnist-30min against
+    mnist-30min-int8-bf16), each seed where both ran to their budget with a test score."""
     rows = []
-    for precision in ("int8", "int8-bf16"):
-        prefix = f"bit-memory-fpt-fast1k-constant-{precision}-seed"
+    for task, reference, quantized in INT8_PAIRS:
+        prefix = quantized.removesuffix("{seed}")
         numbers = (run.name.removeprefix(prefix) for run in HEADLINE.glob(prefix + "*"))
         for seed in sorted(int(number) for number in numbers if number.isdigit()):
-            fp32, int8 = (
-                HEADLINE / f"bit-memory-fpt-fast1k-constant{kind}-seed{seed}" for kind in ("", f"-{precision}")
-            )
-            if not ((fp32 / "summary.json").exists() and (int8 / "summary.json").exists()):
+            runs = [HEADLINE / name.format(seed=seed) for name in (reference, quantized)]
+            if not all((run / "summary.json").exists() for run in runs):
                 continue
-            scores = [_json(run / "summary.json") for run in (fp32, int8)]
-            configs = [_json(run / "config.json") for run in (fp32, int8)]
+            scores = [_json(run / "summary.json") for run in runs]
+            configs = [_json(run / "config.json") for run in runs]
             if not all(s.get("test") for s in scores) or any(s["step"] != c["steps"] for s, c in zip(scores, configs)):
                 continue  # not to its budget, or no test score: nothing to pair
             test = [s["test"]["test"]["accuracy"] for s in scores]
             rows.append(
                 [
-                    "Bit Memory",
-                    f"`{precision}`",
+                    task,
                     str(seed),
                     f"{configs[0]['steps']:,}",
-                    *(f"{_pct(s['final']['accuracy'])} / {_pct(s['test']['test']['accuracy'])}" for s in scores),
+                    *(
+                        f"`{c['precision']}`, {c['threads']} thread{'s' * (c['threads'] != 1)}: {_pct(s['final']['accuracy'])} / "
+                        f"{_pct(s['test']['test']['accuracy'])}"
+                        for s, c in zip(scores, configs)
+                    ),
                     f"{100 * (test[1] - test[0]):+.2f}",
                 ]
             )
     header = [
         "task",
-        "precision",
         "seed",
         "steps",
-        "fp32: held-out / test",
+        "reference: held-out / test",
         "int8: held-out / test",
-        "int8 - fp32, test points",
+        "int8 - reference, test points",
     ]
     return _markdown(header, rows)
 
