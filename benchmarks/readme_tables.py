@@ -1027,8 +1027,8 @@ def int8_table() -> str:
                     str(seed),
                     f"{configs[0]['steps']:,}",
                     *(
-                        f"`{c['precision']}`, {c['threads']} thread{'s' * (c['threads'] != 1)}: {_pct(s['final']['accuracy'])} / "
-                        f"{_pct(s['test']['test']['accuracy'])}"
+                        f"`{c['precision']}`, {c['threads']} thread{'s' * (c['threads'] != 1)}: "
+                        f"{_pct(s['final']['accuracy'])} / {_pct(s['test']['test']['accuracy'])}"
                         for s, c in zip(scores, configs)
                     ),
                     f"{100 * (test[1] - test[0]):+.2f}",
