@@ -3,7 +3,7 @@ layers and of a whole MiniLM body, and the outputs' error against fp32.
 
     taskset -c 1 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py speed
     taskset -c 1 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py accuracy
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py step --out step_zen4.json   # idle, both cores
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py step --repeats 12 --out step_zen4.json   # idle, both cores
 
 Speed: each variant is timed on the same inputs, the variants interleaved within each repeat
 (so a slow spell of the machine hits them all), medians reported. Variants: `fp32` (nn.Linear,

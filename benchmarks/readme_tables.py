@@ -1250,7 +1250,8 @@ def headline_table() -> str:
 
 # Where the controls ran; every figure of the table is read from the run folders by fpt.experiments.controls.
 CONTROLS_NOTE = (
-    "Ran on one core of an AMD EPYC without native bf16 (fp32), shared with other jobs: the s/step column "
+    "Ran on one core of an AMD EPYC (fp32; ETTh1's random arm on one with native bf16, the rest without), shared "
+    "with other jobs: the s/step column "
     "measures that contention as much as the arms and is not a benchmark timing. XOR's budget: 100 steps of one "
     "fixed recipe (--recipe fast with a 20-step warm-up), the same for every arm, chosen for the time there was, not "
     "on validation and not at convergence: a short budget favours the arm that learns fastest (Lu et al.'s Table 6: "
@@ -1258,9 +1259,10 @@ CONTROLS_NOTE = (
     "look-back 336, horizon 96, channel-independent, MSE / MAE on scaled values): the recipe and budget of the "
     "headline forecasts (--recipe fast, fp32, 1,500 steps, not tuned for forecasts), whose three runs "
     "(headline/etth1-96-fpt-fast1500-seed{0,1,2}) are its fpt arm, copied unchanged into the controls folder; "
-    "its shuffled inputs permute each look-back window's 336 time steps before patching; random and full are "
-    "not yet run there (40-80 minutes each on one core). Bit Memory and JapaneseVowels (raw series, 50 training "
-    "series held out as val): the clean headline recipes (--recipe fast, fp32, 1,000 steps; Bit Memory at a "
+    "its shuffled inputs permute each look-back window's 336 time steps before patching; random has "
+    "one seed so far and full is not yet run there (30-80 minutes a run on one core). Bit Memory and "
+    "JapaneseVowels (raw series, 50 training series held out as val): the clean headline recipes (--recipe fast, "
+    "fp32, 1,000 steps; Bit Memory at a "
     "constant rate), chosen on validation for fpt and given unchanged to every arm; the headline runs are the fpt "
     "arm where they exist (Bit Memory's three, JapaneseVowels' seed 0). An arm with fewer than three seeds has "
     "runs still to finish: benchmarks/results/controls/README.md. A direction read from one seed has no spread "

@@ -77,7 +77,7 @@ _PRECISION_HELP = (
     "auto: bf16 where the device computes it natively (a CPU with AVX512-BF16 or AMX, a CUDA GPU of compute "
     "capability 8.0 or later), else fp32 (MPS too: unmeasured there); the pick is printed and config.json records "
     "it, so a resume keeps it anywhere. bf16: frozen weights in bfloat16, bf16 matmuls, a MiniLM step 1.6-1.7x "
-    "fp32's on an AMD EPYC with AVX512-BF16 (benchmarks/results/int8/), faster on GPUs, half the memory, changes "
+    "fp32's on an AMD EPYC with AVX512-BF16 (benchmarks/results/int8/), unmeasured on GPUs, half the memory, changes "
     "numerics; fp16: CUDA only, with a loss scaler; int8: the frozen attention and feed-forward weights stored "
     "in int8 (a quarter of fp32's memory), products in fp32 (0.9-1.0x fp32's step); int8-bf16: the same "
     "storage, products in bf16 (where bf16 is native: 1.5-1.7x int8's step). Trained weights and Adam stay fp32"
