@@ -415,24 +415,17 @@ def main() -> None:
         llama7b(args.tokens, args.layers, args.checkpointing, args.compute, path)
         print(path.read_text())
         return
-    if args.what == "speed":
-        result = {
-            "machine": machine(),
-            "repeats": args.repeats,
-            "timing": "medians of interleaved repeats: thread CPU time (cpu_ms, used for vs_fp32), wall time (wall_ms)",
-            "load_average": os.getloadavg(),
-            "rows": speed_layers(args.repeats, args.shapes, args.variants),
-        }
-        if not args.no_body:
-            result["rows"] += speed_body(args.repeats)
-    elif args.what == "step":
-        result = {
-            "machine": machine(),
-            "repeats": args.repeats,
-            "timing": "medians of interleaved repeats, wall time (an idle machine, every thread torch has)",
-            "load_average": os.getloadavg(),
-            "rows": speed_step(args.repeats),
-        }
+    if args.what in ("speed", "step"):
+        timing = {
+            "speed": "medians of interleaved repeats: thread CPU time (cpu_ms, used for vs_fp32), wall time (wall_ms)",
+            "step": "medians of interleaved repeats, wall time (an idle machine, every thread torch has)",
+        }[args.what]
+        result = {"machine": machine(), "repeats": args.repeats, "timing": timing, "load_average": os.getloadavg()}
+        if args.what == "step":
+            result["rows"] = speed_step(args.repeats)
+        else:
+            result["rows"] = speed_layers(args.repeats, args.shapes, args.variants)
+            result["rows"] += [] if args.no_body else speed_body(args.repeats)
     else:
         result = {"machine": machine(), "backbone": "minilm (packaged, pretrained)", "batch": [32, 49], **accuracy()}
     path = RESULTS / (args.out or f"{args.what}.json")
