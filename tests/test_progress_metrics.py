@@ -103,13 +103,13 @@ def test_the_peak_is_measured_once_per_process(monkeypatch):
     real = flops.matmul_peak
     monkeypatch.setattr(flops, "matmul_peak", lambda *a, **k: calls.append(a) or real(*a, **k))
     budget = 0.0123  # a budget no other caller uses: a fresh measurement
-    first = measured_peak("fp32", "cpu", budget_s=budget)
+    first = measured_peak(torch.float32, "cpu", budget_s=budget)
     made = len(calls)
     assert first > 0 and made >= 1
-    assert measured_peak("fp32", "cpu", budget_s=budget) == first and len(calls) == made
-    # int8 storage computes in fp32 (int8) or bf16 (int8-bf16): MFU is against that dtype's peak
-    assert measured_peak("int8", "cpu", budget_s=budget) == first and len(calls) == made
-    assert measured_peak("no-such-precision") is None
+    assert measured_peak(torch.float32, "cpu", budget_s=budget) == first and len(calls) == made
+    from fpt.backbones.surgery import compute_dtype  # the dtype the trainer measures a run's peak in
+
+    assert compute_dtype("int8") is torch.float32 and compute_dtype("int8-bf16") is torch.bfloat16
 
 
 def _bit_memory(backbone, **overrides) -> TrainConfig:
@@ -126,7 +126,7 @@ def _bit_memory(backbone, **overrides) -> TrainConfig:
 
 
 def test_eval_rows_and_summary_carry_the_speed(tiny_gpt2, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("fpt.trainer.measured_peak", lambda precision, device: 1e15)  # far above any step
+    monkeypatch.setattr("fpt.trainer.measured_peak", lambda dtype, device: 1e15)  # far above any step
     summary, run_dir = train(_bit_memory(tiny_gpt2), out=tmp_path / "run", progress=True)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [2, 4]

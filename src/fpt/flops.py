@@ -30,14 +30,6 @@ CONVENTION = (
 # what a run's evaluation rows and summary gain: wall-clock figures, which differ between two runs of
 # the same cell (compare runs without them, as without elapsed_s)
 SPEED_KEYS = ("ms_per_step", "examples_per_s", "mfu")
-# each --precision's matmul dtype (int8 storage computes in fp32 or, int8-bf16, in bf16)
-PEAK_DTYPES = {
-    "fp32": torch.float32,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-    "int8": torch.float32,
-    "int8-bf16": torch.bfloat16,
-}
 
 
 def _synchronize(device: torch.device) -> None:
@@ -87,15 +79,11 @@ def _peak(dtype: torch.dtype, device: str, threads: int, budget_s: float) -> flo
     return best
 
 
-def measured_peak(precision: str, device: torch.device | str = "cpu", budget_s: float = 0.3) -> float | None:
-    """This machine's matmul FLOP/s for --precision `precision` on `device`, measured once per
-    process (and per thread count) in about `budget_s` seconds, then cached; None for a name
-    PEAK_DTYPES lacks; int8 and int8-bf16 use the peak of their products' dtype (fp32, bf16).
-    Measured at the threads the run trains with, so MFU compares like with like; a CPU shared with
-    other work gives a lower peak, and so a higher MFU."""
-    dtype = PEAK_DTYPES.get(precision)
-    if dtype is None:
-        return None
+def measured_peak(dtype: torch.dtype, device: torch.device | str = "cpu", budget_s: float = 0.3) -> float:
+    """This machine's matmul FLOP/s in `dtype` (a model's compute dtype: int8 storage computes in fp32 or
+    bf16) on `device`, measured once per process (and per thread count) in about `budget_s` seconds, then
+    cached. Measured at the threads the run trains with, so MFU compares like with like; a CPU shared
+    with other work gives a lower peak, and so a higher MFU."""
     return _peak(dtype, str(torch.device(device)), torch.get_num_threads(), budget_s)
 
 

@@ -438,8 +438,8 @@ class Trainer:
     def _start_meter(self) -> None:
         """A speed meter for this sitting, with this machine's matmul peak measured (once per process,
         under a second) only where progress is shown: without it MFU is unknown (None)."""
-        precision = getattr(self.model, "precision", self.config.precision)
-        peak = measured_peak(precision, self.device) if self.progress else None
+        dtype = getattr(self.model, "compute_dtype", torch.float32)  # a baseline computes in fp32
+        peak = measured_peak(dtype, self.device) if self.progress else None
         self.meter = SpeedMeter(peak, devices=self.world.size)
         self.model_flops = ModelFlops.of(self.model)
 
