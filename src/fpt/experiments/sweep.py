@@ -309,26 +309,26 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
         now = train_args(spec.options, cell.values)
         recipe_then, recipe_now = _renamed_recipe_values(recorded.get("recipe")), _recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
-            changed = ", ".join(
-                f"{k} {recipe_then.get(k, '(unset)')} -> {recipe_now.get(k, '(unset)')}"
-                for k in sorted(recipe_then.keys() | recipe_now.keys())
-                if recipe_then.get(k) != recipe_now.get(k)
-            )
+            changed = _differences(recipe_then, recipe_now)
             raise FptError(
                 f"cell {cell.name} in {sweep_dir} ran under an earlier --recipe {recipe_now['name']} "
                 f"({changed}); give the old values in the spec's options to finish it, or use another --out"
             )
         if before != now:
-            old, new = _flags(before or []), _flags(now)
-            changed = ", ".join(
-                f"{flag} {old.get(flag, '(unset)')} -> {new.get(flag, '(unset)')}"
-                for flag in sorted(old.keys() | new.keys())
-                if old.get(flag) != new.get(flag)
-            )
+            changed = _differences(_flags(before or []), _flags(now))
             raise FptError(
                 f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
                 f"use another --out, or {redo}"
             )
+
+
+def _differences(old: dict, new: dict) -> str:
+    """'key old -> new' for every key whose value differs, '(unset)' where one side lacks it."""
+    return ", ".join(
+        f"{key} {old.get(key, '(unset)')} -> {new.get(key, '(unset)')}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    )
 
 
 def _flags(args: list[str]) -> dict[str, str]:
