@@ -25,6 +25,11 @@ for seed in "$@"; do
     bit-memory) name=bit-memory-fpt-fast1k-constant-seed$seed
                 args=(--task bit-memory --recipe fast --lr-schedule constant --precision fp32 --steps 1000
                       --eval-every 100) ;;
+    # the same in bf16 (--precision auto's pick where bf16 is native): the fourth precision for the
+    # time-to-accuracy rows (issue 34), one thread as the other three
+    bit-memory-bf16) name=bit-memory-fpt-fast1k-constant-bf16-seed$seed
+                     args=(--task bit-memory --recipe fast --lr-schedule constant --precision bf16 --steps 1000
+                           --eval-every 100) ;;
     # the same with the frozen weights stored in int8 (one scale per 128 weights of an output channel,
     # products in fp32): the accuracy int8 storage costs, measured against the fp32 cell above (issue 34)
     bit-memory-int8) name=bit-memory-fpt-fast1k-constant-int8-seed$seed

@@ -4,6 +4,8 @@ layers and of a whole MiniLM body, and the outputs' error against fp32.
     taskset -c 1 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py speed
     taskset -c 1 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py accuracy
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py step --repeats 12 --out step_zen4.json   # idle, both cores
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8.py step --repeats 12 \
+        --tasks bit-memory-fast mnist-shape mnist-7x7-shape --out fast_recipe_steps_zen4.json   # time to accuracy
 
 Speed: each variant is timed on the same inputs, the variants interleaved within each repeat
 (so a slow spell of the machine hits them all), medians reported. Variants: `fp32` (nn.Linear,
@@ -13,7 +15,8 @@ as in evaluation) and `train` (forward and the input's gradient, as in an fpt tr
 `step` times fpt's whole training step (loss, backward, Adam) with bf16 and int8 variants beside fp32.
 
 Writes benchmarks/results/int8/WHAT.json (or --out) with the CPU model and flags; the README's table
-reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`).
+reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`); its time-to-accuracy
+table reads fast_recipe_steps_*.json (the fast recipe's shapes) beside the headline runs' metrics.
 """
 
 from __future__ import annotations
@@ -196,7 +199,12 @@ STEP_VARIANTS = {
     "int8-bf16": ("int8-bf16", None),  # the same storage, its products in bf16 (autocast)
     "int8-fbgemm": ("fp32", "fbgemm"),  # per-channel scales, int8 products (fbgemm)
 }
-STEP_TASKS = {"mnist-shape": 32, "bit-memory": 16}  # task: batch size (the fast and paper recipes')
+STEP_TASKS = {  # name: (batch size, the task's name or its (tokens, values per token) of random patches)
+    "mnist-shape": (32, (49, 16)),  # 4x4 patches at the fast recipe's batch
+    "bit-memory": (16, "bit-memory"),  # the paper recipe's batch
+    "bit-memory-fast": (32, "bit-memory"),  # the fast recipe's batch, the headline runs'
+    "mnist-7x7-shape": (32, (16, 49)),  # 7x7 patches (--patch-size 7) at the fast recipe's batch
+}
 
 
 def step_model(task_spec, variant: str):
@@ -213,17 +221,18 @@ def step_model(task_spec, variant: str):
     return model
 
 
-def speed_step(repeats: int) -> list[dict]:
-    """fpt's whole training step (forward, loss, backward, Adam) for each STEP_VARIANTS entry on the MNIST
-    shape and Bit Memory. Timed by wall clock: it runs on every thread torch has, so the machine must be idle."""
+def speed_step(repeats: int, tasks: list[str]) -> list[dict]:
+    """fpt's whole training step (forward, loss, backward, Adam) for each STEP_VARIANTS entry on each of
+    `tasks` (STEP_TASKS). Timed by wall clock: it runs on every thread torch has, so the machine must be idle."""
     from fpt.tasks import create_task
 
     sys.path.insert(0, str(Path(__file__).parent))
     from perf import RandomPatches
 
     rows = []
-    for name, batch_size in STEP_TASKS.items():
-        task = RandomPatches() if name == "mnist-shape" else create_task(name)
+    for name in tasks:
+        batch_size, shape = STEP_TASKS[name]
+        task = create_task(shape) if isinstance(shape, str) else RandomPatches(*shape)
         batch = task.train_batch(0, batch_size, 0)
         runs = {}
         for variant in STEP_VARIANTS:
@@ -401,6 +410,9 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["fp32", "int8-fp32", "int8-fbgemm"], help="speed")
     parser.add_argument("--no-body", action="store_true", help="speed: the layers only, not a whole MiniLM")
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument(
+        "--tasks", nargs="+", choices=list(STEP_TASKS), default=["mnist-shape", "bit-memory"], help="step: shapes"
+    )
     parser.add_argument("--tokens", type=int, default=512, help="llama7b: sequence length (batch 1)")
     parser.add_argument("--layers", type=int, default=32, help="llama7b: blocks (32 in Llama-7B)")
     parser.add_argument("--checkpointing", action="store_true", help="llama7b: recompute each block in backward")
@@ -422,7 +434,7 @@ def main() -> None:
         }[args.what]
         result = {"machine": machine(), "repeats": args.repeats, "timing": timing, "load_average": os.getloadavg()}
         if args.what == "step":
-            result["rows"] = speed_step(args.repeats)
+            result["rows"] = speed_step(args.repeats, args.tasks)
         else:
             result["rows"] = speed_layers(args.repeats, args.shapes, args.variants)
             result["rows"] += [] if args.no_body else speed_body(args.repeats)

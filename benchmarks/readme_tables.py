@@ -1085,6 +1085,88 @@ def int8_step_table() -> str:
     return _markdown(header, rows)
 
 
+@dataclass(frozen=True)
+class TimeToAccuracy:
+    task: str  # the task column's words
+    threshold: float  # on the held-out split the run evaluates between steps
+    shape: str  # the row of fast_recipe_steps_*.json (benchmarks/int8.py step) with the runs' step shape
+    runs: tuple[str, ...]  # run directories under benchmarks/results/headline, any precision
+
+
+TIME_TO_ACCURACY = [
+    TimeToAccuracy(
+        "Bit Memory",
+        0.99,
+        "bit-memory-fast",
+        tuple(f"bit-memory-fpt-fast1k-constant{p}-seed0" for p in ("", "-bf16", "-int8", "-int8-bf16")),
+    ),
+    TimeToAccuracy(
+        "MNIST, 4x4 patches",
+        0.98,
+        "mnist-shape",
+        (
+            "mnist-fpt-fast16k-val5k-seed0",
+            "mnist-fpt-fast5k-val5k-bf16-seed0",
+            "mnist-fpt-fast5k-val5k-int8-bf16-seed0",
+        ),
+    ),
+    TimeToAccuracy(
+        "MNIST, 7x7 patches",
+        0.98,
+        "mnist-7x7-shape",
+        tuple(f"mnist-fpt-fast13k-patch7-val5k-bf16-seed{seed}" for seed in (0, 1)),
+    ),
+]
+
+
+def _minutes(steps: int, step_ms: float) -> str:
+    return f"{steps * step_ms / 60e3:.1f} min"
+
+
+def time_to_accuracy_table() -> str:
+    """Time to accuracy per precision: the step of a headline run's first held-out evaluation at or
+    above the task's threshold (its metrics.jsonl), times the median step of that precision and shape
+    on two idle cores (benchmarks/int8.py step, fast_recipe_steps_*.json). The runs themselves shared
+    the machine, so their own clocks do not compare; the steps a precision needs and the time a step
+    takes are each measured, evaluations left out. One row per finished run."""
+    rows = []
+    for path in sorted((RESULTS / "int8").glob("fast_recipe_steps_*.json")):
+        record = _json(path)
+        step_ms = {(row["task"], row["variant"]): row["wall_ms"] for row in record["rows"]}
+        for cell in TIME_TO_ACCURACY:
+            for name in cell.runs:
+                run = HEADLINE / name
+                if not (run / "summary.json").exists():
+                    continue
+                config, summary = _json(run / "config.json"), _json(run / "summary.json")
+                evaluations = [r for r in _jsonl(run / "metrics.jsonl") if "accuracy" in r and r["split"] != "test"]
+                reached = next((r["step"] for r in evaluations if r["accuracy"] >= cell.threshold), None)
+                ms = step_ms[(cell.shape, config["precision"])]
+                rows.append(
+                    [
+                        f"{cell.task} ({100 * cell.threshold:.0f}%)",
+                        f"`{config['precision']}`",
+                        f"{config['seed']}",
+                        f"{ms:.0f} ms",
+                        f"{reached:,}: {_minutes(reached, ms)}" if reached else f"not in {config['steps']:,}",
+                        f"{config['steps']:,}: {_minutes(config['steps'], ms)}",
+                        f"{_pct(summary['final']['accuracy'])} / {_pct(summary['test']['test']['accuracy'])}",
+                        _cpu_words(record["machine"]),
+                    ]
+                )
+    header = [
+        "task (held-out threshold)",
+        "precision",
+        "seed",
+        "median step, two idle cores",
+        "first held-out evaluation at the threshold: step, time",
+        "budget: steps, time",
+        "at the budget's end: held-out / test",
+        "machine of the step times",
+    ]
+    return _markdown(header, rows)
+
+
 # --- the front page's one table: the headline claims, each from its runs ----------------------------
 
 
@@ -1286,6 +1368,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "compile": compile_table,
     "int8": int8_table,
     "int8-step": int8_step_table,
+    "time-to-accuracy": time_to_accuracy_table,
     "memory": memory_table,
     "listops-budget": listops_budget_table,
     "bit-memory-budget": bit_memory_budget_table,
