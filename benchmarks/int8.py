@@ -15,8 +15,8 @@ as in evaluation) and `train` (forward and the input's gradient, as in an fpt tr
 `step` times fpt's whole training step (loss, backward, Adam) with bf16 and int8 variants beside fp32.
 
 Writes benchmarks/results/int8/WHAT.json (or --out) with the CPU model and flags; the README's table
-reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`); its time-to-accuracy
-table reads fast_recipe_steps_*.json (the fast recipe's shapes) beside the headline runs' metrics.
+reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`); benchmarks/README.md's
+time-to-accuracy table reads fast_recipe_steps_*.json (the fast recipe's shapes) beside the headline runs' metrics.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ STEP_VARIANTS = {
     "int8-bf16": ("int8-bf16", None),  # the same storage, its products in bf16 (autocast)
     "int8-fbgemm": ("fp32", "fbgemm"),  # per-channel scales, int8 products (fbgemm)
 }
-STEP_TASKS = {  # name: (batch size, the task's name or its (tokens, values per token) of random patches)
+STEP_TASKS = {  # name: (batch, a task's name | (tokens, values per token) for random patches)
     "mnist-shape": (32, (49, 16)),  # 4x4 patches at the fast recipe's batch
     "bit-memory": (16, "bit-memory"),  # the paper recipe's batch
     "bit-memory-fast": (32, "bit-memory"),  # the fast recipe's batch, the headline runs'

@@ -85,7 +85,8 @@ CONFIGS = {
 
 
 class RandomPatches(Task):
-    """The MNIST shape without the data: 49 tokens of 16 values, 10 classes, fresh per step."""
+    """The MNIST shape without the data: 49 tokens of 16 values (4x4 patches; 16 of 49 for 7x7), 10 classes,
+    fresh per step."""
 
     name, eval_split = "mnist-shape", "heldout"
 

@@ -1089,7 +1089,7 @@ def int8_step_table() -> str:
 class TimeToAccuracy:
     task: str  # the task column's words
     threshold: float  # on the held-out split the run evaluates between steps
-    shape: str  # the row of fast_recipe_steps_*.json (benchmarks/int8.py step) with the runs' step shape
+    step_task: str  # the `task` of fast_recipe_steps_*.json's rows (benchmarks/int8.py step) at the runs' shape
     runs: tuple[str, ...]  # run directories under benchmarks/results/headline, any precision
 
 
@@ -1123,12 +1123,20 @@ def _minutes(steps: int, step_ms: float) -> str:
     return f"{steps * step_ms / 60e3:.1f} min"
 
 
+def first_step_at(records: list[dict], threshold: float) -> int | None:
+    """The step of a run's first held-out evaluation at or above `threshold`; a test-split record
+    never counts (no choice and no claim here may rest on the test split)."""
+    held_out = (r for r in records if "accuracy" in r and not r["split"].startswith("test"))
+    return next((r["step"] for r in held_out if r["accuracy"] >= threshold), None)
+
+
 def time_to_accuracy_table() -> str:
     """Time to accuracy per precision: the step of a headline run's first held-out evaluation at or
     above the task's threshold (its metrics.jsonl), times the median step of that precision and shape
     on two idle cores (benchmarks/int8.py step, fast_recipe_steps_*.json). The runs themselves shared
     the machine, so their own clocks do not compare; the steps a precision needs and the time a step
-    takes are each measured, evaluations left out. One row per finished run."""
+    takes are each measured, evaluations left out. One row per finished run. (recipes_table composes
+    a time the same way, from benchmarks/recipe_speed.py's step medians.)"""
     rows = []
     for path in sorted((RESULTS / "int8").glob("fast_recipe_steps_*.json")):
         record = _json(path)
@@ -1139,16 +1147,17 @@ def time_to_accuracy_table() -> str:
                 if not (run / "summary.json").exists():
                     continue
                 config, summary = _json(run / "config.json"), _json(run / "summary.json")
-                evaluations = [r for r in _jsonl(run / "metrics.jsonl") if "accuracy" in r and r["split"] != "test"]
-                reached = next((r["step"] for r in evaluations if r["accuracy"] >= cell.threshold), None)
-                ms = step_ms[(cell.shape, config["precision"])]
+                reached = first_step_at(_jsonl(run / "metrics.jsonl"), cell.threshold)
+                if (cell.step_task, config["precision"]) not in step_ms:
+                    sys.exit(f"{path.name} has no {config['precision']} step for {cell.step_task}: rerun int8.py step")
+                ms = step_ms[(cell.step_task, config["precision"])]
                 rows.append(
                     [
                         f"{cell.task} ({100 * cell.threshold:.0f}%)",
                         f"`{config['precision']}`",
                         f"{config['seed']}",
                         f"{ms:.0f} ms",
-                        f"{reached:,}: {_minutes(reached, ms)}" if reached else f"not in {config['steps']:,}",
+                        f"not in {config['steps']:,}" if reached is None else f"{reached:,}: {_minutes(reached, ms)}",
                         f"{config['steps']:,}: {_minutes(config['steps'], ms)}",
                         f"{_pct(summary['final']['accuracy'])} / {_pct(summary['test']['test']['accuracy'])}",
                         _cpu_words(record["machine"]),

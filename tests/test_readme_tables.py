@@ -127,13 +127,24 @@ def test_the_speed_table_divides_the_medians_it_shows(rendered):
 
 def test_time_to_accuracy_is_the_first_held_out_step_at_the_threshold_times_the_idle_median(readme_tables, rendered):
     # Bit Memory fp32, seed 0: held-out 98.71% at step 600, 99.40% at 700, so 700 steps to 99%
-    step_ms = next(
-        row["wall_ms"]
-        for path in (readme_tables.RESULTS / "int8").glob("fast_recipe_steps_*.json")
-        for row in readme_tables._json(path)["rows"]
-        if (row["task"], row["variant"]) == ("bit-memory-fast", "fp32")
-    )
-    rows = rendered["time-to-accuracy"].splitlines()
+    record = readme_tables._json(readme_tables.RESULTS / "int8" / "fast_recipe_steps_zen4.json")
+    step_ms = next(r["wall_ms"] for r in record["rows"] if (r["task"], r["variant"]) == ("bit-memory-fast", "fp32"))
+    rows = [line for line in rendered["time-to-accuracy"].splitlines() if line.endswith("VNNI), 2 threads |")]
     row = next(line for line in rows if line.startswith("| Bit Memory (99%) | `fp32`"))
     assert f"| 700: {700 * step_ms / 60e3:.1f} min |" in row
     assert f"| 1,000: {1000 * step_ms / 60e3:.1f} min |" in row
+    assert "| not in 5,000 |" in next(line for line in rows if "| `bf16` | 0 |" in line and "4x4" in line)
+
+
+def test_time_to_accuracy_counts_a_tie_and_never_a_test_record(readme_tables):
+    records = [
+        {"step": 100, "split": "val[:2000]", "accuracy": 0.97},
+        {"step": 150, "split": "test", "accuracy": 0.99},
+        {"step": 200, "split": "val[:2000]", "loss": 0.1},  # a record without accuracy (a forecast's)
+        {"step": 300, "split": "val[:2000]", "accuracy": 0.98},
+        {"step": 400, "split": "val", "accuracy": 0.985},
+    ]
+    assert readme_tables.first_step_at(records, 0.98) == 300
+    assert readme_tables.first_step_at(records, 0.985) == 400
+    assert readme_tables.first_step_at(records, 0.99) is None
+    assert readme_tables.first_step_at(records[:1], 0.97) == 100
