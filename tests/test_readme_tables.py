@@ -148,3 +148,13 @@ def test_time_to_accuracy_counts_a_tie_and_never_a_test_record(readme_tables):
     assert readme_tables.first_step_at(records, 0.985) == 400
     assert readme_tables.first_step_at(records, 0.99) is None
     assert readme_tables.first_step_at(records[:1], 0.97) == 100
+
+
+def test_a_forecast_average_weighs_each_horizon_once_and_waits_for_all_four(readme_tables):
+    def runs(*mses: float) -> list[dict]:
+        return [{"test": {"test": {"mse": mse, "mae": mse / 2}}} for mse in mses]
+
+    # H=96's three seeds average to 0.3 first, so it counts once beside the other horizons' one seed
+    assert readme_tables._average_cell([runs(0.2, 0.3, 0.4), runs(0.5), runs(0.6), runs(0.8)]) == "0.550 / 0.275"
+    assert readme_tables._average_cell([runs(0.2), runs(0.5), runs(0.6), []]) == "-"
+    assert readme_tables._average_cell([runs(0.2), runs(0.5), runs(0.6), [{"test": None}]]) == "-"
