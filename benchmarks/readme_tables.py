@@ -894,6 +894,16 @@ HEADLINE = RESULTS / "headline"
 LINEAR_RUNS = {"ETTh2": "linear_etth2"}
 
 
+def _linear_pattern(dataset: str) -> str:
+    """DLinear's run folders for one ETT file, {h} the horizon (seeds: `-seed*` after it)."""
+    return f"forecasting/{LINEAR_RUNS.get(dataset, 'linear')}/{dataset}-h{{h}}"
+
+
+def _fpt_forecast_pattern(dataset: str) -> str:
+    """The headline forecasts' run folders for one ETT file, {h} the horizon (seeds: `-seed*` after it)."""
+    return f"headline/{dataset.lower()}-{{h}}-fpt-fast1500"
+
+
 def _forecast_cell(summaries: list[dict]) -> str:
     """Test MSE / MAE of finished runs (mean, and the spread where there are several seeds)."""
     tests = _tests(summaries)
@@ -931,12 +941,13 @@ def _dataset_forecasts(dataset: str) -> str:
         for row in _json(RESULTS / "forecasting" / "naive.json")["rows"]
         if row["dataset"] == dataset
     }
-    linear_folder = RESULTS / "forecasting" / LINEAR_RUNS.get(dataset, "linear")
-    linear = [_finished(sorted(linear_folder.glob(f"{dataset}-h{h}-seed*"))) for h in HORIZONS]
+    linear = [_finished(sorted(RESULTS.glob(f"{_linear_pattern(dataset).format(h=h)}-seed*"))) for h in HORIZONS]
     kept_best = [
         _finished(sorted((RESULTS / "forecasting" / "linear_best").glob(f"{dataset}-h{h}-seed*"))) for h in HORIZONS
     ]
-    fpt_runs = [_finished(sorted(HEADLINE.glob(f"{dataset.lower()}-{h}-fpt-*"))) for h in HORIZONS]
+    fpt_runs = [
+        _finished(sorted(RESULTS.glob(f"{_fpt_forecast_pattern(dataset).format(h=h)}-seed*"))) for h in HORIZONS
+    ]
 
     def published(variant: str) -> list[str]:
         figures = [PUBLISHED_FORECASTS.get((f"ett:{dataset}", key), {}).get(variant) for key in (*HORIZONS, "avg")]
@@ -1185,9 +1196,9 @@ class Headline:
     model: str  # the model column's words
     runs: tuple[str, ...]  # run directories under benchmarks/results/, one per seed
     horizon: int = 0  # a forecast's horizon: the row reads test MSE / MAE instead of accuracy
-    # a forecast averaged over HORIZONS, the published tables' summary: `runs` holds one folder
-    # pattern with {h} for the horizon, each horizon's seeds the folders `pattern-seed*`
-    average: bool = False
+    # a forecast averaged over HORIZONS (the published tables' summary) instead of `runs`: a folder
+    # pattern with {h} for the horizon, whose seeds are the folders `pattern-seed*`
+    average_of: str = ""
 
 
 HEADLINES = [
@@ -1281,11 +1292,11 @@ HEADLINES = [
         horizon=96,
     ),
     *(
-        Headline(f"{dataset}, look-back 336", model, (pattern,), average=True)
-        for dataset, linear in (("ETTh1", "linear"), ("ETTh2", "linear_etth2"))
+        Headline(f"{dataset}, look-back 336", model, (), average_of=pattern)
+        for dataset in ("ETTh1", "ETTh2")
         for model, pattern in (
-            ("DLinear (`--model linear`), the H=96 row's recipe", f"forecasting/{linear}/{dataset}-h{{h}}"),
-            ("frozen MiniLM, the H=96 row's recipe and budget", f"headline/{dataset.lower()}-{{h}}-fpt-fast1500"),
+            ("DLinear (`--model linear`), the H=96 row's recipe", _linear_pattern(dataset)),
+            ("frozen MiniLM, the H=96 row's recipe and budget", _fpt_forecast_pattern(dataset)),
         )
     ),
     Headline(
@@ -1326,23 +1337,20 @@ def _average_headline(row: Headline) -> list[str]:
     """A forecast's four-horizon average beside the published one, with the seeds behind each horizon."""
     from fpt.experiments.paper import PUBLISHED_FORECASTS
 
-    (pattern,) = row.runs
-    per_horizon = [sorted(RESULTS.glob(f"{pattern.format(h=h)}-seed*")) for h in HORIZONS]
-    config = _json(per_horizon[0][0] / "config.json")
+    per_horizon = [sorted(RESULTS.glob(f"{row.average_of.format(h=h)}-seed*")) for h in HORIZONS]
+    folders = f"`{row.average_of.replace('{h}', '{' + ','.join(map(str, HORIZONS)) + '}')}-seed*`"
+    where = f"test MSE / MAE, the average over H={', '.join(map(str, HORIZONS))}, each scored once at the end"
+    if not any(per_horizon):
+        return [row.task, row.model, "-", "-", where, folders]
+    config = _json(next(runs for runs in per_horizon if runs)[0] / "config.json")
     figures = PUBLISHED_FORECASTS[(config["task"], "avg")]
     model = config.get("model", "fpt")
     named = [model, "PatchTST"] if model == "fpt" else [model]  # beside fpt, PatchTST's: the figure to beat
-
-    def quoted(name: str) -> str:
-        source, mse, mae = figures[name]
-        return f"{mse:.3f} / {mae:.3f} ({source}{' PatchTST' if name == 'PatchTST' else ''})"
-
-    paper = "; ".join(quoted(name) for name in named if name in figures) or "-"
+    paper = "; ".join(f"{figures[n][1]:.3f} / {figures[n][2]:.3f} ({figures[n][0]})" for n in named if n in figures)
     summaries = [_finished(runs) for runs in per_horizon]
     seeds = ", ".join(str(len(_tests(runs))) for runs in summaries)
-    where = f"test MSE / MAE, the average over H={', '.join(map(str, HORIZONS))}, each scored once at the end"
-    folders = f"`{pattern.format(h='{' + ','.join(map(str, HORIZONS)) + '}')}-seed*`"
-    return [row.task, row.model, paper, f"{_average_cell(summaries)} (seeds per horizon: {seeds})", where, folders]
+    ours = f"{_average_cell(summaries)} (seeds per horizon: {seeds})"
+    return [row.task, row.model, paper or "-", ours, where + "; val watched", folders]
 
 
 def headline_table() -> str:
@@ -1350,7 +1358,7 @@ def headline_table() -> str:
 
     rows = []
     for row in HEADLINES:
-        if row.average:
+        if row.average_of:
             rows.append(_average_headline(row))
             continue
         runs = [RESULTS / name for name in row.runs]

@@ -3,6 +3,7 @@
 script, fails here."""
 
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -158,3 +159,25 @@ def test_a_forecast_average_weighs_each_horizon_once_and_waits_for_all_four(read
     assert readme_tables._average_cell([runs(0.2, 0.3, 0.4), runs(0.5), runs(0.6), runs(0.8)]) == "0.550 / 0.275"
     assert readme_tables._average_cell([runs(0.2), runs(0.5), runs(0.6), []]) == "-"
     assert readme_tables._average_cell([runs(0.2), runs(0.5), runs(0.6), [{"test": None}]]) == "-"
+
+
+def test_a_headline_average_reads_every_seed_of_every_horizon_and_names_them(readme_tables, tmp_path, monkeypatch):
+    monkeypatch.setattr(readme_tables, "RESULTS", tmp_path)
+
+    def run(h: int, seed: int, mse: float | None) -> None:
+        folder = tmp_path / f"fc/ETTh1-h{h}-seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text('{"task": "ett:ETTh1", "model": "linear"}')
+        if mse is not None:  # None: a run not finished, no summary.json
+            (folder / "summary.json").write_text(json.dumps({"test": {"test": {"mse": mse, "mae": mse}}}))
+
+    row = readme_tables.Headline("ETTh1", "DLinear", (), average_of="fc/ETTh1-h{h}")
+    for h, seed, mse in ((96, 0, 0.2), (96, 1, 0.4), (192, 0, 0.5), (336, 0, 0.6), (720, 0, None)):
+        run(h, seed, mse)
+    cells = readme_tables._average_headline(row)
+    assert cells[2] == "0.423 / 0.437 (One Fits All DLinear)"
+    assert cells[3] == "- (seeds per horizon: 2, 1, 1, 0)"  # no average until H=720 has a finished run
+    assert cells[5] == "`fc/ETTh1-h{96,192,336,720}-seed*`"
+    (tmp_path / "fc/ETTh1-h720-seed0/summary.json").write_text('{"test": {"test": {"mse": 0.9, "mae": 0.9}}}')
+    # each horizon's seeds first: (0.3 + 0.5 + 0.6 + 0.9) / 4 (the five runs pooled would give 0.52)
+    assert readme_tables._average_headline(row)[3] == "0.575 / 0.575 (seeds per horizon: 2, 1, 1, 1)"

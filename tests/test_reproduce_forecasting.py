@@ -101,7 +101,7 @@ def test_reproduce_forecasting_prints_test_mse_mae_beside_published_figures(tiny
     assert "published 0.427 / 0.426 (One Fits All GPT2(6))" in rows["| fpt"]
     assert "needs horizons 96/192/336/720 (ran 96)" in rows["| fpt"]
     assert rows["| random"].count("published: —") == 2
-    assert "not run here; published 0.413 / 0.430 (One Fits All)" in rows["| PatchTST"]
+    assert "not run here; published 0.413 / 0.430 (PatchTST, in One Fits All's Table 3)" in rows["| PatchTST"]
 
 
 @pytest.mark.slow
