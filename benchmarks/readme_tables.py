@@ -1205,8 +1205,8 @@ HEADLINES = [
     Headline(
         "MNIST",
         "frozen MiniLM, pretrained, fast recipe without dropout (fp32), 16,000 steps fixed in advance, 5,000 "
-        "training images held out as val; seed 0 so far",
-        ("headline/mnist-fpt-fast16k-val5k-seed0",),
+        "training images held out as val; seeds 0 and 1 so far",
+        ("headline/mnist-fpt-fast16k-val5k-seed0", "headline/mnist-fpt-fast16k-val5k-seed1"),
     ),
     Headline(
         "MNIST",
