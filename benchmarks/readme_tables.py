@@ -904,6 +904,11 @@ def _fpt_forecast_pattern(dataset: str) -> str:
     return f"headline/{dataset.lower()}-{{h}}-fpt-fast1500"
 
 
+def _horizon_runs(pattern: str) -> list[list[Path]]:
+    """The run folders of each of HORIZONS under a folder pattern with {h}, its seeds `pattern-seed*`."""
+    return [sorted(RESULTS.glob(f"{pattern.format(h=h)}-seed*")) for h in HORIZONS]
+
+
 def _forecast_cell(summaries: list[dict]) -> str:
     """Test MSE / MAE of finished runs (mean, and the spread where there are several seeds)."""
     tests = _tests(summaries)
@@ -941,13 +946,9 @@ def _dataset_forecasts(dataset: str) -> str:
         for row in _json(RESULTS / "forecasting" / "naive.json")["rows"]
         if row["dataset"] == dataset
     }
-    linear = [_finished(sorted(RESULTS.glob(f"{_linear_pattern(dataset).format(h=h)}-seed*"))) for h in HORIZONS]
-    kept_best = [
-        _finished(sorted((RESULTS / "forecasting" / "linear_best").glob(f"{dataset}-h{h}-seed*"))) for h in HORIZONS
-    ]
-    fpt_runs = [
-        _finished(sorted(RESULTS.glob(f"{_fpt_forecast_pattern(dataset).format(h=h)}-seed*"))) for h in HORIZONS
-    ]
+    linear = [_finished(runs) for runs in _horizon_runs(_linear_pattern(dataset))]
+    kept_best = [_finished(runs) for runs in _horizon_runs(f"forecasting/linear_best/{dataset}-h{{h}}")]
+    fpt_runs = [_finished(runs) for runs in _horizon_runs(_fpt_forecast_pattern(dataset))]
 
     def published(variant: str) -> list[str]:
         figures = [PUBLISHED_FORECASTS.get((f"ett:{dataset}", key), {}).get(variant) for key in (*HORIZONS, "avg")]
@@ -1337,9 +1338,11 @@ def _average_headline(row: Headline) -> list[str]:
     """A forecast's four-horizon average beside the published one, with the seeds behind each horizon."""
     from fpt.experiments.paper import PUBLISHED_FORECASTS
 
-    per_horizon = [sorted(RESULTS.glob(f"{row.average_of.format(h=h)}-seed*")) for h in HORIZONS]
+    per_horizon = _horizon_runs(row.average_of)
     folders = f"`{row.average_of.replace('{h}', '{' + ','.join(map(str, HORIZONS)) + '}')}-seed*`"
-    where = f"test MSE / MAE, the average over H={', '.join(map(str, HORIZONS))}, each scored once at the end"
+    where = (
+        f"test MSE / MAE, the average over H={', '.join(map(str, HORIZONS))}, each scored once at the end; val watched"
+    )
     if not any(per_horizon):
         return [row.task, row.model, "-", "-", where, folders]
     config = _json(next(runs for runs in per_horizon if runs)[0] / "config.json")
@@ -1350,7 +1353,7 @@ def _average_headline(row: Headline) -> list[str]:
     summaries = [_finished(runs) for runs in per_horizon]
     seeds = ", ".join(str(len(_tests(runs))) for runs in summaries)
     ours = f"{_average_cell(summaries)} (seeds per horizon: {seeds})"
-    return [row.task, row.model, paper or "-", ours, where + "; val watched", folders]
+    return [row.task, row.model, paper or "-", ours, where, folders]
 
 
 def headline_table() -> str:
