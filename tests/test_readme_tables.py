@@ -62,6 +62,22 @@ def test_every_file_a_committed_run_wrote_for_the_tables_is_committed_too():
     assert not left_out, "committed runs miss files the tables may read (git add -f them):\n" + "\n".join(left_out)
 
 
+def test_writing_refuses_while_a_run_it_may_quote_is_untracked(readme_tables, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "benchmarks" / "results"
+    for name in ("done/summary.json", "done/metrics.jsonl", "sweep/cell/metrics.jsonl", "sweep/curves.png"):
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_text("{}")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "benchmarks/results/done"], cwd=tmp_path, check=True)
+    assert readme_tables.untracked_runs(results) == [str(results / "sweep/cell/metrics.jsonl")]
+
+    monkeypatch.setattr(readme_tables, "RESULTS", results)
+    (tmp_path / "README.md").write_text("unchanged")
+    assert readme_tables.main(["--root", str(tmp_path), "headline"]) == 2
+    assert "sweep/cell/metrics.jsonl (and 0 more) is not tracked by git" in capsys.readouterr().err
+    assert (tmp_path / "README.md").read_text() == "unchanged"
+
+
 def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
     front, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
     markers = re.compile(r"^<!-- table:([\w-]+) -->$", re.M)
