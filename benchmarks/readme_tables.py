@@ -1424,6 +1424,51 @@ def controls_table() -> str:
     return controls_markdown(read_arm_runs(RESULTS / "controls"), note=CONTROLS_NOTE)
 
 
+# The none arm keeps fpt's last-token head, so it reads one token; these runs give it a head reading
+# every token instead (--pooling flatten), at the same recipe, budget and seeds as the controls' runs.
+HEAD_PROBES = {"mnist": "mnist-none-flatten-seed*", "ucr:JapaneseVowels": "japanese-vowels-none-flatten-seed*"}
+
+
+def _scores(runs) -> str:
+    values = [run.score for run in runs]
+    if not values:
+        return "not run"
+    spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
+    return f"{statistics.mean(values):.2f}{spread} (n={len(values)})"
+
+
+def controls_head_table() -> str:
+    from fpt.experiments.controls import read_arm_run, read_arm_runs
+
+    controls = read_arm_runs(RESULTS / "controls")
+    rows = []
+    for task, pattern in HEAD_PROBES.items():
+        flatten = [read_arm_run(path) for path in sorted((RESULTS / "controls_flatten").glob(pattern))]
+        shuffled = [
+            100 * _json(run.path / "evaluation.json")["shuffled"]["splits"][run.split]["accuracy"] for run in flatten
+        ]
+        arm = {name: [r for r in controls if r.task == task and r.arm == name] for name in ("fpt", "none")}
+        rows.append(
+            [
+                f"`{task}`",
+                _scores(arm["fpt"]),
+                _scores(arm["none"]),
+                _scores(flatten),
+                f"{statistics.mean(shuffled):.1f}" if shuffled else "-",
+                f"{flatten[0].trained_params:,}" if flatten else "-",
+            ]
+        )
+    header = [
+        "task (test accuracy %)",
+        "fpt",
+        "none, the last token's head",
+        "none, a head reading every token",
+        "the latter on shuffled tokens",
+        "its trained params",
+    ]
+    return _markdown(header, rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "headline": headline_table,
     "converged": converged_table,
@@ -1450,6 +1495,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "forecasting": forecasting_table,
     "uea": uea_table,
     "controls": controls_table,
+    "controls-head": controls_head_table,
 }
 
 
