@@ -1412,7 +1412,10 @@ CONTROLS_NOTE = (
     "JapaneseVowels (raw series, 50 training series held out as val): the clean headline recipes (--recipe fast, "
     "fp32, 1,000 steps; Bit Memory at a "
     "constant rate), chosen on validation for fpt and given unchanged to every arm; the headline runs are the fpt "
-    "arm where they exist (Bit Memory's three, JapaneseVowels' seed 0). An arm with fewer than three seeds has "
+    "arm where they exist (Bit Memory's three, JapaneseVowels' seed 0). MNIST: the 30-minute headline cell's recipe "
+    "and budget (7x7 patches, --recipe fast in bf16, 13,000 steps, 5,000 training images held out as val), whose "
+    "three runs (headline/mnist-fpt-fast13k-patch7-val5k-bf16-seed{0,1,2}, two threads on two idle cores) are its "
+    "fpt arm; the other arms bf16 on one shared core. An arm with fewer than three seeds has "
     "runs still to finish: benchmarks/results/controls/README.md. A direction read from one seed has no spread "
     "behind it."
 )
