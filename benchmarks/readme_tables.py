@@ -1398,7 +1398,8 @@ def headline_table() -> str:
 
 # Where the controls ran; every figure of the table is read from the run folders by fpt.experiments.controls.
 CONTROLS_NOTE = (
-    "Ran on one core of an AMD EPYC (fp32; ETTh1's random arm on one with native bf16, the rest without), shared "
+    "Ran on one core of an AMD EPYC (fp32 but MNIST, which ran in bf16; ETTh1's random arm and MNIST on one with "
+    "native bf16, the rest without), shared "
     "with other jobs: the s/step column "
     "measures that contention as much as the arms and is not a benchmark timing. XOR's budget: 100 steps of one "
     "fixed recipe (--recipe fast with a 20-step warm-up), the same for every arm, chosen for the time there was, not "
@@ -1415,7 +1416,10 @@ CONTROLS_NOTE = (
     "arm where they exist (Bit Memory's three, JapaneseVowels' seed 0). MNIST: the 30-minute headline cell's recipe "
     "and budget (7x7 patches, --recipe fast in bf16, 13,000 steps, 5,000 training images held out as val), whose "
     "three runs (headline/mnist-fpt-fast13k-patch7-val5k-bf16-seed{0,1,2}, two threads on two idle cores) are its "
-    "fpt arm; the other arms bf16 on one shared core. An arm with fewer than three seeds has "
+    "fpt arm; the other arms bf16 on one shared core. The none arm keeps fpt's last-token head, so on a "
+    "classification task it reads one token (Tan et al.'s w/o LLM reads every patch through a forecasting "
+    "head, as ETTh1's none does): the table after this one gives none a head reading every token. An arm with "
+    "fewer than three seeds has "
     "runs still to finish: benchmarks/results/controls/README.md. A direction read from one seed has no spread "
     "behind it."
 )
@@ -1440,16 +1444,26 @@ def _scores(runs) -> str:
     return f"{statistics.mean(values):.2f}{spread} (n={len(values)})"
 
 
+def _shuffled_evaluation(run) -> float | None:
+    """A run's test accuracy (%) on shuffled tokens from `fpt evaluate --shuffle tokens` (evaluation.json),
+    or None where it was not scored so, or was scored at another step than the run's last."""
+    path = run.path / "evaluation.json"
+    evaluation = _json(path) if path.is_file() else {}
+    scores = evaluation.get("shuffled", {}).get("splits", {}).get(run.split)
+    if evaluation.get("step") != run.steps or scores is None:
+        return None
+    return 100 * scores["accuracy"]
+
+
 def controls_head_table() -> str:
     from fpt.experiments.controls import read_arm_run, read_arm_runs
 
     controls = read_arm_runs(RESULTS / "controls")
     rows = []
     for task, pattern in HEAD_PROBES.items():
-        flatten = [read_arm_run(path) for path in sorted((RESULTS / "controls_flatten").glob(pattern))]
-        shuffled = [
-            100 * _json(run.path / "evaluation.json")["shuffled"]["splits"][run.split]["accuracy"] for run in flatten
-        ]
+        found = (read_arm_run(path) for path in sorted((RESULTS / "controls_flatten").glob(pattern)))
+        flatten = [run for run in found if run is not None and run.task == task]  # finished runs of this task
+        shuffled = [score for score in map(_shuffled_evaluation, flatten) if score is not None]
         arm = {name: [r for r in controls if r.task == task and r.arm == name] for name in ("fpt", "none")}
         rows.append(
             [
@@ -1457,7 +1471,7 @@ def controls_head_table() -> str:
                 _scores(arm["fpt"]),
                 _scores(arm["none"]),
                 _scores(flatten),
-                f"{statistics.mean(shuffled):.1f}" if shuffled else "-",
+                f"{statistics.mean(shuffled):.1f} (n={len(shuffled)})" if shuffled else "-",
                 f"{flatten[0].trained_params:,}" if flatten else "-",
             ]
         )
@@ -1568,11 +1582,16 @@ def untracked_runs(results: Path) -> list[str]:
     """The run files under `results` (summary.json, metrics.jsonl) that git does not track.
 
     The tables read every run folder there, tracked or not: a table written from an unfinished sweep
-    or an uncommitted run quotes figures no clone has (it happened once). Empty outside a checkout.
+    or an uncommitted run quotes figures no clone has (it happened once). Ignored files count too: a
+    sweep's runs/ folders are ignored by .gitignore and committed with `git add -f`. Empty outside a
+    checkout or without git.
     """
-    listing = subprocess.run(
-        ["git", "ls-files", "--others", "--exclude-standard", "--", "."], cwd=results, capture_output=True, text=True
-    )
+    try:
+        listing = subprocess.run(
+            ["git", "ls-files", "--others", "--", "."], cwd=results, capture_output=True, text=True
+        )
+    except OSError:  # no git on this machine: nothing to compare with
+        return []
     if listing.returncode != 0:
         return []
     names = [name for name in listing.stdout.splitlines() if Path(name).name in ("summary.json", "metrics.jsonl")]

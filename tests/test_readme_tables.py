@@ -64,17 +64,23 @@ def test_every_file_a_committed_run_wrote_for_the_tables_is_committed_too():
 
 def test_writing_refuses_while_a_run_it_may_quote_is_untracked(readme_tables, tmp_path, monkeypatch, capsys):
     results = tmp_path / "benchmarks" / "results"
-    for name in ("done/summary.json", "done/metrics.jsonl", "sweep/cell/metrics.jsonl", "sweep/curves.png"):
+    names = ("done/summary.json", "done/metrics.jsonl", "sweep/cell/metrics.jsonl", "sweep/curves.png")
+    ignored = ("swept/runs/cell/metrics.jsonl", "swept/runs/cell/checkpoint.safetensors")  # a sweep's runs/
+    for name in names + ignored:
         (results / name).parent.mkdir(parents=True, exist_ok=True)
         (results / name).write_text("{}")
+    (tmp_path / ".gitignore").write_text("runs/\n")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    subprocess.run(["git", "add", "benchmarks/results/done"], cwd=tmp_path, check=True)
-    assert readme_tables.untracked_runs(results) == [str(results / "sweep/cell/metrics.jsonl")]
+    subprocess.run(["git", "add", ".gitignore", "benchmarks/results/done"], cwd=tmp_path, check=True)
+    assert readme_tables.untracked_runs(results) == [
+        str(results / "sweep/cell/metrics.jsonl"),
+        str(results / "swept/runs/cell/metrics.jsonl"),
+    ]
 
     monkeypatch.setattr(readme_tables, "RESULTS", results)
     (tmp_path / "README.md").write_text("unchanged")
     assert readme_tables.main(["--root", str(tmp_path), "headline"]) == 2
-    assert "sweep/cell/metrics.jsonl (and 0 more) is not tracked by git" in capsys.readouterr().err
+    assert "sweep/cell/metrics.jsonl (and 1 more) is not tracked by git" in capsys.readouterr().err
     assert (tmp_path / "README.md").read_text() == "unchanged"
 
 
