@@ -84,6 +84,18 @@ def test_writing_refuses_while_a_run_it_may_quote_is_untracked(readme_tables, tm
     assert (tmp_path / "README.md").read_text() == "unchanged"
 
 
+def test_a_probe_shuffled_score_counts_only_at_the_run_last_step(readme_tables, tmp_path):
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(path=tmp_path, split="test", steps=1000)
+    assert readme_tables._shuffled_evaluation(run) is None  # never scored on shuffled tokens
+    scored = {"shuffled": {"splits": {"test": {"accuracy": 0.25}}}}
+    (tmp_path / "evaluation.json").write_text(json.dumps({**scored, "step": 1000}))
+    assert readme_tables._shuffled_evaluation(run) == 25.0
+    (tmp_path / "evaluation.json").write_text(json.dumps({**scored, "step": 500}))  # an earlier checkpoint's
+    assert readme_tables._shuffled_evaluation(run) is None
+
+
 def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
     front, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
     markers = re.compile(r"^<!-- table:([\w-]+) -->$", re.M)
