@@ -1455,6 +1455,23 @@ def _shuffled_evaluation(run) -> float | None:
     return 100 * scores["accuracy"]
 
 
+# What a head probe may differ in from the none arm's run of the same seed: its head, and the threads
+# (the controls sweep records its one thread; a plain fpt train records none).
+PROBE_MAY_DIFFER = {"pooling", "threads"}
+
+
+def _check_probe(probe, none_runs) -> None:
+    """Exit naming the settings where a probe run is not its seed's none run but for its head."""
+    for run in none_runs:
+        if run.seed == probe.seed:
+            ours, theirs = _json(probe.path / "config.json"), _json(run.path / "config.json")
+            keys = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+            if set(keys) - PROBE_MAY_DIFFER:
+                sys.exit(
+                    f"{probe.path}: differs from {run.path} in {', '.join(keys)}; rerun it with the cell's arguments"
+                )
+
+
 def controls_head_table() -> str:
     from fpt.experiments.controls import read_arm_run, read_arm_runs
 
@@ -1465,6 +1482,8 @@ def controls_head_table() -> str:
         flatten = [run for run in found if run is not None and run.task == task]  # finished runs of this task
         shuffled = [score for score in map(_shuffled_evaluation, flatten) if score is not None]
         arm = {name: [r for r in controls if r.task == task and r.arm == name] for name in ("fpt", "none")}
+        for probe in flatten:
+            _check_probe(probe, arm["none"])
         rows.append(
             [
                 f"`{task}`",

@@ -96,6 +96,20 @@ def test_a_probe_shuffled_score_counts_only_at_the_run_last_step(readme_tables, 
     assert readme_tables._shuffled_evaluation(run) is None
 
 
+def test_a_head_probe_that_differs_from_its_none_run_beyond_the_head_is_refused(readme_tables, tmp_path):
+    from types import SimpleNamespace
+
+    config = {"task": "mnist", "seed": 0, "steps": 13000, "pooling": "last", "threads": 1}
+    runs = {}
+    for name, changes in {"none": {}, "probe": {"pooling": "flatten", "threads": None}, "longer": {"steps": 9}}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({**config, **changes}))
+        runs[name] = SimpleNamespace(path=tmp_path / name, seed=0)
+    readme_tables._check_probe(runs["probe"], [runs["none"]])  # the head and threads alone: accepted
+    with pytest.raises(SystemExit, match="differs from .*none in steps"):
+        readme_tables._check_probe(runs["longer"], [runs["none"]])
+
+
 def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
     front, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
     markers = re.compile(r"^<!-- table:([\w-]+) -->$", re.M)
