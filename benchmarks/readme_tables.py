@@ -1108,6 +1108,9 @@ class TimeToAccuracy:
     runs: tuple[str, ...]  # run directories under benchmarks/results/headline, any precision
 
 
+# The 30-minute MNIST cell's runs (benchmarks/headline.sh mnist-30min-patch7 SEED), one per seed
+MNIST_30_MINUTES = tuple(f"mnist-fpt-fast13k-patch7-val5k-bf16-seed{seed}" for seed in (0, 1, 2))
+
 TIME_TO_ACCURACY = [
     TimeToAccuracy(
         "Bit Memory",
@@ -1129,7 +1132,7 @@ TIME_TO_ACCURACY = [
         "MNIST, 7x7 patches",
         0.98,
         "mnist-7x7-shape",
-        tuple(f"mnist-fpt-fast13k-patch7-val5k-bf16-seed{seed}" for seed in (0, 1, 2)),
+        MNIST_30_MINUTES,
     ),
 ]
 
@@ -1216,7 +1219,7 @@ HEADLINES = [
         "MNIST",
         "the same in 30 minutes of two cores with native bf16: 7x7 patches (16 tokens), bf16, 13,000 steps fixed "
         "in advance by wall-clock arithmetic",
-        tuple(f"headline/mnist-fpt-fast13k-patch7-val5k-bf16-seed{seed}" for seed in (0, 1, 2)),
+        tuple(f"headline/{name}" for name in MNIST_30_MINUTES),
     ),
     Headline(
         "MNIST",
@@ -1437,11 +1440,10 @@ HEAD_PROBES = {"mnist": "mnist-none-flatten-seed*", "ucr:JapaneseVowels": "japan
 
 
 def _scores(runs) -> str:
+    from fpt.experiments.controls import mean_std
+
     values = [run.score for run in runs]
-    if not values:
-        return "not run"
-    spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.2f}{spread} (n={len(values)})"
+    return f"{mean_std(values, 2)} (n={len(values)})" if values else "not run"
 
 
 def _shuffled_evaluation(run) -> float | None:

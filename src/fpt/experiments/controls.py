@@ -212,7 +212,8 @@ def read_arm_runs(root: Path) -> list[ArmRun]:
     return runs
 
 
-def _mean_std(values: list[float], digits: int) -> str:
+def mean_std(values: list[float], digits: int) -> str:
+    """`mean ± std` (sample std) to `digits` places; the mean alone for one value, "—" for none."""
     if not values:
         return "—"
     spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
@@ -296,18 +297,18 @@ def controls_markdown(
                 continue
             scores = [r.score for r in mine]
             if metric == "mse" and all(r.mae is not None for r in mine):
-                score = f"{_mean_std(scores, digits)} / MAE {statistics.mean(r.mae for r in mine):.3f}"
+                score = f"{mean_std(scores, digits)} / MAE {statistics.mean(r.mae for r in mine):.3f}"
             else:
-                score = _mean_std(scores, digits)
+                score = mean_std(scores, digits)
             shuffled = [r.shuffled for r in mine if r.shuffled is not None]
             params = sorted({r.trained_params for r in mine})
             times = [r.step_s for r in mine if r.step_s is not None]
             step = f"{statistics.median(times):.3f}" if times else "—"
             gaps = paired_gaps(mine, fpt) if arm != "fpt" and fpt else []
-            gap = "—" if arm == "fpt" else (_mean_std(gaps, digits) if gaps else "no fpt run to pair")
+            gap = "—" if arm == "fpt" else (mean_std(gaps, digits) if gaps else "no fpt run to pair")
             lines.append(
                 f"| {arm} | {ARM_TEXTS[arm]} | {score} (n={len(mine)}) | "
-                f"{_mean_std(shuffled, digits) if shuffled else 'not scored'} | "
+                f"{mean_std(shuffled, digits) if shuffled else 'not scored'} | "
                 f"{' / '.join(f'{p:,}' for p in params)} | {step} | {gap} |"
             )
             if arm in TAN_ET_AL and gaps:
@@ -334,7 +335,7 @@ def _direction_section(runs: list[ArmRun], verdicts: list[tuple]) -> list[str]:
         found = direction(gaps, metric)
         agrees = {"worse": "no: worse than fpt", ONE_SEED: "not judged"}.get(found, "yes")
         lines.append(
-            f"| {_task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {_mean_std(gaps, digits)} (n={len(gaps)}) | "
+            f"| {_task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {mean_std(gaps, digits)} (n={len(gaps)}) | "
             f"{found} | {agrees} |"
         )
     lines += ["", *_shuffle_lines(runs)]
