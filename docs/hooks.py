@@ -1,8 +1,9 @@
 """MkDocs hooks: pages that live outside docs/ so that GitHub shows them where a reader looks for them.
 
 benchmarks/README.md (written in part by benchmarks/readme_tables.py) becomes the Benchmarks page, with
-the figures it shows from benchmarks/results/, and CONTRIBUTING.md the Contributing page. Each keeps
-its repository path (benchmarks/README.md), so a relative link means the same on GitHub and here.
+the figures it shows from benchmarks/results/, and CONTRIBUTING.md the Contributing page. The pages in
+docs/ link to them by their repository paths (../benchmarks/README.md, ../CONTRIBUTING.md), which GitHub
+resolves; on the site those paths lie outside docs/, so each link is pointed at the page's place here.
 """
 
 from pathlib import Path
@@ -12,6 +13,8 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parent.parent
 # (path in the repository, path on the site): the benchmarks README keeps its own, its images resolve alike
 PAGES = [("benchmarks/README.md", "benchmarks/README.md"), ("CONTRIBUTING.md", "contributing.md")]
+# a docs page's link to one of them, as GitHub reads it (from docs/), and as the site does
+SITE_LINKS = {f"](../{source}": f"]({uri}" for source, uri in PAGES}
 
 
 def on_files(files, config):
@@ -30,4 +33,7 @@ def on_page_markdown(markdown, page, config, files):
     # page opens with its own list of sections); front matter would show as a table on GitHub
     if page.file.src_uri == "benchmarks/README.md":
         page.meta["hide"] = ["toc"]
+        return markdown
+    for github, site in SITE_LINKS.items():
+        markdown = markdown.replace(github, site)
     return markdown
