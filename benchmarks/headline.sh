@@ -16,6 +16,8 @@ set -euo pipefail
 { # the whole script in braces: bash reads it all before running, so an edit while a run goes on is safe
 cd "$(dirname "$0")/.."
 OUT=benchmarks/results/headline
+fpt=.venv/bin/fpt  # `make setup`'s environment; else the fpt a pip install put on PATH
+[ -x "$fpt" ] || fpt=fpt
 task=$1; shift
 for seed in "$@"; do
   threads=1
@@ -108,10 +110,10 @@ for seed in "$@"; do
   dir=$OUT/$name
   if [[ -f $dir/summary.json ]]; then echo "$name: finished"; continue; fi
   if [[ -f $dir/checkpoint.safetensors ]]; then
-    HF_HUB_OFFLINE=1 .venv/bin/fpt train --resume "$dir" --threads "$threads" --no-progress
+    HF_HUB_OFFLINE=1 "$fpt" train --resume "$dir" --threads "$threads" --no-progress
   else
     rm -rf "$dir"
-    HF_HUB_OFFLINE=1 .venv/bin/fpt train "${args[@]}" --seed "$seed" --threads "$threads" --out "$dir" --no-progress
+    HF_HUB_OFFLINE=1 "$fpt" train "${args[@]}" --seed "$seed" --threads "$threads" --out "$dir" --no-progress
   fi
 done
 exit

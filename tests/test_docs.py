@@ -89,3 +89,11 @@ def test_the_readme_links_only_to_files_that_exist():
     assert relative, "the README links to its docs"
     broken = [link for link in relative if not (ROOT / link).exists()]
     assert not broken, broken
+
+
+def test_every_benchmark_script_has_a_row_in_the_benchmarks_scripts_table():
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    table = text[text.index("## The scripts") :]
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh"))
+    missing = [name for name in scripts if f"| `{name}` |" not in table]
+    assert not missing, f"add a row to benchmarks/README.md's 'The scripts' for {missing}"

@@ -90,8 +90,9 @@ def build_model(config: TrainConfig, task: Task) -> TrainableModel:
 # With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
 # probabilities per layer: a step of CIFAR-10 LRA (1024 tokens, batch 16, MiniLM) peaked at 17.3 GB.
 # Where that happens, activation checkpointing (exact: dropout masks are replayed) keeps one block's
-# attention at a time (4.9 GB measured), and micro-batches keep that block's attention within this
-# budget (same gradients in expectation; the dropout masks are drawn per micro-batch).
+# attention at a time (a 4.78 GiB peak, benchmarks/results/memory.json), and micro-batches keep that
+# block's attention within this budget (same gradients in expectation; the dropout masks are drawn
+# per micro-batch).
 ATTENTION_BYTES_BUDGET = 2.5e9
 _BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, the dropout mask and a temporary
 
