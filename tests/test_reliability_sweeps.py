@@ -1,9 +1,12 @@
 """Hostile sweep specs and `fpt reproduce` options: YAML bombs, grids too large, values of the wrong
 type, files that are not specs, cell keys where options go. Each is refused in one line before
-anything runs. A sweep killed by a signal takes its running cell with it."""
+anything runs. A sweep killed by a signal takes its running cell with it; one asked to stop (SIGTERM,
+Ctrl-C) pauses it with a checkpoint and a logged sitting, and begins no other cell."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import signal
 import subprocess
@@ -153,3 +156,44 @@ def test_a_killed_sweep_leaves_no_cell_training(tiny_gpt2, tmp_path, signum):
         os.kill(cell, signal.SIGKILL)  # leave nothing behind, even failing
     assert not left, "the cell kept training after its sweep died"
     assert (run / "checkpoint.safetensors").exists() and not (run / "summary.json").exists()  # resumable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM-to-the-sweep", "Ctrl-C-to-its-group"])
+def test_a_signalled_sweep_pauses_its_cell_logs_the_sitting_and_begins_no_other(tiny_gpt2, tmp_path, signum):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "grid:\n  task: [bit-xor]\n  seed: [0, 1]\noptions:\n"
+        f"  backbone: {tiny_gpt2}\n  n_bits: 4\n  eval_size: 8\n  batch_size: 4\n  steps: 1000000\n  eval_every: 5\n"
+    )
+    out = tmp_path / "sweep"
+    sweep = subprocess.Popen(  # its own session: the Ctrl-C of a terminal reaches its whole group
+        [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(out), "--no-progress"],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    first, second = out / "runs" / "task=bit-xor,seed=0", out / "runs" / "task=bit-xor,seed=1"
+    deadline = time.monotonic() + 120
+    while not (first / "checkpoint.safetensors").exists():  # the first cell is training
+        assert sweep.poll() is None and time.monotonic() < deadline, "the cell never started training"
+        time.sleep(0.2)
+    if signum == signal.SIGTERM:
+        sweep.send_signal(signum)  # to the sweep alone: it passes the request on
+    else:
+        os.killpg(sweep.pid, signum)
+    try:
+        stderr = sweep.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(sweep.pid, signal.SIGKILL)
+        raise
+    assert sweep.returncode == 128 + signum, stderr
+    assert "run the same command again to continue" in stderr.strip().splitlines()[-1]
+    (sitting,) = [json.loads(line) for line in (first / "sittings.jsonl").read_text().splitlines()]
+    assert sitting["exit"] == 128 + signum and sitting["to_step"] > 0  # stopped with a checkpoint, not killed
+    assert (first / "checkpoint.safetensors").exists() and not (first / "summary.json").exists()
+    assert not second.exists()  # never begun
+    with open(out / "results.csv") as handle:
+        assert [row["status"] for row in csv.DictReader(handle)] == ["stopped", "stopped"]

@@ -309,7 +309,9 @@ def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_pat
     monkeypatch.setattr(fpt.runtime.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     threads = []
-    monkeypatch.setattr(sweep, "run_cell", lambda cell, spec, sweep_dir, n, tracking: threads.append(n) or {})
+    monkeypatch.setattr(
+        sweep, "run_cell", lambda cell, spec, sweep_dir, n, tracking, stop: threads.append(n) or {"status": "done"}
+    )
     spec = dataclasses.replace(load_spec(_spec(tmp_path, "unused")), parallel=1)
     list(sweep.LocalExecutor()(spec.cells()[:2], spec, tmp_path))
     assert threads == [2, 2]

@@ -29,9 +29,9 @@ from __future__ import annotations
 import collections
 import collections.abc
 import csv
-import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from fpt.errors import FptError
+from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
 from fpt.experiments.sittings import log_sitting, reached_step
 from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.sweep is where they are found)
     GRID_ONLY_KEYS,
@@ -54,6 +55,7 @@ from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.s
     train_args,
     yaml_value,
 )
+from fpt.experiments.sweep_stop import SweepStop
 from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
@@ -76,11 +78,6 @@ def _cell_status(run: RunDir) -> str:
     return "new"
 
 
-def cell_run(sweep_dir: Path, cell: Cell) -> RunDir:
-    """The cell's run directory: in the spec's `runs` folder where it names one, else SWEEP_DIR/runs."""
-    return RunDir(Path(cell.runs or sweep_dir / "runs") / cell.name)
-
-
 def failed_row(cell: Cell, run: RunDir, kind: str, error: str) -> dict:
     """The results row of a cell that failed: `kind` as fpt.errors names it, `error` its one line."""
     return {**cell.values, "status": "failed", "failure": kind, "error": error, "run_dir": str(run.path)}
@@ -96,18 +93,26 @@ def cell_tracking(tracker: Tracker | None) -> CellTracking | None:
     return None if tracker is None else (tracker.cell_args, tracker.cell_env())
 
 
-def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, tracking: CellTracking | None = None) -> dict:
+def run_cell(
+    cell: Cell,
+    spec: SweepSpec,
+    sweep_dir: Path,
+    threads: int,
+    tracking: CellTracking | None = None,
+    stop: SweepStop | None = None,
+) -> dict:
     """Run (or resume) one cell in its own process; never raises: a failure is a result, and the
-    child records its kind in the run directory's failure.json (see fpt.cli.main)."""
+    child records its kind in the run directory's failure.json (see fpt.cli.main). `stop`: the
+    local sweep's (fpt.experiments.sweep_stop), which a signal asks to pause."""
     run = cell_run(sweep_dir, cell)
     log = sweep_dir / "logs" / f"{cell.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     if _cell_status(run) != "done":
-        failed = _run_train(cell, spec, run, log, threads, tracking)
+        failed = _run_train(cell, spec, run, log, threads, tracking, stop)
         if failed is not None:
             return failed
         if not run.is_finished and run.has_checkpoint and spec.max_minutes is not None:
-            return _stopped_row(cell, run, spec.max_minutes)
+            return _stopped_row(cell, run, f"max_minutes {spec.max_minutes:g} reached")
     try:
         summary = run.read_summary()
     except FptError as exc:
@@ -139,7 +144,13 @@ def run_cell(cell: Cell, spec: SweepSpec, sweep_dir: Path, threads: int, trackin
 
 
 def _run_train(
-    cell: Cell, spec: SweepSpec, run: RunDir, log: Path, threads: int, tracking: CellTracking | None
+    cell: Cell,
+    spec: SweepSpec,
+    run: RunDir,
+    log: Path,
+    threads: int,
+    tracking: CellTracking | None,
+    stop: SweepStop | None,
 ) -> dict | None:
     """The cell's `fpt train` (or `--resume`), its output appended to `log`; None once it
     succeeded, else its failed row. The child dies with this process (fpt.runtime.die_with_parent)."""
@@ -170,28 +181,39 @@ def _run_train(
         env.update(tracking[1])
     started, from_step = time.time(), reached_step(run)  # 0 for a run not made yet
     with open(log, "a") as handle:
-        proc = subprocess.run(
-            [sys.executable, "-m", "fpt", *command], stdout=handle, stderr=subprocess.PIPE, text=True, env=env
-        )
-        handle.write(proc.stderr)
+        argv, popen = [sys.executable, "-m", "fpt", *command], dict(stdout=handle, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(argv, text=True, **popen) if stop is None else stop.start(argv, text=True, **popen)
+        if proc is None:  # the sweep was asked to stop before this cell began
+            return _stopped_row(cell, run, f"not begun: the sweep stopped on {signal.Signals(stop.signum).name}")
+        try:
+            stderr = proc.communicate()[1]
+        finally:
+            if stop is not None:
+                stop.finished(proc)
+        handle.write(stderr)
     log_sitting(run, started, from_step, threads, proc.returncode)
     if proc.returncode == 0:
         return None
+    if stop is not None and stop.signum is not None:  # paused: resumed (or begun anew) by the next sitting
+        return _stopped_row(cell, run, f"the sweep stopped on {signal.Signals(stop.signum).name}")
+    error_lines = stderr.strip().splitlines()
     failure = run.read_failure() or {}
-    error = failure.get("message") or (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+    error = failure.get("message") or (error_lines or [f"exit status {proc.returncode}"])[-1]
     return failed_row(cell, run, failure.get("kind", "crash"), error)
 
 
-def _stopped_row(cell: Cell, run: RunDir, max_minutes: float) -> dict:
-    """The row of a cell its sitting's time stopped (`max_minutes`): not failed, continued next time."""
-    step, steps = reached_step(run), run.read_config().get("steps")
+def _stopped_row(cell: Cell, run: RunDir, why: str) -> dict:
+    """The row of a cell stopped before its end (its sitting's time, `max_minutes`, or a signal to
+    the sweep): not failed, continued when the sweep runs again."""
+    step = reached_step(run)
+    steps = run.read_config().get("steps") if run.config_path.is_file() else None
     return {
         **cell.values,
         "status": STOPPED,
         "step": step,
         "run_dir": str(run.path),
         "failure": "",
-        "error": f"stopped at step {step} of {steps}: max_minutes {max_minutes:g} reached; run the sweep again",
+        "error": f"stopped at step {step} of {steps}: {why}; run the sweep again",
     }
 
 
@@ -264,83 +286,6 @@ def _test_scores(run: RunDir, summary: dict, log: Path) -> tuple[dict[str, float
     return {name: tests[name] for name in sorted(tests, key=split_order)} or watched, ""
 
 
-def _cell_record(sweep_dir: Path, cell: Cell) -> Path:
-    """The options a cell ran with, kept beside its run: a spec's `runs:` folder is found from any
-    --out or working directory, and so must the record that guards it be."""
-    return (Path(cell.runs) if cell.runs else sweep_dir) / "cells" / f"{cell.name}.json"
-
-
-def _recipe_of(args: list[str]) -> dict:
-    """What the cell's --recipe sets, as this fpt defines it (unresolved: the same on every machine)."""
-    from fpt.config import RECIPES
-
-    name = _flags(args).get("--recipe", "paper")
-    return {"name": name, **RECIPES.get(name, {})}
-
-
-def _renamed_recipe_values(recipe: dict | None) -> dict | None:
-    """A recorded recipe in today's words: the fast recipe's precision "native-bf16" (bf16 where the
-    CPU computes it natively, else fp32) is what --precision auto picks on a CPU, and is now named so."""
-    if recipe is None or recipe.get("precision") != "native-bf16":
-        return recipe
-    return {**recipe, "precision": "auto"}
-
-
-def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
-    """A cell run before with other options would report old results under the new spec: refuse.
-    So is one run under another definition of its recipe (an fpt upgrade mid-sweep), which would
-    mix its cells run before with those run after."""
-    for cell in spec.cells():
-        record = _cell_record(sweep_dir, cell)
-        if not record.is_file():
-            continue
-        redo = f"delete {record} and {cell_run(sweep_dir, cell).path} to run the cell again"
-        try:
-            recorded = json.loads(record.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            recorded = None
-        before = recorded.get("args") if isinstance(recorded, dict) else None
-        if not (
-            isinstance(before, list)
-            and all(isinstance(arg, str) for arg in before)
-            and isinstance(recorded.get("recipe"), (dict, type(None)))
-        ):
-            raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
-        now = train_args(spec.options, cell.values)
-        recipe_then, recipe_now = _renamed_recipe_values(recorded.get("recipe")), _recipe_of(now)
-        if recipe_then is not None and before == now and recipe_then != recipe_now:
-            changed = _differences(recipe_then, recipe_now)
-            raise FptError(
-                f"cell {cell.name} in {sweep_dir} ran under an earlier --recipe {recipe_now['name']} "
-                f"({changed}); give the old values in the spec's options to finish it, or use another --out"
-            )
-        if before != now:
-            changed = _differences(_flags(before or []), _flags(now))
-            raise FptError(
-                f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
-                f"use another --out, or {redo}"
-            )
-
-
-def _differences(old: dict, new: dict) -> str:
-    """'key old -> new' for every key whose value differs, '(unset)' where one side lacks it."""
-    return ", ".join(
-        f"{key} {old.get(key, '(unset)')} -> {new.get(key, '(unset)')}"
-        for key in sorted(old.keys() | new.keys())
-        if old.get(key) != new.get(key)
-    )
-
-
-def _flags(args: list[str]) -> dict[str, str]:
-    """["--steps", "2", "--compile"] -> {"--steps": "2", "--compile": "on"}"""
-    flags, i = {}, 0
-    while i < len(args):
-        value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None
-        flags[args[i]] = "on" if value is None else value
-        i += 1 if value is None else 2
-    return flags
-
-
 class Executor(Protocol):
     """Runs (or resumes) cells with `run_cell`, yielding (index in cells, row) as each finishes."""
 
@@ -360,12 +305,16 @@ class LocalExecutor:
         self, cells: list[Cell], spec: SweepSpec, sweep_dir: Path, tracking: CellTracking | None = None
     ) -> Iterator[tuple[int, dict]]:
         threads = max(1, thread_budget() // spec.parallel)
-        with ThreadPoolExecutor(spec.parallel) as pool:
+        stopped = 0
+        with SweepStop() as stop, ThreadPoolExecutor(spec.parallel) as pool:
             futures = {
-                pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking): i for i, cell in enumerate(cells)
+                pool.submit(run_cell, cell, spec, sweep_dir, threads, tracking, stop): i for i, cell in enumerate(cells)
             }
             for future in as_completed(futures):
-                yield futures[future], future.result()
+                row = future.result()
+                stopped += row["status"] == STOPPED
+                yield futures[future], row
+        stop.raise_if_stopped(stopped)
 
     def describe(self, parallel: int) -> str:
         """This machine and how its cores are split between runs."""
@@ -387,21 +336,22 @@ def run_sweep(
     check_cells_unchanged(spec, sweep_dir)
     write_json(sweep_dir / "spec.json", spec.as_dict())
     cells = spec.cells()
-    for cell in cells:  # the options each cell runs with, to compare when the sweep is run again
-        args = train_args(spec.options, cell.values)
-        write_json(_cell_record(sweep_dir, cell), {"values": cell.values, "args": args, "recipe": _recipe_of(args)})
+    write_cell_records(spec, sweep_dir)
     rows: list[dict] = [{}] * len(cells)
-    with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
-        for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir, cell_tracking(tracker)):
-            # "row": what tells this cell's table row apart (every grid value but task and seed)
-            # (a named cell is told apart by its name)
-            label = cells[index].given_name or (
-                ",".join(f"{k}={v}" for k, v in cells[index].values.items() if k not in ("task", "seed")) or "fpt"
-            )
-            rows[index] = {**row, "row": label}
-            bar.set_postfix_str(cells[index].name, refresh=False)
-            bar.update(1)
-    write_results_csv(rows, sweep_dir / "results.csv")
+    try:
+        with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
+            for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir, cell_tracking(tracker)):
+                # "row": what tells this cell's table row apart (every grid value but task and seed)
+                # (a named cell is told apart by its name)
+                label = cells[index].given_name or (
+                    ",".join(f"{k}={v}" for k, v in cells[index].values.items() if k not in ("task", "seed")) or "fpt"
+                )
+                rows[index] = {**row, "row": label}
+                bar.set_postfix_str(cells[index].name, refresh=False)
+                bar.update(1)
+    finally:  # a sweep paused by a signal (fpt.experiments.sweep_stop) writes its rows too, then ends
+        if all(rows):
+            write_results_csv(rows, sweep_dir / "results.csv")
     return rows
 
 
