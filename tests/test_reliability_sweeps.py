@@ -197,3 +197,45 @@ def test_a_signalled_sweep_pauses_its_cell_logs_the_sitting_and_begins_no_other(
     assert not second.exists()  # never begun
     with open(out / "results.csv") as handle:
         assert [row["status"] for row in csv.DictReader(handle)] == ["stopped", "stopped"]
+
+
+# a cell that counts the SIGTERMs it gets, and ends on the third
+COUNTING_CELL = """
+import signal, sys, time
+got = []
+def note(signum, frame):
+    got.append(signum)
+    print(len(got), flush=True)
+    if len(got) == 3:
+        sys.exit(143)
+signal.signal(signal.SIGTERM, note)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_sweep_passes_each_stop_request_on_once_and_begins_nothing_after_the_first(monkeypatch, capfd):
+    import fpt.experiments.sweep_stop as sweep_stop
+
+    monkeypatch.setattr(sweep_stop, "SAME_REQUEST_S", 0.3)
+    before = [signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)]
+    with sweep_stop.SweepStop() as stop:
+        cell = stop.start([sys.executable, "-c", COUNTING_CELL], stdout=subprocess.PIPE, text=True)
+        assert cell.stdout.readline() == "ready\n"
+        os.kill(os.getpid(), signal.SIGTERM)  # the first request: passed on
+        assert cell.stdout.readline() == "1\n" and stop.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)  # within the moment: the same request (a Ctrl-C by another route)
+        assert stop.start([sys.executable, "-c", "pass"]) is None  # nothing begins once asked to stop
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)  # later: asked again, passed on (a cell then stops at once)
+        assert cell.stdout.readline() == "2\n"
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert cell.stdout.readline() == "3\n" and cell.wait(10) == 143
+        stop.finished(cell)
+    assert [signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)] == before  # given back
+    err = capfd.readouterr().err
+    assert "ask again to stop them at once" in err and err.count("again: stopping the running cells at once") == 2
+    with pytest.raises(KeyboardInterrupt, match="run the same command again"):
+        stop.raise_if_stopped(1)

@@ -55,7 +55,7 @@ from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.s
     train_args,
     yaml_value,
 )
-from fpt.experiments.sweep_stop import SweepStop
+from fpt.experiments.sweep_stop import STOPPED_EXITS, SweepStop
 from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.paths import atomic_write, write_json
 from fpt.runs import RunDir
@@ -125,6 +125,8 @@ def run_cell(
     if is_regression(final):
         return _regression_row(cell, run, summary)
     tests, error = _test_scores(run, summary, log)
+    if error and stop is not None and stop.signum is not None:  # its scoring was stopped: not a result yet
+        return _stopped_row(cell, run, "its test split(s) not scored")
     split = next(iter(tests))
     return {
         **cell.values,
@@ -153,7 +155,8 @@ def _run_train(
     stop: SweepStop | None,
 ) -> dict | None:
     """The cell's `fpt train` (or `--resume`), its output appended to `log`; None once it
-    succeeded, else its failed row. The child dies with this process (fpt.runtime.die_with_parent)."""
+    succeeded, else its failed row, or its stopped row where `stop` was asked for. The child dies
+    with this process (fpt.runtime.die_with_parent)."""
     if _cell_status(run) == "resumable":
         command = ["train", "--resume", str(run.path)]
     elif cell.runs is not None and run.read_metrics():  # the spec's folder is not the sweep's to clear
@@ -194,7 +197,8 @@ def _run_train(
     log_sitting(run, started, from_step, threads, proc.returncode)
     if proc.returncode == 0:
         return None
-    if stop is not None and stop.signum is not None:  # paused: resumed (or begun anew) by the next sitting
+    if stop is not None and stop.signum is not None and proc.returncode in STOPPED_EXITS and not run.read_failure():
+        # paused: resumed (or begun anew) by the sweep's next sitting
         return _stopped_row(cell, run, f"the sweep stopped on {signal.Signals(stop.signum).name}")
     error_lines = stderr.strip().splitlines()
     failure = run.read_failure() or {}
@@ -312,7 +316,7 @@ class LocalExecutor:
             }
             for future in as_completed(futures):
                 row = future.result()
-                stopped += row["status"] == STOPPED
+                stopped += row.get("status") == STOPPED
                 yield futures[future], row
         stop.raise_if_stopped(stopped)
 
