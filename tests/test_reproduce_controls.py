@@ -116,7 +116,15 @@ def test_direction_counts_a_gap_only_beyond_its_spread():
 
 
 def _write_run(
-    root: Path, arm: str, seed: int, accuracy: float, shuffled: float | None, params: int, task="bit-xor", options=None
+    root: Path,
+    arm: str,
+    seed: int,
+    accuracy: float,
+    shuffled: float | None,
+    params: int,
+    task="bit-xor",
+    options=None,
+    majority: float | None = None,
 ):
     run = root / f"task={task},variant={arm},seed={seed}"
     run.mkdir(parents=True)
@@ -127,6 +135,8 @@ def _write_run(
         config["policy"] = "full"  # as a control's run records it
     (run / "config.json").write_text(json.dumps(config))
     result = {"split": "test", "accuracy": accuracy, "loss": 0.1, "examples": 100}
+    if majority is not None:
+        result["majority_share"] = majority
     summary = {"step": 20, "final": {**result, "split": "heldout"}, "test": {"test": result}}
     summary.update(trained_params=params, total_params=1000, wall_time_s=3.0, status="completed")
     (run / "summary.json").write_text(json.dumps(summary))
@@ -190,6 +200,22 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     out = tmp_path / "controls.md"
     assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test."]) == 0
     assert out.read_text() == text
+
+
+def test_an_arm_that_never_beat_the_majority_label_is_flagged_and_not_judged(tmp_path):
+    # from scratch at the recipe's rate, JapaneseVowels' full arm stayed at chance: its gap measures the
+    # rate, not what the blocks are worth
+    for seed, (fpt, full, none) in enumerate([(0.97, 0.11, 0.50), (0.96, 0.24, 0.52), (0.97, 0.10, 0.20)]):
+        _write_run(tmp_path, "fpt", seed, fpt, None, 500, majority=0.24)
+        _write_run(tmp_path, "full", seed, full, None, 9000, majority=0.24)
+        _write_run(tmp_path, "none", seed, none, None, 300, majority=0.24)  # above it on two seeds: it learned
+    text = controls_markdown(read_arm_runs(tmp_path), note="")
+    assert _row(text, "XOR", "full")[2] == "15.0 ± 7.8, at or below the majority label's 24.0 (n=3)"
+    assert _row(text, "XOR", "none")[2] == "40.7 ± 17.9 (n=3)"
+    assert "| XOR | full | " in text and text.split("| XOR | full | ")[1].splitlines()[0].endswith(
+        "| worse | not judged: it did not learn here (every run at or below the majority label) |"
+    )
+    assert text.split("| XOR | none | ")[1].splitlines()[0].endswith("| worse | no: worse than fpt |")
 
 
 def test_a_set_named_by_option_or_by_prefix_is_one_task(tmp_path):

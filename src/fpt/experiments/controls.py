@@ -121,6 +121,7 @@ class ArmRun:
     recipe: str
     path: Path
     task_options: str = "{}"  # the task's options as sorted JSON, less where its data lies (TASK_OPTIONS_SAME)
+    majority: float | None = None  # accuracy's floor: the split's most frequent label's share, in %
 
 
 def step_seconds(records: list[dict]) -> float | None:
@@ -188,6 +189,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         task_options=json.dumps(
             {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}, sort_keys=True
         ),
+        majority=None if result.get("majority_share") is None else scale * result["majority_share"],
     )
 
 
@@ -231,6 +233,14 @@ def paired_gaps(runs: list[ArmRun], fpt: list[ArmRun], shuffled: bool = False) -
 
 
 ONE_SEED = "one seed: no spread to judge by"
+# an arm no run of which beat the majority label learned nothing at its recipe and budget: a gap to fpt
+# then measures the recipe (a rate too high to train every weight, say), not what the blocks are worth
+NOT_LEARNED = "not judged: it did not learn here (every run at or below the majority label)"
+
+
+def did_not_learn(runs: list[ArmRun]) -> bool:
+    """Whether every run scored at or below its split's majority label (accuracy only)."""
+    return bool(runs) and all(r.majority is not None and r.score <= r.majority for r in runs)
 
 
 def direction(gaps: list[float], metric: str) -> str:
@@ -300,6 +310,8 @@ def controls_markdown(
                 score = f"{mean_std(scores, digits)} / MAE {statistics.mean(r.mae for r in mine):.3f}"
             else:
                 score = mean_std(scores, digits)
+            if did_not_learn(mine):
+                score += f", at or below the majority label's {statistics.mean(r.majority for r in mine):.1f}"
             shuffled = [r.shuffled for r in mine if r.shuffled is not None]
             params = sorted({r.trained_params for r in mine})
             times = [r.step_s for r in mine if r.step_s is not None]
@@ -312,7 +324,7 @@ def controls_markdown(
                 f"{' / '.join(f'{p:,}' for p in params)} | {step} | {gap} |"
             )
             if arm in TAN_ET_AL and gaps:
-                verdicts.append((task, arm, metric, gaps, digits))
+                verdicts.append((task, arm, metric, gaps, digits, did_not_learn(mine)))
         lines.append("")
     lines += _direction_section(runs, verdicts)
     return "\n".join(lines) + "\n"
@@ -326,14 +338,17 @@ def _direction_section(runs: list[ArmRun], verdicts: list[tuple]) -> list[str]:
         "",
         "Ours, per task and arm: the gap to fpt (arm minus fpt, paired by seed; accuracy points, or MSE where "
         "lower is better) counts as worse or better only where its mean is beyond one standard deviation "
-        "of the paired gaps; otherwise no clear difference. A gap from one seed is not judged.",
+        "of the paired gaps; otherwise no clear difference. A gap from one seed is not judged, nor one of "
+        "an arm that did not learn at all (no run above the majority label).",
         "",
         "| task | arm | Tan et al. (forecasting) | ours: gap to fpt | ours | agrees? |",
         "|---|---|---|---|---|---|",
     ]
-    for task, arm, metric, gaps, digits in verdicts:
+    for task, arm, metric, gaps, digits, not_learned in verdicts:
         found = direction(gaps, metric)
         agrees = {"worse": "no: worse than fpt", ONE_SEED: "not judged"}.get(found, "yes")
+        if not_learned:
+            agrees = NOT_LEARNED
         lines.append(
             f"| {_task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {mean_std(gaps, digits)} (n={len(gaps)}) | "
             f"{found} | {agrees} |"
