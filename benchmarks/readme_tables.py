@@ -1421,7 +1421,9 @@ CONTROLS_NOTE = (
     "three runs (headline/mnist-fpt-fast13k-patch7-val5k-bf16-seed{0,1,2}, two threads on two idle cores) are its "
     "fpt arm; the other arms bf16 on one shared core. The none arm keeps fpt's last-token head, so on a "
     "classification task it reads one token (Tan et al.'s w/o LLM reads every patch through a forecasting "
-    "head, as ETTh1's none does): the table after this one gives none a head reading every token. An arm with "
+    "head, as ETTh1's none does): the table after this one gives none a head reading every token. full trains "
+    "every weight from scratch at the shared rate (3e-3), at which it learns nothing on XOR or JapaneseVowels: its "
+    "rows measure that rate, and the second table after this one gives it rates of its own. An arm with "
     "fewer than three seeds has "
     "runs still to finish: benchmarks/results/controls/README.md. A direction read from one seed has no spread "
     "behind it."
@@ -1462,13 +1464,14 @@ def _shuffled_evaluation(run) -> float | None:
 PROBE_MAY_DIFFER = {"pooling", "threads"}
 
 
-def _check_probe(probe, none_runs) -> None:
-    """Exit naming the settings where a probe run is not its seed's none run but for its head."""
-    for run in none_runs:
+def _check_probe(probe, arm_runs, may_differ: set[str] = PROBE_MAY_DIFFER) -> None:
+    """Exit naming the settings where a probe run is not its seed's run of the arm (`arm_runs`) but
+    for `may_differ` (a head probe: its head)."""
+    for run in arm_runs:
         if run.seed == probe.seed:
             ours, theirs = _json(probe.path / "config.json"), _json(run.path / "config.json")
             keys = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
-            if set(keys) - PROBE_MAY_DIFFER:
+            if set(keys) - may_differ:
                 sys.exit(
                     f"{probe.path}: differs from {run.path} in {', '.join(keys)}; rerun it with the cell's arguments"
                 )
@@ -1507,6 +1510,50 @@ def controls_head_table() -> str:
     return _markdown(header, rows)
 
 
+# JapaneseVowels' full arm (every weight from scratch) at rates of its own, chosen on val: at the shared
+# recipe's 3e-3 it stays at chance. Each run is its seed's controls run but for the rate (and threads).
+FULL_RATE_PROBES = "japanese-vowels-full-lr*-seed*"
+
+
+def _lr_of(run) -> float:
+    return _json(run.path / "config.json")["lr"]
+
+
+def _rate_row(label: str, runs, chosen: str) -> list[str]:
+    finals = [_json(run.path / "summary.json")["final"] for run in runs]
+    val = [100 * final["accuracy"] for final in finals]
+    loss = [final["loss"] for final in finals]
+    return [label, chosen, _scores_of(val), _scores_of(loss, 3), _scores(runs)]
+
+
+def _scores_of(values: list[float], digits: int = 1) -> str:
+    from fpt.experiments.controls import mean_std
+
+    return f"{mean_std(values, digits)} (n={len(values)})"
+
+
+def controls_full_rate_table() -> str:
+    from fpt.experiments.controls import read_arm_run, read_arm_runs
+
+    task = "ucr:JapaneseVowels"
+    controls = [r for r in read_arm_runs(RESULTS / "controls") if r.task == task]
+    shared = [r for r in controls if r.arm == "full"]
+    probes = [r for r in map(read_arm_run, sorted((RESULTS / "controls_full_lr").glob(FULL_RATE_PROBES))) if r]
+    for probe in probes:
+        _check_probe(probe, shared, {"lr", "threads"})
+    rates = sorted({_lr_of(run) for run in probes})
+    # the rate chosen: the best final val accuracy on seed 0, ties to the lower val loss (as the runs were chosen)
+    seed0 = {_lr_of(run): _json(run.path / "summary.json")["final"] for run in probes if run.seed == 0}
+    chosen = min(seed0, key=lambda rate: (-seed0[rate]["accuracy"], seed0[rate]["loss"])) if seed0 else None
+    rows = [_rate_row("fpt, the shared recipe's 3e-3", [r for r in controls if r.arm == "fpt"], "-")]
+    rows.append(_rate_row("full, the shared recipe's 3e-3", shared, "-"))
+    for rate in rates:
+        runs = [run for run in probes if _lr_of(run) == rate]
+        rows.append(_rate_row(f"full, {_rate(rate)}", runs, "yes, on seed 0's val" if rate == chosen else "no"))
+    header = ["arm, rate", "chosen", "val accuracy % (50 series)", "val loss", "test accuracy %"]
+    return _markdown(header, rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "headline": headline_table,
     "converged": converged_table,
@@ -1534,6 +1581,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "uea": uea_table,
     "controls": controls_table,
     "controls-head": controls_head_table,
+    "controls-full-rate": controls_full_rate_table,
 }
 
 
