@@ -168,14 +168,26 @@ class StopOnSignal:
 
     def __enter__(self) -> "StopOnSignal":
         self.signum = None
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
+        self._previous = install_stop_handlers(self._request)
         return self
 
     def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
+        restore_handlers(self._previous)
         self._previous = {}
+
+
+def install_stop_handlers(handler: Callable) -> dict[int, object]:
+    """Point Ctrl-C and SIGTERM at `handler`, in the main thread only (elsewhere, a Ray worker say,
+    signals keep their own handling); returns the handlers they had, for restore_handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {number: signal.signal(number, handler) for number in STOP_SIGNALS}
+
+
+def restore_handlers(previous: dict[int, object]) -> None:
+    """Give the signals in `previous` (install_stop_handlers' return) their handlers back."""
+    for number, handler in previous.items():
+        signal.signal(number, handler)
 
 
 # Set for a child process that must not outlive its parent (a sweep's cell): the parent's pid.

@@ -19,7 +19,7 @@ import threading
 import time
 
 from fpt.errors import StopRequested
-from fpt.runtime import SAME_REQUEST_S, STOP_SIGNALS
+from fpt.runtime import SAME_REQUEST_S, STOP_SIGNALS, install_stop_handlers, restore_handlers
 
 # how a cell's `fpt train` ends when a stop request reached it: 128 + the signal (fpt.cli.main), or
 # killed by the signal itself before its own handler was installed
@@ -39,13 +39,11 @@ class SweepStop:
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> "SweepStop":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
+        self._previous = install_stop_handlers(self._request)
         return self
 
     def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
+        restore_handlers(self._previous)
         self._previous = {}
 
     def start(self, command: list[str], **popen) -> subprocess.Popen | None:
