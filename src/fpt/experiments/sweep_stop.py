@@ -68,7 +68,7 @@ class SweepStop:
         if self.signum is None:
             self.signum, self._first_at = signum, now
             _say(
-                f"fpt: {name}: the sweep stops once its {len(running)} running cells have saved a checkpoint "
+                f"fpt: {name}: the sweep stops once its running cells ({len(running)}) have saved a checkpoint "
                 "(each after its step); ask again to stop them at once"
             )
         elif now - self._first_at < SAME_REQUEST_S:
