@@ -1444,10 +1444,7 @@ HEAD_PROBES = {"mnist": "mnist-none-flatten-seed*", "ucr:JapaneseVowels": "japan
 
 
 def _scores(runs) -> str:
-    from fpt.experiments.controls import mean_std
-
-    values = [run.score for run in runs]
-    return f"{mean_std(values, 2)} (n={len(values)})" if values else "not run"
+    return _scores_of([run.score for run in runs], 2) if runs else "not run"
 
 
 def _shuffled_evaluation(run) -> float | None:
@@ -1517,10 +1514,6 @@ def controls_head_table() -> str:
 FULL_RATE_PROBES = "japanese-vowels-full-lr*-seed*"
 
 
-def _lr_of(run) -> float:
-    return _json(run.path / "config.json")["lr"]
-
-
 def _rate_row(label: str, runs, chosen: str) -> list[str]:
     finals = [_json(run.path / "summary.json")["final"] for run in runs]
     val = [100 * final["accuracy"] for final in finals]
@@ -1541,17 +1534,21 @@ def controls_full_rate_table() -> str:
     controls = [r for r in read_arm_runs(RESULTS / "controls") if r.task == task]
     shared = [r for r in controls if r.arm == "full"]
     probes = [r for r in map(read_arm_run, sorted((RESULTS / "controls_full_lr").glob(FULL_RATE_PROBES))) if r]
+    by_rate: dict[float, list] = {}
     for probe in probes:
         _check_probe(probe, shared, {"lr", "threads"})
-    rates = sorted({_lr_of(run) for run in probes})
+        by_rate.setdefault(_json(probe.path / "config.json")["lr"], []).append(probe)
     # the rate chosen: the best final val accuracy on seed 0, ties to the lower val loss (as the runs were chosen)
-    seed0 = {_lr_of(run): _json(run.path / "summary.json")["final"] for run in probes if run.seed == 0}
+    seed0 = {
+        rate: _json(r.path / "summary.json")["final"] for rate, runs in by_rate.items() for r in runs if r.seed == 0
+    }
     chosen = min(seed0, key=lambda rate: (-seed0[rate]["accuracy"], seed0[rate]["loss"])) if seed0 else None
     rows = [_rate_row("fpt, the shared recipe's 3e-3", [r for r in controls if r.arm == "fpt"], "-")]
     rows.append(_rate_row("full, the shared recipe's 3e-3", shared, "-"))
-    for rate in rates:
-        runs = [run for run in probes if _lr_of(run) == rate]
-        rows.append(_rate_row(f"full, {_rate(rate)}", runs, "yes, on seed 0's val" if rate == chosen else "no"))
+    for rate in sorted(by_rate):
+        rows.append(
+            _rate_row(f"full, {_rate(rate)}", by_rate[rate], "yes, on seed 0's val" if rate == chosen else "no")
+        )
     header = ["arm, rate", "chosen", "val accuracy % (50 series)", "val loss", "test accuracy %"]
     return _markdown(header, rows)
 

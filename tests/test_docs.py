@@ -71,21 +71,26 @@ def test_every_page_is_in_the_navigation_and_every_entry_exists():
     assert (ROOT / "benchmarks" / "README.md").exists() and (ROOT / "CONTRIBUTING.md").exists()
 
 
+def _relative_links(text: str) -> list[str]:
+    """The targets of a Markdown page's relative links, less their #anchors."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    return [link for link in links if "://" not in link]
+
+
 def test_the_docs_pages_links_resolve_on_github_too():
     # GitHub shows docs/*.md as files: a link must resolve from docs/ on disk, not only on the site
     # (docs/hooks.py points ../benchmarks/README.md and ../CONTRIBUTING.md at their places there)
     broken = []
     for page in sorted(DOCS.rglob("*.md")):
-        links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
-        broken += [f"{page.name}: {link}" for link in links if "://" not in link and not (page.parent / link).exists()]
+        broken += [
+            f"{page.name}: {link}" for link in _relative_links(page.read_text()) if not (page.parent / link).exists()
+        ]
     assert not broken, broken
 
 
 def test_the_readme_links_only_to_files_that_exist():
     # GitHub shows README.md first: its relative links (docs pages, benchmarks, contributing) must resolve
-    text = (ROOT / "README.md").read_text()
-    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-    relative = [link for link in links if "://" not in link]
+    relative = _relative_links((ROOT / "README.md").read_text())
     assert relative, "the README links to its docs"
     broken = [link for link in relative if not (ROOT / link).exists()]
     assert not broken, broken

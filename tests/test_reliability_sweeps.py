@@ -124,27 +124,33 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")  # a zombie has ended; only its exit status waits to be read
 
 
+def _endless_sweep(tiny_gpt2, tmp_path, grid: str, first: str, **popen) -> subprocess.Popen:
+    """`fpt sweep` over Bit XOR cells of a million steps each (`grid`: its lines after the task's),
+    in tmp_path/sweep, returned once its cell `first` (tmp_path/sweep/runs/FIRST) is training."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"grid:\n  task: [bit-xor]\n{grid}options:\n"
+        f"  backbone: {tiny_gpt2}\n  n_bits: 4\n  eval_size: 8\n  batch_size: 4\n  steps: 1000000\n  eval_every: 5\n"
+    )
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(tmp_path / "sweep"), "--no-progress"],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        **popen,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "sweep" / "runs" / first / "checkpoint.safetensors").exists():  # the cell is training
+        assert sweep.poll() is None and time.monotonic() < deadline, "the cell never started training"
+        time.sleep(0.2)
+    return sweep
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads children from /proc (Linux)")
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "kill-9"])
 def test_a_killed_sweep_leaves_no_cell_training(tiny_gpt2, tmp_path, signum):
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(
-        "grid:\n  task: [bit-xor]\noptions:\n"
-        f"  backbone: {tiny_gpt2}\n  n_bits: 4\n  eval_size: 8\n  batch_size: 4\n  steps: 1000000\n  eval_every: 5\n"
-    )
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(tmp_path / "sweep"), "--no-progress"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    sweep = _endless_sweep(tiny_gpt2, tmp_path, "", "task=bit-xor", stderr=subprocess.DEVNULL)
     run = tmp_path / "sweep" / "runs" / "task=bit-xor"
-    deadline = time.monotonic() + 120
-    while not (run / "checkpoint.safetensors").exists():  # the cell is training
-        assert sweep.poll() is None and time.monotonic() < deadline, "the cell never started training"
-        time.sleep(0.2)
     (cell,) = _children(sweep.pid)
     sweep.send_signal(signum)
     sweep.wait(30)
@@ -161,25 +167,11 @@ def test_a_killed_sweep_leaves_no_cell_training(tiny_gpt2, tmp_path, signum):
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM-to-the-sweep", "Ctrl-C-to-its-group"])
 def test_a_signalled_sweep_pauses_its_cell_logs_the_sitting_and_begins_no_other(tiny_gpt2, tmp_path, signum):
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(
-        "grid:\n  task: [bit-xor]\n  seed: [0, 1]\noptions:\n"
-        f"  backbone: {tiny_gpt2}\n  n_bits: 4\n  eval_size: 8\n  batch_size: 4\n  steps: 1000000\n  eval_every: 5\n"
-    )
+    # its own session: the Ctrl-C of a terminal reaches its whole group
+    popen = dict(stderr=subprocess.PIPE, text=True, start_new_session=True)
+    sweep = _endless_sweep(tiny_gpt2, tmp_path, "  seed: [0, 1]\n", "task=bit-xor,seed=0", **popen)
     out = tmp_path / "sweep"
-    sweep = subprocess.Popen(  # its own session: the Ctrl-C of a terminal reaches its whole group
-        [sys.executable, "-m", "fpt", "sweep", str(spec), "--out", str(out), "--no-progress"],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
     first, second = out / "runs" / "task=bit-xor,seed=0", out / "runs" / "task=bit-xor,seed=1"
-    deadline = time.monotonic() + 120
-    while not (first / "checkpoint.safetensors").exists():  # the first cell is training
-        assert sweep.poll() is None and time.monotonic() < deadline, "the cell never started training"
-        time.sleep(0.2)
     if signum == signal.SIGTERM:
         sweep.send_signal(signum)  # to the sweep alone: it passes the request on
     else:

@@ -197,12 +197,11 @@ def _run_train(
     log_sitting(run, started, from_step, threads, proc.returncode)
     if proc.returncode == 0:
         return None
-    if stop is not None and stop.signum is not None and proc.returncode in STOPPED_EXITS and not run.read_failure():
+    failure = run.read_failure() or {}
+    if stop is not None and stop.signum is not None and proc.returncode in STOPPED_EXITS and not failure:
         # paused: resumed (or begun anew) by the sweep's next sitting
         return _stopped_row(cell, run, f"the sweep stopped on {signal.Signals(stop.signum).name}")
-    error_lines = stderr.strip().splitlines()
-    failure = run.read_failure() or {}
-    error = failure.get("message") or (error_lines or [f"exit status {proc.returncode}"])[-1]
+    error = failure.get("message") or (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
     return failed_row(cell, run, failure.get("kind", "crash"), error)
 
 
