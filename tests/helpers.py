@@ -4,6 +4,7 @@ check that an error is one line naming what it should. Backbones: see conftest.p
 from __future__ import annotations
 
 import gzip
+import json
 import struct
 import subprocess
 import time
@@ -15,6 +16,8 @@ import pytest
 
 from fpt.data import cifar, tape
 from fpt.errors import FptError
+from fpt.experiments.controls import SHUFFLE_FILE
+from fpt.experiments.paper import VARIANTS
 
 
 def train_argv(backbone, out, *more) -> list[str]:
@@ -156,3 +159,51 @@ def write_ett_csv(path: Path, hours: int = 48, seed: int = 0) -> tuple[np.ndarra
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return dates, values
+
+
+def write_arm_run(
+    root: Path,
+    arm: str,
+    seed: int,
+    accuracy: float,
+    shuffled: float | None,
+    params: int,
+    task="bit-xor",
+    options=None,
+    majority: float | None = None,
+):
+    """A finished controls run's files as `fpt train` writes them (config, summary, metrics and,
+    given `shuffled`, shuffled.json): the table reads nothing else."""
+    run = root / f"task={task},variant={arm},seed={seed}"
+    run.mkdir(parents=True)
+    config = {"task": task, "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
+    config["task_options"] = options or {}
+    config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast")
+    if config["body"] != "backbone":
+        config["policy"] = "full"  # as a control's run records it
+    (run / "config.json").write_text(json.dumps(config))
+    result = {"split": "test", "accuracy": accuracy, "loss": 0.1, "examples": 100}
+    if majority is not None:
+        result["majority_share"] = majority
+    summary = {"step": 20, "final": {**result, "split": "heldout"}, "test": {"test": result}}
+    summary.update(trained_params=params, total_params=1000, wall_time_s=3.0, status="completed")
+    (run / "summary.json").write_text(json.dumps(summary))
+    records = [{"step": 10, "elapsed_s": 1.0, "accuracy": 0.5}, {"step": 20, "elapsed_s": 3.0, "accuracy": accuracy}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if shuffled is not None:
+        mixed = {
+            "step": 20,
+            "seed": 0,
+            "splits": {"test": {"ordered": result, "shuffled": {**result, "accuracy": shuffled}}},
+        }
+        (run / SHUFFLE_FILE).write_text(json.dumps(mixed))
+
+
+def table_row_line(text: str, task_heading: str, arm: str) -> str:
+    block = text.split(f"#### {task_heading}")[1].split("####")[0]
+    return next(line for line in block.splitlines() if line.startswith(f"| {arm} |"))
+
+
+def table_row(text: str, task_heading: str, arm: str) -> list[str]:
+    """That line's cells, stripped."""
+    return [cell.strip() for cell in table_row_line(text, task_heading, arm).strip("|").split("|")]

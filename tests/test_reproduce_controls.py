@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
+from helpers import table_row, table_row_line, write_arm_run
 
 from fpt.cli import build_parser, main
 from fpt.config import TrainConfig
@@ -115,59 +115,14 @@ def test_direction_counts_a_gap_only_beyond_its_spread():
     assert direction([-0.05], "mse") == "one seed: no spread to judge by"  # not "better": nothing to weigh it by
 
 
-def _write_run(
-    root: Path,
-    arm: str,
-    seed: int,
-    accuracy: float,
-    shuffled: float | None,
-    params: int,
-    task="bit-xor",
-    options=None,
-    majority: float | None = None,
-):
-    run = root / f"task={task},variant={arm},seed={seed}"
-    run.mkdir(parents=True)
-    config = {"task": task, "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
-    config["task_options"] = options or {}
-    config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast")
-    if config["body"] != "backbone":
-        config["policy"] = "full"  # as a control's run records it
-    (run / "config.json").write_text(json.dumps(config))
-    result = {"split": "test", "accuracy": accuracy, "loss": 0.1, "examples": 100}
-    if majority is not None:
-        result["majority_share"] = majority
-    summary = {"step": 20, "final": {**result, "split": "heldout"}, "test": {"test": result}}
-    summary.update(trained_params=params, total_params=1000, wall_time_s=3.0, status="completed")
-    (run / "summary.json").write_text(json.dumps(summary))
-    records = [{"step": 10, "elapsed_s": 1.0, "accuracy": 0.5}, {"step": 20, "elapsed_s": 3.0, "accuracy": accuracy}]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    if shuffled is not None:
-        mixed = {
-            "step": 20,
-            "seed": 0,
-            "splits": {"test": {"ordered": result, "shuffled": {**result, "accuracy": shuffled}}},
-        }
-        (run / SHUFFLE_FILE).write_text(json.dumps(mixed))
-
-
-def _row_line(text: str, task_heading: str, arm: str) -> str:
-    block = text.split(f"#### {task_heading}")[1].split("####")[0]
-    return next(line for line in block.splitlines() if line.startswith(f"| {arm} |"))
-
-
-def _row(text: str, task_heading: str, arm: str) -> list[str]:
-    return [cell.strip() for cell in _row_line(text, task_heading, arm).strip("|").split("|")]
-
-
 def test_the_table_is_written_from_run_files_alone(tmp_path):
     root = tmp_path / "committed"
     for seed, (fpt, none) in enumerate([(1.0, 0.5), (0.98, 0.52), (0.99, 0.48)]):
-        _write_run(root / "bit-xor" / "runs", "fpt", seed, fpt, 0.5, 500)
-        _write_run(root / "bit-xor" / "runs", "none", seed, none, None, 300)
-    _write_run(root / "bit-xor" / "runs", "block", 0, 1.0, 0.5, 900)
+        write_arm_run(root / "bit-xor" / "runs", "fpt", seed, fpt, 0.5, 500)
+        write_arm_run(root / "bit-xor" / "runs", "none", seed, none, None, 300)
+    write_arm_run(root / "bit-xor" / "runs", "block", 0, 1.0, 0.5, 900)
     (root / "bit-xor" / "runs" / "not-a-run").mkdir()
-    _write_run(root / "other", "fpt", 0, 0.7, 0.6, 500, task="bit-memory")
+    write_arm_run(root / "other", "fpt", 0, 0.7, 0.6, 500, task="bit-memory")
     runs = read_arm_runs(root)
     assert sorted((r.task, r.arm, r.seed) for r in runs)[:3] == [
         ("bit-memory", "fpt", 0),
@@ -175,7 +130,7 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
         ("bit-xor", "fpt", 0),
     ]
     text = controls_markdown(runs, note="Ran on a test.")
-    fpt = _row(text, "XOR", "fpt")
+    fpt = table_row(text, "XOR", "fpt")
     assert (
         fpt[2] == "99.0 ± 1.0 (n=3)"
         and fpt[3] == "50.0 ± 0.0"
@@ -183,10 +138,10 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
         and fpt[5] == "0.200"
         and fpt[6] == "—"
     )
-    none = _row(text, "XOR", "none")
+    none = table_row(text, "XOR", "none")
     assert none[2] == "50.0 ± 2.0 (n=3)" and none[3] == "not scored" and none[4] == "300"
     assert none[6] == "-49.0 ± 2.6"  # paired by seed: -50, -46, -51
-    block = _row(text, "XOR", "block")
+    block = table_row(text, "XOR", "block")
     assert block[2] == "100.0 (n=1)" and block[6] == "0.0"  # its seed 0 against fpt's seed 0 alone
     assert (
         "| XOR | none | removing the LLM did as well or better | -49.0 ± 2.6 (n=3) | worse | no: worse than fpt |"
@@ -194,7 +149,7 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     )
     assert "| XOR | block | " in text and "0.0 (n=1) | one seed: no spread to judge by | not judged |" in text
     assert "Shuffled inputs on XOR (shuffled minus ordered, points, mean over seeds): fpt -49; block -50." in text
-    assert "not run: no finished run in these files" in _row_line(text, "XOR", "attention")
+    assert "not run: no finished run in these files" in table_row_line(text, "XOR", "attention")
     assert "Ran on a test." in text and "Bit Memory" in text
     # the same text from the command line, from the files alone
     out = tmp_path / "controls.md"
@@ -206,12 +161,12 @@ def test_an_arm_that_never_beat_the_majority_label_is_flagged_and_not_judged(tmp
     # from scratch at the recipe's rate, JapaneseVowels' full arm stayed at chance: its gap measures the
     # rate, not what the blocks are worth
     for seed, (fpt, full, none) in enumerate([(0.97, 0.11, 0.50), (0.96, 0.24, 0.52), (0.97, 0.10, 0.20)]):
-        _write_run(tmp_path, "fpt", seed, fpt, None, 500, majority=0.24)
-        _write_run(tmp_path, "full", seed, full, None, 9000, majority=0.24)
-        _write_run(tmp_path, "none", seed, none, None, 300, majority=0.24)  # above it on two seeds: it learned
+        write_arm_run(tmp_path, "fpt", seed, fpt, None, 500, majority=0.24)
+        write_arm_run(tmp_path, "full", seed, full, None, 9000, majority=0.24)
+        write_arm_run(tmp_path, "none", seed, none, None, 300, majority=0.24)  # above it on two seeds: it learned
     text = controls_markdown(read_arm_runs(tmp_path), note="")
-    assert _row(text, "XOR", "full")[2] == "15.0 ± 7.8, at or below the majority label's 24.0 (n=3)"
-    assert _row(text, "XOR", "none")[2] == "40.7 ± 17.9 (n=3)"
+    assert table_row(text, "XOR", "full")[2] == "15.0 ± 7.8, at or below the majority label's 24.0 (n=3)"
+    assert table_row(text, "XOR", "none")[2] == "40.7 ± 17.9 (n=3)"
     assert "| XOR | full | " in text and text.split("| XOR | full | ")[1].splitlines()[0].endswith(
         "| worse | not judged: it did not learn here (every run at or below the majority label) |"
     )
@@ -221,18 +176,20 @@ def test_an_arm_that_never_beat_the_majority_label_is_flagged_and_not_judged(tmp
 def test_a_set_named_by_option_or_by_prefix_is_one_task(tmp_path):
     """`--task ucr --dataset X` (a headline run copied in as the fpt arm) and `--task ucr:X` (the
     controls' own runs) land in one table, apart from another set."""
-    _write_run(tmp_path, "fpt", 0, 0.97, None, 500, task="ucr", options={"dataset": "JapaneseVowels"})
-    _write_run(tmp_path, "none", 0, 0.90, None, 300, task="ucr:JapaneseVowels", options={"dataset": "JapaneseVowels"})
-    _write_run(tmp_path, "fpt", 1, 0.80, None, 500, task="ucr", options={"dataset": "BasicMotions"})
+    write_arm_run(tmp_path, "fpt", 0, 0.97, None, 500, task="ucr", options={"dataset": "JapaneseVowels"})
+    write_arm_run(
+        tmp_path, "none", 0, 0.90, None, 300, task="ucr:JapaneseVowels", options={"dataset": "JapaneseVowels"}
+    )
+    write_arm_run(tmp_path, "fpt", 1, 0.80, None, 500, task="ucr", options={"dataset": "BasicMotions"})
     assert sorted((r.task, r.arm) for r in read_arm_runs(tmp_path)) == [
         ("ucr:BasicMotions", "fpt"),
         ("ucr:JapaneseVowels", "fpt"),
         ("ucr:JapaneseVowels", "none"),
     ]
-    assert _row(controls_markdown(read_arm_runs(tmp_path), note=""), "ucr:JapaneseVowels", "none")[6] == "-7.0"
+    assert table_row(controls_markdown(read_arm_runs(tmp_path), note=""), "ucr:JapaneseVowels", "none")[6] == "-7.0"
     # the same set z-normalised is another setting: refused, not averaged into the raw runs' row
     options = {"dataset": "JapaneseVowels", "znorm": True, "data_dir": "/elsewhere"}
-    _write_run(tmp_path, "fpt", 2, 0.78, None, 500, task="ucr", options=options)
+    write_arm_run(tmp_path, "fpt", 2, 0.78, None, 500, task="ucr", options=options)
     with pytest.raises(FptError, match="ucr:JapaneseVowels: runs made with other task options"):
         read_arm_runs(tmp_path)
 

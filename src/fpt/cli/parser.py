@@ -300,6 +300,13 @@ def _add_sweep_commands(commands) -> None:
     )
     reproduce.add_argument("--skip-variants", help="comma list of variants not to run; their cells say so")
     reproduce.add_argument(
+        "--lr-search",
+        action="append",
+        metavar="ARM=RATE,RATE",
+        help="controls: give ARM its own learning rate, the one of these with the best validation score "
+        "on seed 0 (repeatable; e.g. full=1e-4,3e-4); the table says so",
+    )
+    reproduce.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
+from fpt.experiments.rate_search import PROBES
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
 from fpt.tasks.registry import task_label
@@ -122,6 +123,7 @@ class ArmRun:
     path: Path
     task_options: str = "{}"  # the task's options as sorted JSON, less where its data lies (TASK_OPTIONS_SAME)
     majority: float | None = None  # accuracy's floor: the split's most frequent label's share, in %
+    lr: float | None = None  # its learning rate (an arm given its own by --lr-search has another than fpt's)
 
 
 def step_seconds(records: list[dict]) -> float | None:
@@ -190,6 +192,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
             {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}, sort_keys=True
         ),
         majority=None if result.get("majority_share") is None else scale * result["majority_share"],
+        lr=None if config.get("lr") is None else float(config["lr"]),
     )
 
 
@@ -200,9 +203,19 @@ def find_run_dirs(root: Path) -> list[Path]:
 
 def read_arm_runs(root: Path) -> list[ArmRun]:
     """Every finished controls run under `root`, in folder order; unfinished runs and runs of other kinds are
-    left out (read_arm_run). Runs of one task made with other task options (a z-normalised series beside raw
-    ones, another horizon) are refused: one row must not average two settings."""
-    runs = [r for r in (read_arm_run(p) for p in find_run_dirs(root)) if r is not None]
+    left out (read_arm_run), and so are the probes a rate was chosen from (fpt.experiments.rate_search); two
+    runs of one task, arm and seed are refused, and so are runs of one task made with other task options (a
+    z-normalised series beside raw ones, another horizon): one row must not average two settings."""
+    dirs = [p for p in find_run_dirs(root) if PROBES not in p.relative_to(root).parts]
+    runs = [r for r in (read_arm_run(p) for p in dirs) if r is not None]
+    seen: dict[tuple, Path] = {}
+    for run in runs:
+        first = seen.setdefault((run.task, run.arm, run.seed), run.path)
+        if first != run.path:
+            raise FptError(
+                f"{run.task}: two runs of {run.arm} seed {run.seed} ({first}, {run.path}); "
+                "keep one under the folder, or the table would average both"
+            )
     for task in dict.fromkeys(r.task for r in runs):
         settings = {r.task_options: r.path for r in runs if r.task == task}
         if len(settings) > 1:
@@ -264,16 +277,32 @@ def _task_heading(task: str) -> str:
     return TASK_COLUMNS.get(task, task)
 
 
-NOTES = (
+NOTES_SAME = (
     "Every arm ran under the same recipe, budget and dropout (the recipe's, given to every run: a recipe's "
-    "dropout otherwise reaches only a frozen body), on the same seeds; no arm was tuned apart from the others. "
-    "Score: the test split scored once at the end of each run, mean ± std over seeds. Shuffled inputs: the "
+    "dropout otherwise reaches only a frozen body), on the same seeds; no arm was tuned apart from the others."
+)
+NOTES_OWN_RATE = (  # where --lr-search gave some arm a rate of its own (fpt.experiments.rate_search)
+    "Every arm ran under the same recipe, budget and dropout (the recipe's, given to every run: a recipe's "
+    "dropout otherwise reaches only a frozen body), on the same seeds, except that an arm marked 'at its own "
+    "rate' trained at the learning rate chosen for it on validation (below); no arm was tuned otherwise."
+)
+NOTES = (
+    " Score: the test split scored once at the end of each run, mean ± std over seeds. Shuffled inputs: the "
     "same test split with each input's tokens permuted (seed 0; `fpt evaluate --shuffle tokens`). Trained "
     "params: from each run's summary.json. s/step: the median over evaluation intervals of seconds per step, "
     "from metrics.jsonl, the evaluation at the end of each interval included. The none and attention "
     "controls keep the backbone's layer norms outside its blocks (MiniLM's embedding layer norm), as fpt's "
     "own arm and block do (fpt.backbones.controls)."
 )
+
+
+def own_rates(runs: list[ArmRun]) -> set[tuple[str, str]]:
+    """(task, arm) of each arm that trained at a rate fpt's runs on that task did not (--lr-search)."""
+    fpt_rates: dict[str, set] = {}
+    for run in runs:
+        if run.arm == "fpt":
+            fpt_rates.setdefault(run.task, set()).add(run.lr)
+    return {(r.task, r.arm) for r in runs if r.task in fpt_rates and r.lr not in fpt_rates[r.task]}
 
 
 def controls_markdown(
@@ -283,7 +312,9 @@ def controls_markdown(
     beside ours, from finished runs (read_arm_runs); `note`: where and how it ran (e.g. the machine)."""
     if not runs:
         raise FptError("no finished controls runs found; run `fpt reproduce controls` first")
-    lines = [f"### {title}", "", NOTES + (f" {note}" if note else ""), ""]
+    own_rate = own_rates(runs)
+    head = NOTES_OWN_RATE if own_rate else NOTES_SAME
+    lines = [f"### {title}", "", head + NOTES + (f" {note}" if note else ""), ""]
     tasks = list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))
     verdicts = []
     for task in tasks:
@@ -318,8 +349,11 @@ def controls_markdown(
             step = f"{statistics.median(times):.3f}" if times else "—"
             gaps = paired_gaps(mine, fpt) if arm != "fpt" and fpt else []
             gap = "—" if arm == "fpt" else (mean_std(gaps, digits) if gaps else "no fpt run to pair")
+            what = ARM_TEXTS[arm]
+            if (task, arm) in own_rate:
+                what += f", at its own rate ({' / '.join(f'{lr:g}' for lr in sorted({r.lr for r in mine}))})"
             lines.append(
-                f"| {arm} | {ARM_TEXTS[arm]} | {score} (n={len(mine)}) | "
+                f"| {arm} | {what} | {score} (n={len(mine)}) | "
                 f"{mean_std(shuffled, digits) if shuffled else 'not scored'} | "
                 f"{' / '.join(f'{p:,}' for p in params)} | {step} | {gap} |"
             )

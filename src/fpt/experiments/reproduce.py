@@ -17,6 +17,15 @@ from pathlib import Path
 from fpt.config import coerce_option
 from fpt.errors import TOO_SHALLOW, FptError
 from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
+from fpt.experiments.rate_search import (
+    PROBES,
+    adopt_probe,
+    check_rates,
+    choose_rate,
+    own_rate_folder,
+    probe_lines,
+    probe_spec,
+)
 from fpt.experiments.sweep import (
     GRID_ONLY_KEYS,
     MAX_CELLS,
@@ -45,6 +54,8 @@ class Reproduction:
     parallel: int = 1
     skip_variants: tuple[str, ...] = ()  # kept in the tables as "skipped", never run
     options: dict = dataclasses.field(default_factory=dict)  # more `fpt train` options for every run
+    # arm -> the rates its own is chosen from on validation (fpt.experiments.rate_search)
+    lr_search: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
     def check(self) -> None:
         """Refuse, in one line, unknown tables and budgets, seeds or parallel runs out of range."""
@@ -77,8 +88,19 @@ class Reproduction:
                 f"--set {grid_keys[0]}: the tables choose it for each run; use --tasks, --seeds or a sweep spec"
             )
         self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
+        self._check_lr_search()
         for _, spec, _ in self.sweeps():
             check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
+        for _, _, _, spec in self.probe_sweeps():
+            check_cell_options(spec, f"{', '.join(self.tables)} (--lr-search)")
+
+    def _check_lr_search(self) -> None:
+        if not self.lr_search:
+            return
+        if self.tables != ["controls"]:
+            raise FptError("--lr-search is for the controls table alone: `fpt reproduce controls --lr-search ...`")
+        # (the controls grid has no axis but task, variant and seed, so one rate is chosen per task and arm)
+        check_rates(self.lr_search, list(REPRODUCIBLE["controls"].grid["variant"]), self.skip_variants)
 
     def common_options(self) -> dict:
         """The `fpt train` options every run of these tables shares (--set ones last, so they win)."""
@@ -91,27 +113,21 @@ class Reproduction:
             options.update(same_dropout(self.options))
         return {**options, **self.options}
 
-    def sweeps(self) -> list[tuple[str, SweepSpec, list[dict]]]:
+    def sweeps(self, chosen: dict[tuple[str, str], float] | None = None) -> list[tuple[str, SweepSpec, list[dict]]]:
         """(sub-folder, spec, cells not run) per task, and per variant of a table whose rows are not
-        variants (Table 12: OUT/listops-table12-<variant>/, its own depths per variant)."""
+        variants (Table 12: OUT/listops-table12-<variant>/, its own depths per variant). An arm with
+        --lr-search is left out of its task's shared sweep; once `chosen` holds its rate (task, arm ->
+        rate; fpt.experiments.rate_search), it has a sweep of its own at that rate."""
         plans = []
-        for task in _tasks_of(self.tables):
-            if self.tasks and task not in self.tasks:
-                continue
-            by_variant = [
-                t for t in self.tables if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"
-            ]
-            wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t].grid["variant"]))
-            # a table's other axes (a forecast's horizons), one value where --set gives it
-            axes = {
-                k: [self.options[k]] if k in self.options else values
-                for t in by_variant
-                for k, values in REPRODUCIBLE[t].grid.items()
-                if k not in ("task", "variant")
-            }
-            task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
-            if wanted:
-                plans.append((sweep_folder(task), task, {"variant": wanted, **axes}, task_options))
+        for task in self._tasks():
+            wanted, axes, task_options = self._variant_plan(task)
+            shared = [v for v in wanted if v not in self.lr_search]
+            if shared:
+                plans.append((sweep_folder(task), task, {"variant": shared, **axes}, task_options))
+            for arm in wanted:
+                if (task, arm) in (chosen or {}):
+                    folder = own_rate_folder(sweep_folder(task), arm)
+                    plans.append((folder, task, {"variant": [arm], **axes}, task_options, {"lr": chosen[task, arm]}))
             for table in self.tables:
                 grid = REPRODUCIBLE[table].grid
                 if REPRODUCIBLE[table].row_key != "variant" and task in grid["task"]:
@@ -124,7 +140,45 @@ class Reproduction:
                         plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}, {}))
         return [self._sweep(*plan) for plan in plans]
 
-    def _sweep(self, folder: str, task: str, grid: dict, task_options: dict) -> tuple[str, SweepSpec, list[dict]]:
+    def probe_sweeps(self) -> list[tuple[str, str, str, SweepSpec]]:
+        """(task, arm, sub-folder, spec) for each arm with --lr-search: its seed 0 at each rate."""
+        probes = []
+        for task in self._tasks():
+            wanted, axes, task_options = self._variant_plan(task)
+            for arm in (v for v in wanted if v in self.lr_search):
+                name = own_rate_folder(sweep_folder(task), arm)
+                rates, options = self.lr_search[arm], self._options(task_options)
+                spec = probe_spec(f"reproduce-{name}-probes", task, arm, rates, axes, options, self.parallel)
+                probes.append((task, arm, f"{PROBES}/{name}", spec))
+        return probes
+
+    def _tasks(self) -> list[str]:
+        return [t for t in _tasks_of(self.tables) if not self.tasks or t in self.tasks]
+
+    def _variant_plan(self, task: str) -> tuple[list[str], dict, dict]:
+        """The variants the tables whose rows are variants want on `task`, their other axes (a
+        forecast's horizons; one value where --set gives it) and their task options."""
+        by_variant = [
+            t for t in self.tables if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"
+        ]
+        wanted = list(dict.fromkeys(v for t in by_variant for v in REPRODUCIBLE[t].grid["variant"]))
+        axes = {
+            k: [self.options[k]] if k in self.options else values
+            for t in by_variant
+            for k, values in REPRODUCIBLE[t].grid.items()
+            if k not in ("task", "variant")
+        }
+        task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
+        return wanted, axes, task_options
+
+    def _options(self, task_options: dict, own: dict | None = None) -> dict:
+        """The options of a sweep's cells: the common ones, the task's where --set leaves them, then `own`."""
+        task_only = {k: v for k, v in task_options.items() if k not in self.options}
+        return {**self.common_options(), **task_only, **(own or {})}
+
+    def _sweep(
+        self, folder: str, task: str, grid: dict, task_options: dict, own: dict | None = None
+    ) -> tuple[str, SweepSpec, list[dict]]:
         """One plan as a sweep, less its cells not to run: a variant skipped for time, or a depth
         above a pretrained backbone's own (`layers`, for random init only a config, is any)."""
         variants = [v for v in grid["variant"] if v not in self.skip_variants]
@@ -164,7 +218,7 @@ class Reproduction:
         spec = SweepSpec(
             f"reproduce-{folder}",
             {"task": [task], "variant": variants, **others, "seed": list(range(self.seeds))},
-            {**self.common_options(), **{k: v for k, v in task_options.items() if k not in self.options}},
+            self._options(task_options, own),
             self.parallel,
         )
         return folder, spec, skipped
@@ -198,8 +252,9 @@ def table_rows(table: str, rows: list[dict]) -> list[dict]:
     grid, row_key = REPRODUCIBLE[table].grid, REPRODUCIBLE[table].row_key
 
     def own(sweep: str) -> bool:
-        if row_key == "variant":
-            return sweep in [sweep_folder(t) for t in grid["task"]]
+        if row_key == "variant":  # a task's shared sweep, or an arm's at its own rate (--lr-search)
+            folders = [sweep_folder(t) for t in grid["task"]]
+            return sweep in folders + [own_rate_folder(f, v) for f in folders for v in grid["variant"]]
         return any(sweep.startswith(f"{task}-{table}-") for task in grid["task"])
 
     return [{**r, "row": row_label(table, r)} for r in rows if own(r["sweep"]) and r.get("variant") in grid["variant"]]
@@ -220,8 +275,16 @@ def run_reproduction(
     from fpt.paths import write_text
 
     plan.check()
-    rows = []
-    for folder, spec, skipped in plan.sweeps():
+    rows, chosen, probes, seed0 = [], {}, {}, {}
+    for task, arm, folder, spec in plan.probe_sweeps():  # an arm's own rate, chosen on validation first
+        probe_rows = run_sweep(spec, out / folder, progress, executor, tracker)
+        rows += [{**row, "sweep": folder} for row in probe_rows]
+        chosen[task, arm], best = choose_rate(probe_rows)
+        probes[task, arm] = (probe_rows, chosen[task, arm])
+        seed0[own_rate_folder(sweep_folder(task), arm)] = best
+    for folder, spec, skipped in plan.sweeps(chosen):
+        if folder in seed0:  # an arm at its own rate: its seed 0 is the chosen probe
+            adopt_probe(seed0[folder], spec, out / folder)
         if all(spec.grid.values()):
             rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
@@ -238,7 +301,7 @@ def run_reproduction(
         subset = table_rows(table, rows)
         title = f"{table} ({setting}; {plan.seeds} seed(s); {ran_on})"
         if table == "controls":
-            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds)
+            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.{probe_lines(probes)}", plan.seeds)
         else:
             text = _table_text(table, subset, title, options, out / f"{table}.png")
         text += failed_runs_section(subset)
