@@ -171,24 +171,33 @@ def write_arm_run(
     task="bit-xor",
     options=None,
     majority: float | None = None,
+    run: Path | None = None,
+    lr: float | None = None,
+    watched: float | None = None,
 ):
     """A finished controls run's files as `fpt train` writes them (config, summary, metrics and,
-    given `shuffled`, shuffled.json): the table reads nothing else."""
-    run = root / f"task={task},variant={arm},seed={seed}"
+    given `shuffled`, shuffled.json): the table reads nothing else. `run`: its folder (default
+    ROOT/task=...,variant=...,seed=...); `lr`: written to its config; `watched`: its final accuracy on
+    the held-out split it was watched on (default: `accuracy`)."""
+    run = run or root / f"task={task},variant={arm},seed={seed}"
     run.mkdir(parents=True)
     config = {"task": task, "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
     config["task_options"] = options or {}
     config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast")
+    if lr is not None:
+        config["lr"] = lr
     if config["body"] != "backbone":
         config["policy"] = "full"  # as a control's run records it
     (run / "config.json").write_text(json.dumps(config))
     result = {"split": "test", "accuracy": accuracy, "loss": 0.1, "examples": 100}
     if majority is not None:
         result["majority_share"] = majority
-    summary = {"step": 20, "final": {**result, "split": "heldout"}, "test": {"test": result}}
+    final = {**result, "split": "heldout", "accuracy": accuracy if watched is None else watched}
+    summary = {"step": 20, "final": final, "test": {"test": result}}
     summary.update(trained_params=params, total_params=1000, wall_time_s=3.0, status="completed")
     (run / "summary.json").write_text(json.dumps(summary))
     records = [{"step": 10, "elapsed_s": 1.0, "accuracy": 0.5}, {"step": 20, "elapsed_s": 3.0, "accuracy": accuracy}]
+    records = [{**r, "split": "heldout", "loss": 0.1} for r in records]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if shuffled is not None:
         mixed = {
@@ -200,6 +209,7 @@ def write_arm_run(
 
 
 def table_row_line(text: str, task_heading: str, arm: str) -> str:
+    """The line of `arm` in the block of the controls table headed `task_heading`."""
     block = text.split(f"#### {task_heading}")[1].split("####")[0]
     return next(line for line in block.splitlines() if line.startswith(f"| {arm} |"))
 

@@ -9,16 +9,12 @@ from helpers import homology_records
 
 from fpt.cli import main
 from fpt.errors import TOO_SHALLOW, FptError
+from fpt.experiments.cell_records import train_flags
 from fpt.experiments.convergence import convergence, smoothed
 from fpt.experiments.paper import FINETUNE_LR, VARIANTS
 from fpt.experiments.reproduce import Reproduction, run_reproduction, table_rows
 from fpt.experiments.sweep import load_spec, run_sweep, train_args
 from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
-
-
-def _flags(args):
-    return {flag: value for flag, value in zip(args, args[1:] + [""]) if flag.startswith("--")}
-
 
 # --- 1. full is a transformer trained from scratch; the fine-tune is its own variant -------------
 
@@ -27,12 +23,12 @@ def test_full_is_trained_from_scratch_and_finetune_fine_tunes_at_its_own_lr():
     assert VARIANTS["full"] == {"policy": "full", "init": "random"}
     assert VARIANTS["finetune"] == {"policy": "full", "init": "pretrained", "lr": FINETUNE_LR}
     assert FINETUNE_LR < 1e-3  # below the FPT's rate, which collapsed full fine-tunes to chance
-    full = _flags(train_args({"steps": 5}, {"task": "mnist", "variant": "full"}))
+    full = train_flags(train_args({"steps": 5}, {"task": "mnist", "variant": "full"}))
     assert full["--init"] == "random" and full["--policy"] == "full" and "--layers" not in full
     # the paper's Full on CIFAR-10 is a 3-layer GPT-2; a grid value still wins over the variant
-    assert _flags(train_args({}, {"task": "cifar10", "variant": "full"}))["--layers"] == "3"
-    assert _flags(train_args({}, {"task": "cifar10", "variant": "full", "layers": 6}))["--layers"] == "6"
-    finetune = _flags(train_args({"lr": 1e-3}, {"task": "bit-xor", "variant": "finetune"}))
+    assert train_flags(train_args({}, {"task": "cifar10", "variant": "full"}))["--layers"] == "3"
+    assert train_flags(train_args({}, {"task": "cifar10", "variant": "full", "layers": 6}))["--layers"] == "6"
+    finetune = train_flags(train_args({"lr": 1e-3}, {"task": "bit-xor", "variant": "finetune"}))
     assert finetune["--init"] == "pretrained" and float(finetune["--lr"]) == FINETUNE_LR
     assert "finetune" in Reproduction(["table1"], tasks=["bit-xor"]).sweeps()[0][1].grid["variant"]
 

@@ -11,11 +11,12 @@ import pytest
 from helpers import table_row, write_arm_run
 
 from fpt.cli import main
-from fpt.errors import FptError
+from fpt.errors import DIVERGED, FptError
+from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
-from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_lines
-from fpt.experiments.reproduce import Reproduction
-from fpt.experiments.sweep import train_args
+from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search
+from fpt.experiments.reproduce import Reproduction, run_reproduction
+from fpt.experiments.sweep import failure_summary, train_args
 
 
 def test_rates_are_read_per_arm():
@@ -78,19 +79,19 @@ def test_the_searched_arm_leaves_the_shared_sweep_and_differs_from_it_in_its_rat
     # the arm's own cells and its probe at the chosen rate are one run; the shared options reach both
     seed0 = {"task": "ucr:JapaneseVowels", "variant": "full", "seed": 0}
     probe = next(c for c in probes.cells() if c.values["lr"] == 3e-4)
-    assert sorted(train_args(own.options, seed0)) == sorted(train_args(probes.options, probe.values))
+    assert train_flags(train_args(own.options, seed0)) == train_flags(train_args(probes.options, probe.values))
     assert {k: v for k, v in own.options.items() if k != "lr"} == shared.options == probes.options
     assert "--no-znorm" in train_args(own.options, seed0)
 
 
-def _probe(root: Path, lr: float, final: dict | None, status: str = "done") -> dict:
+def _probe(root: Path, lr: float, final: dict | None, status: str = "done", failure: str = "") -> dict:
     run = root / f"lr={lr}"
     run.mkdir(parents=True)
     if final is not None:
         (run / "config.json").write_text(json.dumps({"task": "bit-xor", "lr": lr}))
-        summary = {"step": 10, "final": {**final, "examples": 50}, "trained_params": 9, "total_params": 9, "wall_time_s": 1.0}
-        (run / "summary.json").write_text(json.dumps({**summary, "status": "completed"}))
-    return {"lr": lr, "status": status, "run_dir": str(run)}
+        summary = {"step": 10, "final": {**final, "examples": 50}, "trained_params": 9, "total_params": 9}
+        (run / "summary.json").write_text(json.dumps({**summary, "wall_time_s": 1.0, "status": "completed"}))
+    return {"lr": lr, "status": status, "failure": failure, "error": "it broke", "run_dir": str(run)}
 
 
 def test_the_rate_is_chosen_on_validation_then_loss_then_the_lower_rate(tmp_path):
@@ -98,52 +99,137 @@ def test_the_rate_is_chosen_on_validation_then_loss_then_the_lower_rate(tmp_path
         _probe(tmp_path / "a", 1e-3, {"split": "val", "accuracy": 0.90, "loss": 0.2}),
         _probe(tmp_path / "a", 3e-4, {"split": "val", "accuracy": 0.95, "loss": 0.3}),
         _probe(tmp_path / "a", 1e-4, {"split": "val", "accuracy": 0.95, "loss": 0.1}),
-        _probe(tmp_path / "a", 3e-3, None, status="failed"),
+        _probe(tmp_path / "a", 3e-3, None, status="failed", failure=DIVERGED),  # lost, not in the way
     ]
-    assert choose_rate(rows) == (1e-4, Path(rows[2]["run_dir"]))
+    assert choose_rate(rows, tmp_path) == (1e-4, Path(rows[2]["run_dir"]))
     tied = [
         _probe(tmp_path / "b", 3e-4, {"split": "heldout", "accuracy": 0.5, "loss": 0.7}),
         _probe(tmp_path / "b", 1e-4, {"split": "heldout", "accuracy": 0.5, "loss": 0.7}),
     ]
-    assert choose_rate(tied)[0] == 1e-4
-    forecast = [  # lower MSE wins; a run that diverged (NaN) never does
+    assert choose_rate(tied, tmp_path)[0] == 1e-4
+    forecast = [  # lower MSE wins; a run that ended on NaN never does
         _probe(tmp_path / "c", 1e-4, {"split": "val", "mse": 0.40, "mae": 0.4, "loss": 0.40}),
         _probe(tmp_path / "c", 3e-4, {"split": "val", "mse": 0.38, "mae": 0.4, "loss": 0.38}),
         _probe(tmp_path / "c", 1e-3, {"split": "val", "mse": math.nan, "mae": math.nan, "loss": math.nan}),
     ]
-    assert choose_rate(forecast)[0] == 3e-4
-    note = probe_lines({("ett:ETTh1", "full"): (forecast, 3e-4)})
-    assert "full on ett:ETTh1: 0.0003 (0.0001: mse 0.400; 0.0003: mse 0.380; 0.001: mse nan)" in note
+    assert choose_rate(forecast, tmp_path)[0] == 3e-4
 
 
-def test_a_rate_is_never_chosen_on_the_test_split_or_from_nothing(tmp_path):
+def test_a_rate_is_never_chosen_on_the_test_split_past_a_broken_probe_or_from_nothing(tmp_path):
     with pytest.raises(FptError, match="chooses on validation"):
-        choose_rate([_probe(tmp_path, 1e-4, {"split": "test", "accuracy": 0.9, "loss": 0.1})])
-    with pytest.raises(FptError, match="no probe finished"):
-        choose_rate([_probe(tmp_path, 3e-4, None, status="failed")])
+        choose_rate([_probe(tmp_path / "a", 1e-4, {"split": "test", "accuracy": 0.9, "loss": 0.1})], tmp_path)
+    broken = [
+        _probe(tmp_path / "b", 1e-4, {"split": "val", "accuracy": 0.9, "loss": 0.1}),
+        _probe(tmp_path / "b", 3e-4, None, status="failed", failure="usage"),  # fixed, it might win
+    ]
+    with pytest.raises(FptError, match="probe at lr 0.0003 failed \\(it broke\\); fix it"):
+        choose_rate(broken, tmp_path)
+    nothing = [
+        _probe(tmp_path / "c", 3e-4, None, status="failed", failure=DIVERGED),
+        _probe(tmp_path / "c", 1e-3, {"split": "val", "mse": math.nan, "mae": math.nan, "loss": math.nan}),
+    ]
+    with pytest.raises(FptError, match="no probe finished with a finite score"):
+        choose_rate(nothing, tmp_path)
 
 
-def test_the_table_leaves_probes_out_refuses_a_seed_twice_and_marks_an_own_rate(tmp_path):
+def test_a_task_without_a_validation_split_is_refused_before_anything_runs():
+    searched = {"full": [1e-4, 3e-4]}
+    with pytest.raises(FptError, match="mnist has none unless it holds some out: run it on its own"):
+        Reproduction(["controls"], tasks=["bit-xor", "mnist"], lr_search=searched).check()
+    Reproduction(["controls"], tasks=["mnist"], options={"val_size": 5000}, lr_search=searched).check()
+    Reproduction(["controls"], tasks=["bit-xor", "ucr:JapaneseVowels", "ett:ETTh1"], lr_search=searched).check()
+
+
+def test_the_table_leaves_probes_out_refuses_a_seed_twice_and_marks_every_searched_arm(tmp_path):
     root = tmp_path / "controls"
     for seed in (0, 1):
-        write_arm_run(root / "bit-xor" / "runs", "fpt", seed, 0.9, 0.5, 500, options=None)
-        write_arm_run(root / "bit-xor-full-lr" / "runs", "full", seed, 0.8, 0.5, 900)
-    for run in (root / "bit-xor-full-lr" / "runs").iterdir():
-        config = json.loads((run / "config.json").read_text())
-        (run / "config.json").write_text(json.dumps({**config, "lr": 3e-4}))
+        write_arm_run(root / "bit-xor" / "runs", "none", seed, 0.6, None, 300, lr=3e-3)
+        write_arm_run(root / "bit-xor-fpt-lr" / "runs", "fpt", seed, 0.9, 0.5, 500, lr=1e-3)
+        write_arm_run(root / "bit-xor-full-lr" / "runs", "full", seed, 0.8, 0.5, 900, lr=1e-3)  # fpt's rate too
     write_arm_run(root / PROBES / "bit-xor-full-lr" / "runs", "full", 0, 0.1, 0.5, 900)  # another rate's probe
     runs = read_arm_runs(root)
-    assert sorted((r.arm, r.seed, r.lr) for r in runs) == [("fpt", 0, None), ("fpt", 1, None)] + [
-        ("full", 0, 3e-4),
-        ("full", 1, 3e-4),
+    assert sorted((r.arm, r.seed, r.lr) for r in runs) == [
+        ("fpt", 0, 1e-3),
+        ("fpt", 1, 1e-3),
+        ("full", 0, 1e-3),
+        ("full", 1, 1e-3),
+        ("none", 0, 3e-3),
+        ("none", 1, 3e-3),
     ]
     text = controls_markdown(runs)
-    assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.0003)")
-    assert "at its own rate" not in table_row(text, "XOR", "fpt")[1]
+    assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.001)")
+    assert table_row(text, "XOR", "fpt")[1].endswith(", at its own rate (0.001)")
+    assert "at its own rate" not in table_row(text, "XOR", "none")[1]
     assert "except that an arm marked 'at its own rate'" in text and "no arm was tuned apart" not in text
     write_arm_run(root / "elsewhere", "full", 1, 0.8, 0.5, 900)
     with pytest.raises(FptError, match="two runs of full seed 1"):
         read_arm_runs(root)
+
+
+class FakeTraining:
+    """An executor that writes each cell's run files in place of training it: the held-out accuracy
+    its rate is given in `watched`; a rate in `failures` fails with that kind. It notes what it trained."""
+
+    def __init__(self, watched: dict[float, float], failures: dict[float, str] | None = None):
+        self.watched, self.failures, self.trained = watched, failures or {}, []
+
+    def __call__(self, cells, spec, sweep_dir, tracking=None):
+        for index, cell in enumerate(cells):
+            run = cell_run(sweep_dir, cell)
+            lr = float(train_flags(train_args(spec.options, cell.values)).get("--lr", 3e-3))
+            row = {**cell.values, "run_dir": str(run.path), "failure": "", "error": ""}
+            if not run.is_finished:
+                self.trained.append((cell.values["variant"], cell.values["seed"], lr))
+                if lr in self.failures:
+                    yield index, {**row, "status": "failed", "failure": self.failures[lr], "error": "it broke"}
+                    continue
+                arm, seed = cell.values["variant"], cell.values["seed"]
+                write_arm_run(sweep_dir, arm, seed, 0.7, 0.5, 100, run=run.path, lr=lr, watched=self.watched[lr])
+            yield index, {**row, "status": "done"}
+
+    def describe(self, parallel):
+        return "a test's fake training"
+
+
+def _plan(rates=(1e-4, 3e-4, 1e-3)) -> Reproduction:
+    skipped = ("random", "none", "attention", "block")
+    searched = {"full": list(rates)}
+    return Reproduction(["controls"], tasks=["bit-xor"], budget=500, seeds=2, skip_variants=skipped, lr_search=searched)
+
+
+def test_a_search_chooses_once_reuses_its_probe_and_lets_a_diverged_rate_lose(tmp_path):
+    fake = FakeTraining({1e-4: 0.8, 3e-4: 0.9, 3e-3: 0.95}, failures={1e-3: DIVERGED})
+    rows, text = run_reproduction(_plan(), tmp_path, progress=False, executor=fake)
+    probes = [("full", 0, 1e-4), ("full", 0, 3e-4), ("full", 0, 1e-3)]
+    assert sorted(fake.trained) == sorted(probes + [("fpt", 0, 3e-3), ("fpt", 1, 3e-3), ("full", 1, 3e-4)])
+    full = {r.seed: r for r in read_arm_runs(tmp_path) if r.arm == "full"}
+    assert {r.lr for r in full.values()} == {3e-4} and full[0].path.parent.parent.name == "bit-xor-full-lr"
+    chosen = json.loads((tmp_path / PROBES / "bit-xor-full-lr" / "chosen.json").read_text())
+    assert chosen["lr"] == 3e-4 and [r["status"] for r in chosen["probes"]] == ["done", "done", "diverged"]
+    assert failure_summary(rows) is None  # a rate that diverged lost the search; nothing failed
+    assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.0003)")
+    probe_line = "- full on bit-xor: lr 0.0003; probes: 0.0001: heldout accuracy 80.0; 0.0003: heldout accuracy 90.0"
+    assert probe_line + "; 0.001: diverged\n" in text and "Failed runs" not in text
+    assert "lr=0.001" in (tmp_path / "results.csv").read_text()  # the probes are in results.csv
+    # the same command again trains nothing and chooses nothing anew; other rates are refused
+    again = FakeTraining({})
+    assert run_reproduction(_plan(), tmp_path, progress=False, executor=again)[1] == text and again.trained == []
+    with pytest.raises(FptError, match="chosen from 0.0001, 0.0003, 0.001, not these rates"):
+        run_reproduction(_plan((1e-4, 3e-4)), tmp_path, progress=False, executor=again)
+
+
+def test_a_broken_probe_leaves_its_arm_unrun_and_the_rest_runs_until_it_is_fixed(tmp_path):
+    broken = FakeTraining({1e-4: 0.8, 3e-4: 0.9, 3e-3: 0.95}, failures={1e-3: "usage"})
+    rows, text = run_reproduction(_plan(), tmp_path, progress=False, executor=broken)
+    assert ("fpt", 1, 3e-3) in broken.trained and not any(seed == 1 for arm, seed, _ in broken.trained if arm == "full")
+    assert failure_summary(rows) == "1 of 5 runs failed [other errors: 1]"
+    assert "no rate chosen yet (--lr-search: the probe at lr 0.001 failed (it broke)" in text
+    assert "Failed runs:\n- task=bit-xor,variant=full,lr=0.001,seed=0: it broke" in text
+    assert not (tmp_path / PROBES / "bit-xor-full-lr" / "chosen.json").exists()
+    fixed = FakeTraining({1e-3: 0.99})
+    rows, text = run_reproduction(_plan(), tmp_path, progress=False, executor=fixed)
+    assert sorted(fixed.trained) == [("full", 0, 1e-3), ("full", 1, 1e-3)] and failure_summary(rows) is None
+    assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.001)")
 
 
 @pytest.mark.slow

@@ -17,15 +17,19 @@ import fpt.training as training
 from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
 from fpt.config import TrainConfig
-from fpt.errors import FptError
+from fpt.errors import DIVERGED, FptError
+from fpt.experiments.sweep import FAILURE_RECORD_ENV
 from fpt.runs import RunDir
 
 
-def test_a_huge_learning_rate_never_keeps_a_non_finite_checkpoint(tiny_gpt2, tmp_path, capsys):
+def test_a_huge_learning_rate_never_keeps_a_non_finite_checkpoint(tiny_gpt2, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
+    record = tmp_path / "failure.json"  # where a sweep cell records its kind of failure
+    monkeypatch.setenv(FAILURE_RECORD_ENV, str(record))
     code = main(train_argv(tiny_gpt2, out, "--lr", "1e30", "--steps", "20", "--eval-every", "1"))
     err = one_line_error(capsys)
     assert code == 2 and "--lr" in err
+    assert json.loads(record.read_text())["kind"] == DIVERGED  # a rate search counts it as a lost rate
     if (out / RunDir.CHECKPOINT).is_file():  # whatever was kept is finite, and so is its evaluation
         checkpoint = load_checkpoint(out / RunDir.CHECKPOINT)
         assert all(torch.isfinite(t).all() for t in checkpoint.params.values())

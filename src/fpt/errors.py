@@ -12,6 +12,7 @@ MISSING_BACKBONE = "missing-backbone"  # a backbone's weights are not on this ma
 MISSING_BIT_BACKBONE = "missing-bit-backbone"  # --init bit before `fpt export-backbone` made one
 SKIPPED = "skipped"  # a sweep cell left out on purpose (--skip-variants)
 TOO_SHALLOW = "too-shallow"  # --layers K above a pretrained backbone's own depth
+DIVERGED = "diverged"  # the loss or the trained weights became NaN or infinite (a rate too high)
 
 
 class FptError(Exception):

@@ -22,7 +22,7 @@ from fpt import distributed
 from fpt.checkpoint import BestState, Checkpoint, RngState, restore, save_checkpoint
 from fpt.config import TrainConfig
 from fpt.distributed import SINGLE, World
-from fpt.errors import FptError, StopRequested
+from fpt.errors import DIVERGED, USAGE, FptError, StopRequested
 from fpt.evaluation import device_of, evaluate
 from fpt.flops import CONVENTION, ModelFlops, SpeedMeter, describe_speed, measured_peak
 from fpt.model import TrainableModel
@@ -263,13 +263,13 @@ class Trainer:
                 correct += (logits.argmax(-1) == part.y).sum().item()
         return loss_sum, correct
 
-    def _diverged(self, what: str) -> FptError:
+    def _diverged(self, what: str, kind: str = DIVERGED) -> FptError:
         where = (
             f"the last good checkpoint (step {self.last_checkpoint_step}) is in {self.run_dir}"
             if self.last_checkpoint_step is not None
             else "no checkpoint was saved yet"
         )
-        return FptError(f"{what} at step {self.step}; stopped, {where}; try a lower --lr")
+        return FptError(f"{what} at step {self.step}; stopped, {where}; try a lower --lr", kind)
 
     def _failed(self, exc: BaseException, doing: str) -> FptError:
         """An exception inside a step or an evaluation: out of memory, a peer rank gone, or a divergence."""
@@ -285,7 +285,7 @@ class Trainer:
             )
             return FptError(f"out of memory while {doing} at step {self.step}; lower {size}")
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-        return self._diverged(f"{doing} failed ({type(exc).__name__}: {first_line})")
+        return self._diverged(f"{doing} failed ({type(exc).__name__}: {first_line})", USAGE)  # not known to be NaN
 
     def _evaluate(self, whole: bool = True, split: str | None = None) -> dict:
         """The held-out split (or `split`), or its first --eval-subset examples (`whole` False, in between)."""

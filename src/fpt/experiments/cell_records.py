@@ -35,7 +35,7 @@ def recipe_of(args: list[str]) -> dict:
     """What the cell's --recipe sets, as this fpt defines it (unresolved: the same on every machine)."""
     from fpt.config import RECIPES
 
-    name = _flags(args).get("--recipe", "paper")
+    name = train_flags(args).get("--recipe", "paper")
     return {"name": name, **RECIPES.get(name, {})}
 
 
@@ -76,7 +76,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
                 f"({changed}); give the old values in the spec's options to finish it, or use another --out"
             )
         if before != now:
-            changed = _differences(_flags(before or []), _flags(now))
+            changed = _differences(train_flags(before or []), train_flags(now))
             raise FptError(
                 f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
                 f"use another --out, or {redo}"
@@ -92,7 +92,7 @@ def _differences(old: dict, new: dict) -> str:
     )
 
 
-def _flags(args: list[str]) -> dict[str, str]:
+def train_flags(args: list[str]) -> dict[str, str]:
     """["--steps", "2", "--compile"] -> {"--steps": "2", "--compile": "on"}"""
     flags, i = {}, 0
     while i < len(args):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
-from fpt.experiments.rate_search import PROBES
+from fpt.experiments.rate_search import PROBES, is_own_rate_run
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
 from fpt.tasks.registry import task_label
@@ -123,7 +123,7 @@ class ArmRun:
     path: Path
     task_options: str = "{}"  # the task's options as sorted JSON, less where its data lies (TASK_OPTIONS_SAME)
     majority: float | None = None  # accuracy's floor: the split's most frequent label's share, in %
-    lr: float | None = None  # its learning rate (an arm given its own by --lr-search has another than fpt's)
+    lr: float | None = None  # its learning rate (the table gives it where the arm had its own, --lr-search)
 
 
 def step_seconds(records: list[dict]) -> float | None:
@@ -297,12 +297,8 @@ NOTES = (
 
 
 def own_rates(runs: list[ArmRun]) -> set[tuple[str, str]]:
-    """(task, arm) of each arm that trained at a rate fpt's runs on that task did not (--lr-search)."""
-    fpt_rates: dict[str, set] = {}
-    for run in runs:
-        if run.arm == "fpt":
-            fpt_rates.setdefault(run.task, set()).add(run.lr)
-    return {(r.task, r.arm) for r in runs if r.task in fpt_rates and r.lr not in fpt_rates[r.task]}
+    """(task, arm) of each arm trained at a rate of its own (--lr-search: its runs lie in OUT/<task>-<arm>-lr)."""
+    return {(r.task, r.arm) for r in runs if is_own_rate_run(r.path, r.arm)}
 
 
 def controls_markdown(

@@ -5,24 +5,32 @@ way, stated. Training every weight from scratch (`full`) learns nothing at the r
 body (JapaneseVowels: chance at 3e-3, 97.7% at 3e-4), so its gap to fpt would measure the rate. Here
 each searched arm trains seed 0 once per rate (its "probes", under OUT/rate-probes/, which no table
 reads); the rate with the best final score on the validation split (the split watched while training,
-never the test split; ties: the lower val loss, then the lower rate) is then that arm's rate on every
+never a test split; ties: the lower val loss, then the lower rate) is then that arm's rate on every
 seed, in its own sweep folder (OUT/<task>-<arm>-lr). Seed 0 at the chosen rate is the probe itself,
-copied, not trained twice.
+copied, not trained twice. A probe that diverged lost; any other failure leaves the rate unchosen
+until it is fixed. The choice is kept (chosen.json beside the probes), so running the command again
+neither trains the probes again nor chooses anew.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
 
-from fpt.errors import FptError
-from fpt.experiments.cell_records import cell_run
+from fpt.errors import DIVERGED, FptError
+from fpt.experiments.cell_records import cell_run, check_cells_unchanged
 from fpt.experiments.spec import SweepSpec
+from fpt.paths import write_json
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
+from fpt.tasks.base import is_test_split
 
 PROBES = "rate-probes"  # OUT/rate-probes/: the runs a rate was chosen from; tables leave them out
+OWN_RATE = "-lr"  # OUT/<task>-<arm>-lr: an arm trained at its own rate
+CHOSEN = "chosen.json"  # beside an arm's probes: the rates searched, the one chosen, every probe's row
+LOST = "diverged"  # a probe row's status where its rate diverged: a result of the search, not a failure
 
 
 def parse_lr_search(items: list[str] | None) -> dict[str, list[float]]:
@@ -55,76 +63,156 @@ def check_rates(searched: dict[str, list[float]], arms: list[str], skipped: tupl
             raise FptError(f"--lr-search {arm}: every rate must be a number above 0")
 
 
+def check_has_validation(task: str, options: dict) -> None:
+    """Refuse, before anything trains, a task that would be watched on its test split: a rate chosen
+    there would have looked at it (MNIST-like tasks hold out a validation split only with val_size)."""
+    from fpt.tasks import TASK_OPTIONS
+    from fpt.tasks.registry import task_options
+
+    resolved = task_options(task, {k: v for k, v in options.items() if k in TASK_OPTIONS})
+    if "val_size" in resolved and not resolved["val_size"]:
+        raise FptError(
+            f"--lr-search chooses on validation, and {task} has none unless it holds some out: run it on its "
+            f"own (--tasks {task}) with --set val_size=N, or leave it out of --tasks"
+        )
+
+
 def own_rate_folder(folder: str, arm: str) -> str:
     """The sweep folder of an arm trained at its own rate, beside the task's shared one."""
-    return f"{folder}-{arm}-lr"
+    return f"{folder}-{arm}{OWN_RATE}"
 
 
-def probe_spec(name: str, task: str, arm: str, rates: list[float], axes: dict, options: dict, parallel: int):
+def is_own_rate_run(run_dir: Path, arm: str) -> bool:
+    """Whether a run is an arm's at its own rate: it lies in OUT/<task>-<arm>-lr/runs/."""
+    return Path(run_dir).parent.parent.name.endswith(f"-{arm}{OWN_RATE}")
+
+
+def probe_spec(
+    name: str, task: str, arm: str, rates: list[float], axes: dict, options: dict, parallel: int
+) -> SweepSpec:
     """Seed 0 of `arm` once per rate, with every other option the arm's cells have."""
     grid = {"task": [task], "variant": [arm], **axes, "lr": list(rates), "seed": [0]}
     return SweepSpec(name, grid, options, parallel)
 
 
 def val_key(run_dir: Path) -> tuple[float, float] | None:
-    """How a probe ranks (lower is better): its final score on the validation split, then its val loss;
-    None where it did not finish. A run whose final split is a test split is refused: a rate chosen
-    there would have looked at the test split."""
+    """How a probe ranks (lower is better): its final score on the validation split, then its val loss
+    (NaN ranks last); None where it did not finish. A run watched on a test split is refused."""
     summary = RunDir(run_dir).read_summary()
     if summary is None:
         return None
     final = summary["final"]
-    if final["split"] == "test" or final["split"].startswith("test_"):
+    if is_test_split(final["split"]):
         raise FptError(
             f"--lr-search chooses on validation, and {run_dir} has none (it was watched on {final['split']}); "
-            "give the runs a validation split (e.g. --set val_size=N)"
+            "give the task a validation split (--set val_size=N where it takes one)"
         )
     metric = headline_metric(final)
     score = final[metric] if is_regression(final) else -final[metric]
     return tuple(x if math.isfinite(x) else math.inf for x in (score, final.get("loss", math.inf)))
 
 
-def choose_rate(rows: list[dict]) -> tuple[float, Path]:
-    """The best probe's rate and run folder (val_key; ties: the lower rate)."""
+def choose_rate(rows: list[dict], where: Path) -> tuple[float, Path]:
+    """The best probe's rate and run folder (val_key; ties: the lower rate). Refused while a probe
+    failed other than by diverging (fixed, it may win), or where none scored a finite number."""
     ranked = []
     for row in rows:
+        if row.get("status") == "failed" and row.get("failure") != DIVERGED:
+            raise FptError(
+                f"--lr-search: the probe at lr {float(row['lr']):g} failed ({row.get('error')}); fix it and "
+                f"run the command again to choose a rate (see {where / 'results.csv'})"
+            )
         key = val_key(Path(row["run_dir"])) if row.get("status") == "done" else None
-        if key is not None:
+        if key is not None and math.isfinite(key[0]):
             ranked.append((key, float(row["lr"]), Path(row["run_dir"])))
     if not ranked:
-        raise FptError("--lr-search: no probe finished, so no rate can be chosen; see its results.csv")
+        raise FptError(f"--lr-search: no probe finished with a finite score, so no rate is chosen (see {where})")
     _, rate, run_dir = min(ranked, key=lambda item: (item[0], item[1]))
     return rate, run_dir
 
 
+def recorded_choice(where: Path, rates: list[float]) -> dict | None:
+    """The choice made before for these rates (CHOSEN), or None; other rates than those chosen from
+    are refused: the arm's runs were trained at the rate chosen then."""
+    path = where / CHOSEN
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    if sorted(record["rates"]) != sorted(rates):
+        raise FptError(
+            f"{path}: its rate was chosen from {', '.join(f'{r:g}' for r in record['rates'])}, not these rates; "
+            "give those, or use another --out to search again"
+        )
+    return record
+
+
+def record_choice(where: Path, rates: list[float], rate: float, best: Path, rows: list[dict]) -> dict:
+    """Keep the choice and every probe's row (a diverged one marked LOST, not failed)."""
+    rows = [{**r, "status": LOST} if r.get("failure") == DIVERGED else r for r in rows]
+    record = {"rates": list(rates), "lr": rate, "best": str(best), "probes": rows}
+    write_json(where / CHOSEN, record)
+    return record
+
+
 def adopt_probe(probe_dir: Path, spec: SweepSpec, sweep_dir: Path) -> None:
     """Copy the chosen probe into the own-rate sweep as its seed-0 cell (the same run: same options,
-    rate and seed), unless that cell has a run already."""
+    rate and seed), unless that cell has a run already; whole or not at all (a copy, then a rename)."""
+    check_cells_unchanged(spec, sweep_dir)  # a cell run before at another rate is refused, untouched
     seed0 = next(cell for cell in spec.cells() if cell.values.get("seed") == 0)
     target = cell_run(sweep_dir, seed0).path
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(probe_dir, target)
+    if target.exists():
+        return
+    partial = target.with_name(target.name + ".copying")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(probe_dir, partial)
+    partial.rename(target)
 
 
-def probe_lines(probes: dict[tuple[str, str], tuple[list[dict], float]]) -> str:
-    """The note that says how each searched arm's rate was chosen, with every probe's val score."""
-    if not probes:
+def probe_section(records: dict[tuple[str, str], dict]) -> str:
+    """What the table says under it about each searched arm: the rate chosen and every probe's score."""
+    if not records:
         return ""
-    parts = []
-    for (task, arm), (rows, chosen) in probes.items():
-        scores = []
-        for row in rows:
-            summary = RunDir(Path(row["run_dir"])).read_summary() if row.get("status") == "done" else None
-            if summary is None:
-                scores.append(f"{float(row['lr']):g}: {row.get('status', 'not run')}")
-                continue
-            final = summary["final"]
-            metric = headline_metric(final)
-            value = final[metric] if is_regression(final) else 100 * final[metric]
-            scores.append(f"{float(row['lr']):g}: {metric} {value:.{3 if is_regression(final) else 1}f}")
-        parts.append(f"{arm} on {task}: {chosen:g} ({'; '.join(scores)})")
-    return (
-        " Rates of their own (--lr-search): each chosen by seed 0's final score on the validation split "
-        f"(ties: the lower val loss), then used on every seed: {'. '.join(parts)}."
-    )
+    lines = [
+        "",
+        "Rates of their own (--lr-search): each searched arm trained seed 0 once per rate; the best final "
+        "score on the validation split (ties: the lower val loss, then the lower rate) chose the rate every "
+        "seed then trained at. Seed 0 is that probe, so, like fpt's recipe, it was chosen on its own "
+        "validation score. A searched arm ignores --set lr.",
+        "",
+    ]
+    for (task, arm), record in records.items():
+        scores = "; ".join(_probe_score(row) for row in record["probes"])
+        chosen = f"lr {record['lr']:g}" if "lr" in record else f"no rate chosen yet ({record['error']})"
+        lines.append(f"- {arm} on {task}: {chosen}; probes: {scores}")
+    return "\n".join(lines) + "\n"
+
+
+def _probe_score(row: dict) -> str:
+    rate = f"{float(row['lr']):g}"
+    summary = RunDir(Path(row["run_dir"])).read_summary() if row.get("status") == "done" else None
+    if summary is None:
+        return f"{rate}: {row.get('status', 'not run')}"
+    final = summary["final"]
+    metric = headline_metric(final)
+    value = final[metric] if is_regression(final) else 100 * final[metric]
+    return f"{rate}: {final['split']} {metric} {value:.{3 if is_regression(final) else 1}f}"
+
+
+def search_rates(probe_sweeps: list[tuple[str, str, str, SweepSpec]], out: Path, run_sweep) -> dict:
+    """(task, arm) -> its choice (CHOSEN's record), made once: the probes trained by `run_sweep(spec,
+    folder)` and ranked, or read from the record a run of the same command made before. A rate that
+    cannot be chosen yet is recorded as {"error": ...} in memory alone, and its arm is not run."""
+    records = {}
+    for task, arm, folder, spec in probe_sweeps:
+        where = out / folder
+        record = recorded_choice(where, spec.grid["lr"])
+        if record is None:
+            rows = [{**row, "sweep": folder} for row in run_sweep(spec, where)]
+            try:
+                rate, best = choose_rate(rows, where)
+            except FptError as exc:
+                record = {"rates": spec.grid["lr"], "error": str(exc), "probes": rows}
+            else:
+                record = record_choice(where, spec.grid["lr"], rate, best, rows)
+        records[task, arm] = record
+    return records

@@ -20,11 +20,12 @@ from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_
 from fpt.experiments.rate_search import (
     PROBES,
     adopt_probe,
+    check_has_validation,
     check_rates,
-    choose_rate,
     own_rate_folder,
-    probe_lines,
+    probe_section,
     probe_spec,
+    search_rates,
 )
 from fpt.experiments.sweep import (
     GRID_ONLY_KEYS,
@@ -58,7 +59,8 @@ class Reproduction:
     lr_search: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
     def check(self) -> None:
-        """Refuse, in one line, unknown tables and budgets, seeds or parallel runs out of range."""
+        """Refuse, in one line, unknown tables and budgets, seeds or parallel runs out of range, and an
+        --lr-search that cannot be run (fpt.experiments.rate_search)."""
         unknown = [t for t in self.tables if t not in REPRODUCIBLE]
         if not self.tables or unknown:
             raise FptError(f"unknown table {', '.join(unknown) or '(none)'}; choose from {', '.join(REPRODUCIBLE)}")
@@ -91,8 +93,9 @@ class Reproduction:
         self._check_lr_search()
         for _, spec, _ in self.sweeps():
             check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
-        for _, _, _, spec in self.probe_sweeps():
+        for task, _, _, spec in self.probe_sweeps():
             check_cell_options(spec, f"{', '.join(self.tables)} (--lr-search)")
+            check_has_validation(task, spec.options)
 
     def _check_lr_search(self) -> None:
         if not self.lr_search:
@@ -275,13 +278,14 @@ def run_reproduction(
     from fpt.paths import write_text
 
     plan.check()
-    rows, chosen, probes, seed0 = [], {}, {}, {}
-    for task, arm, folder, spec in plan.probe_sweeps():  # an arm's own rate, chosen on validation first
-        probe_rows = run_sweep(spec, out / folder, progress, executor, tracker)
-        rows += [{**row, "sweep": folder} for row in probe_rows]
-        chosen[task, arm], best = choose_rate(probe_rows)
-        probes[task, arm] = (probe_rows, chosen[task, arm])
-        seed0[own_rate_folder(sweep_folder(task), arm)] = best
+    # an arm's own rate (--lr-search) is chosen on validation first
+    records = search_rates(
+        plan.probe_sweeps(), out, lambda spec, where: run_sweep(spec, where, progress, executor, tracker)
+    )
+    probe_rows = [row for record in records.values() for row in record["probes"]]
+    chosen = {key: record["lr"] for key, record in records.items() if "lr" in record}
+    seed0 = {own_rate_folder(sweep_folder(t), a): Path(records[t, a]["best"]) for t, a in chosen}
+    rows = list(probe_rows)
     for folder, spec, skipped in plan.sweeps(chosen):
         if folder in seed0:  # an arm at its own rate: its seed 0 is the chosen probe
             adopt_probe(seed0[folder], spec, out / folder)
@@ -289,7 +293,7 @@ def run_reproduction(
             rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
-    learning_curves(rows, out / "curves.png")
+    learning_curves(rows[len(probe_rows) :], out / "curves.png")  # the probes are no arm's runs
     options = plan.common_options()
     setting = ", ".join(f"{k}={v}" for k, v in options.items())
     transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
@@ -301,7 +305,8 @@ def run_reproduction(
         subset = table_rows(table, rows)
         title = f"{table} ({setting}; {plan.seeds} seed(s); {ran_on})"
         if table == "controls":
-            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.{probe_lines(probes)}", plan.seeds)
+            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds) + probe_section(records)
+            subset = probe_rows + subset  # a probe that failed is listed under the table too
         else:
             text = _table_text(table, subset, title, options, out / f"{table}.png")
         text += failed_runs_section(subset)

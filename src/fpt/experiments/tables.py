@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
+from fpt.errors import DIVERGED, MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
 from fpt.experiments.convergence import Convergence, convergence, describe
 from fpt.experiments.paper import PAPER, PAPER_SCORED_VALIDATION, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER
 from fpt.runs import RunDir, whole_split
@@ -27,6 +27,7 @@ FAILURE_TEXTS = {
     MISSING_BIT_BACKBONE: "no Bit backbone yet (fpt export-backbone)",
     SKIPPED: "not run here: skipped for time",
     TOO_SHALLOW: "needs a deeper backbone",
+    DIVERGED: "diverged (a lower --lr may train)",
 }
 # A split's name in a column heading.
 SPLIT_LABELS = {
