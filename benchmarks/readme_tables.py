@@ -1434,8 +1434,10 @@ CONTROLS_NOTE = (
 
 def controls_table() -> str:
     from fpt.experiments.controls import controls_markdown, read_arm_runs
+    from fpt.experiments.rate_search import probe_section, read_choices
 
-    return controls_markdown(read_arm_runs(RESULTS / "controls"), note=CONTROLS_NOTE)
+    root = RESULTS / "controls"  # with how each arm given its own rate (--lr-search) had it chosen
+    return controls_markdown(read_arm_runs(root), note=CONTROLS_NOTE) + probe_section(read_choices(root))
 
 
 # The none arm keeps fpt's last-token head, so it reads one token; these runs give it a head reading

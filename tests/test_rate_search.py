@@ -3,8 +3,10 @@ alone, its probes kept out of the table, its seed 0 reused, and the table saying
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,10 @@ from fpt.cli import main
 from fpt.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
+from fpt.experiments.controls import main as controls_main
 from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search
 from fpt.experiments.reproduce import Reproduction, run_reproduction
-from fpt.experiments.sweep import failure_summary, train_args
+from fpt.experiments.sweep import failure_summary, sweep_outcome, train_args
 
 
 def test_rates_are_read_per_arm():
@@ -107,10 +110,10 @@ def test_the_rate_is_chosen_on_validation_then_loss_then_the_lower_rate(tmp_path
         _probe(tmp_path / "b", 1e-4, {"split": "heldout", "accuracy": 0.5, "loss": 0.7}),
     ]
     assert choose_rate(tied, tmp_path)[0] == 1e-4
-    forecast = [  # lower MSE wins; a run that ended on NaN never does
+    forecast = [  # lower MSE wins
         _probe(tmp_path / "c", 1e-4, {"split": "val", "mse": 0.40, "mae": 0.4, "loss": 0.40}),
         _probe(tmp_path / "c", 3e-4, {"split": "val", "mse": 0.38, "mae": 0.4, "loss": 0.38}),
-        _probe(tmp_path / "c", 1e-3, {"split": "val", "mse": math.nan, "mae": math.nan, "loss": math.nan}),
+        _probe(tmp_path / "c", 1e-3, {"split": "val", "mse": 0.39, "mae": 0.3, "loss": 0.39}),
     ]
     assert choose_rate(forecast, tmp_path)[0] == 3e-4
 
@@ -124,17 +127,16 @@ def test_a_rate_is_never_chosen_on_the_test_split_past_a_broken_probe_or_from_no
     ]
     with pytest.raises(FptError, match="probe at lr 0.0003 failed \\(it broke\\); fix it"):
         choose_rate(broken, tmp_path)
-    nothing = [
-        _probe(tmp_path / "c", 3e-4, None, status="failed", failure=DIVERGED),
-        _probe(tmp_path / "c", 1e-3, {"split": "val", "mse": math.nan, "mae": math.nan, "loss": math.nan}),
-    ]
-    with pytest.raises(FptError, match="no probe finished with a finite score"):
+    nothing = [_probe(tmp_path / "c", lr, None, status="failed", failure=DIVERGED) for lr in (3e-4, 1e-3)]
+    with pytest.raises(FptError, match="every probe diverged, so no rate is chosen; try lower rates"):
         choose_rate(nothing, tmp_path)
 
 
 def test_a_task_without_a_validation_split_is_refused_before_anything_runs():
     searched = {"full": [1e-4, 3e-4]}
-    with pytest.raises(FptError, match="mnist has none unless it holds some out: run it on its own"):
+    with pytest.raises(
+        FptError, match="mnist has none unless it holds some out: run it apart from the tasks that take no val_size"
+    ):
         Reproduction(["controls"], tasks=["bit-xor", "mnist"], lr_search=searched).check()
     Reproduction(["controls"], tasks=["mnist"], options={"val_size": 5000}, lr_search=searched).check()
     Reproduction(["controls"], tasks=["bit-xor", "ucr:JapaneseVowels", "ett:ETTh1"], lr_search=searched).check()
@@ -160,6 +162,14 @@ def test_the_table_leaves_probes_out_refuses_a_seed_twice_and_marks_every_search
     assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.001)")
     assert table_row(text, "XOR", "fpt")[1].endswith(", at its own rate (0.001)")
     assert "at its own rate" not in table_row(text, "XOR", "none")[1]
+    # where no arm was searched, an arm at another rate than fpt's is marked too
+    for seed in (0, 1):
+        write_arm_run(root / "bit-memory", "fpt", seed, 0.9, None, 300, task="bit-memory", lr=3e-3)
+    write_arm_run(root / "bit-memory", "block", 0, 0.9, None, 300, task="bit-memory", lr=1e-2)
+    write_arm_run(root / "bit-memory", "none", 0, 0.9, None, 300, task="bit-memory", lr=3e-3)
+    text = controls_markdown(read_arm_runs(root))
+    assert table_row(text, "Bit Memory", "block")[1].endswith(", at its own rate (0.01)")
+    assert "at its own rate" not in table_row(text, "Bit Memory", "none")[1]
     assert "except that an arm marked 'at its own rate'" in text and "no arm was tuned apart" not in text
     write_arm_run(root / "elsewhere", "full", 1, 0.8, 0.5, 900)
     with pytest.raises(FptError, match="two runs of full seed 1"):
@@ -206,7 +216,9 @@ def test_a_search_chooses_once_reuses_its_probe_and_lets_a_diverged_rate_lose(tm
     assert {r.lr for r in full.values()} == {3e-4} and full[0].path.parent.parent.name == "bit-xor-full-lr"
     chosen = json.loads((tmp_path / PROBES / "bit-xor-full-lr" / "chosen.json").read_text())
     assert chosen["lr"] == 3e-4 and [r["status"] for r in chosen["probes"]] == ["done", "done", "diverged"]
+    assert chosen["best"] == "task=bit-xor,variant=full,lr=0.0003,seed=0"  # names, read under the folder it is in
     assert failure_summary(rows) is None  # a rate that diverged lost the search; nothing failed
+    assert sweep_outcome(rows, tmp_path)[0] == {"runs": 11, "done": 6, "failed": 0, "skipped": 4, "diverged": 1}
     assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.0003)")
     probe_line = "- full on bit-xor: lr 0.0003; probes: 0.0001: heldout accuracy 80.0; 0.0003: heldout accuracy 90.0"
     assert probe_line + "; 0.001: diverged\n" in text and "Failed runs" not in text
@@ -216,6 +228,41 @@ def test_a_search_chooses_once_reuses_its_probe_and_lets_a_diverged_rate_lose(tm
     assert run_reproduction(_plan(), tmp_path, progress=False, executor=again)[1] == text and again.trained == []
     with pytest.raises(FptError, match="chosen from 0.0001, 0.0003, 0.001, not these rates"):
         run_reproduction(_plan((1e-4, 3e-4)), tmp_path, progress=False, executor=again)
+    # the table from the files alone says how the rate was chosen too
+    controls = tmp_path / "controls-again.md"
+    assert controls_main([str(tmp_path), "--out", str(controls)]) == 0 and probe_line in controls.read_text()
+    # nor are other options for the probes, even with no other sweep begun yet to refuse them
+    for folder in ("bit-xor", "bit-xor-full-lr"):
+        shutil.rmtree(tmp_path / folder)
+    with pytest.raises(FptError, match="was run with other options \\(--steps 500 -> 800\\)"):
+        run_reproduction(dataclasses.replace(_plan(), budget=800), tmp_path, progress=False, executor=again)
+    assert again.trained == []
+
+
+def test_a_search_reads_its_record_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fake = FakeTraining({1e-4: 0.8, 3e-4: 0.9, 1e-3: 0.7, 3e-3: 0.95})
+    text = run_reproduction(_plan(), Path("out"), progress=False, executor=fake)[1]
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    again = FakeTraining({})
+    assert run_reproduction(_plan(), Path("../out"), progress=False, executor=again)[1] == text
+    assert again.trained == [] and "0.0003: heldout accuracy 90.0" in text
+
+
+def test_a_choice_its_arm_refuses_is_not_kept(tmp_path):
+    run_reproduction(
+        _plan((1e-4, 3e-4)), tmp_path, progress=False, executor=FakeTraining({1e-4: 0.8, 3e-4: 0.9, 3e-3: 0.9})
+    )
+    probes = tmp_path / PROBES / "bit-xor-full-lr"
+    (probes / "chosen.json").unlink()  # as an fpt that kept no choice left it; 1e-3 now wins
+    wider = FakeTraining({1e-3: 0.99})
+    with pytest.raises(FptError, match="bit-xor-full-lr was run with other options \\(--lr 0.0003 -> 0.001\\)"):
+        run_reproduction(_plan(), tmp_path, progress=False, executor=wider)
+    assert not (probes / "chosen.json").exists()  # so the first rates still run, unrefused
+    again = FakeTraining({})
+    run_reproduction(_plan((1e-4, 3e-4)), tmp_path, progress=False, executor=again)
+    assert again.trained == [] and json.loads((probes / "chosen.json").read_text())["lr"] == 3e-4
 
 
 def test_a_broken_probe_leaves_its_arm_unrun_and_the_rest_runs_until_it_is_fixed(tmp_path):

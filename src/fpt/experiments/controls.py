@@ -297,8 +297,15 @@ NOTES = (
 
 
 def own_rates(runs: list[ArmRun]) -> set[tuple[str, str]]:
-    """(task, arm) of each arm trained at a rate of its own (--lr-search: its runs lie in OUT/<task>-<arm>-lr)."""
-    return {(r.task, r.arm) for r in runs if is_own_rate_run(r.path, r.arm)}
+    """(task, arm) of each arm trained at a rate of its own: searched (--lr-search: its runs lie in
+    OUT/<task>-<arm>-lr); on a task with no arm searched, at another rate than fpt's runs had."""
+    searched = {(r.task, r.arm) for r in runs if is_own_rate_run(r.path, r.arm)}
+    fpt_rates: dict[str, set] = {}
+    for run in runs:
+        if run.arm == "fpt":
+            fpt_rates.setdefault(run.task, set()).add(run.lr)
+    unsearched = [r for r in runs if r.task in fpt_rates and r.task not in {task for task, _ in searched}]
+    return searched | {(r.task, r.arm) for r in unsearched if r.lr not in fpt_rates[r.task]}
 
 
 def controls_markdown(
@@ -408,15 +415,19 @@ def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m fpt.experiments.controls FOLDER [--out FILE]`: the table from committed run files."""
+    """`python -m fpt.experiments.controls FOLDER [--out FILE]`: the table from committed run files,
+    with how each --lr-search rate was chosen (the probes' chosen.json)."""
     parser = argparse.ArgumentParser(prog="python -m fpt.experiments.controls", description=main.__doc__)
     parser.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
     parser.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
     parser.add_argument("--title", default="Is the pretrained transformer doing anything?")
     parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
     args = parser.parse_args(argv)
+    from fpt.experiments.rate_search import probe_section, read_choices
+
     try:
         text = controls_markdown(read_arm_runs(args.folder), args.title, args.note)
+        text += probe_section(read_choices(args.folder))
     except FptError as exc:
         parser.exit(2, f"fpt: {exc}\n")
     if args.out:

@@ -72,8 +72,8 @@ def check_has_validation(task: str, options: dict) -> None:
     resolved = task_options(task, {k: v for k, v in options.items() if k in TASK_OPTIONS})
     if "val_size" in resolved and not resolved["val_size"]:
         raise FptError(
-            f"--lr-search chooses on validation, and {task} has none unless it holds some out: run it on its "
-            f"own (--tasks {task}) with --set val_size=N, or leave it out of --tasks"
+            f"--lr-search chooses on validation, and {task} has none unless it holds some out: run it apart "
+            f"from the tasks that take no val_size (--tasks {task}) with --set val_size=N, or leave it out"
         )
 
 
@@ -95,9 +95,13 @@ def probe_spec(
     return SweepSpec(name, grid, options, parallel)
 
 
+class NoRateYet(FptError):
+    """No rate can be chosen from these probes yet: one failed other than by diverging, or none finished."""
+
+
 def val_key(run_dir: Path) -> tuple[float, float] | None:
-    """How a probe ranks (lower is better): its final score on the validation split, then its val loss
-    (NaN ranks last); None where it did not finish. A run watched on a test split is refused."""
+    """How a probe ranks (lower is better): its final score on the validation split, then its val
+    loss; None where it did not finish. A run watched on a test split is refused."""
     summary = RunDir(run_dir).read_summary()
     if summary is None:
         return None
@@ -108,64 +112,99 @@ def val_key(run_dir: Path) -> tuple[float, float] | None:
             "give the task a validation split (--set val_size=N where it takes one)"
         )
     metric = headline_metric(final)
-    score = final[metric] if is_regression(final) else -final[metric]
-    return tuple(x if math.isfinite(x) else math.inf for x in (score, final.get("loss", math.inf)))
+    return (final[metric] if is_regression(final) else -final[metric]), final["loss"]
 
 
 def choose_rate(rows: list[dict], where: Path) -> tuple[float, Path]:
-    """The best probe's rate and run folder (val_key; ties: the lower rate). Refused while a probe
-    failed other than by diverging (fixed, it may win), or where none scored a finite number."""
+    """The best probe's rate and run folder (val_key; ties: the lower rate). NoRateYet while a probe
+    failed other than by diverging (fixed, it may win), or where none finished."""
     ranked = []
     for row in rows:
         if row.get("status") == "failed" and row.get("failure") != DIVERGED:
-            raise FptError(
+            raise NoRateYet(
                 f"--lr-search: the probe at lr {float(row['lr']):g} failed ({row.get('error')}); fix it and "
                 f"run the command again to choose a rate (see {where / 'results.csv'})"
             )
         key = val_key(Path(row["run_dir"])) if row.get("status") == "done" else None
-        if key is not None and math.isfinite(key[0]):
+        if key is not None:
             ranked.append((key, float(row["lr"]), Path(row["run_dir"])))
     if not ranked:
-        raise FptError(f"--lr-search: no probe finished with a finite score, so no rate is chosen (see {where})")
+        raise NoRateYet(f"--lr-search: every probe diverged, so no rate is chosen; try lower rates (see {where})")
     _, rate, run_dir = min(ranked, key=lambda item: (item[0], item[1]))
     return rate, run_dir
 
 
-def recorded_choice(where: Path, rates: list[float]) -> dict | None:
-    """The choice made before for these rates (CHOSEN), or None; other rates than those chosen from
-    are refused: the arm's runs were trained at the rate chosen then."""
+def search_rates(probe_sweeps: list[tuple[str, str, str, SweepSpec]], out: Path, run_sweep) -> dict:
+    """(task, arm) -> its choice: read from the record a run of the same command kept (CHOSEN), or
+    made now from the probes `run_sweep(spec, folder)` trains; a choice made now is kept once its
+    arm's sweep accepts it (adopt_choice). Where no rate can be chosen yet, the record has "error"."""
+    records = {}
+    for task, arm, folder, spec in probe_sweeps:
+        where = out / folder
+        record = recorded_choice(where, spec)
+        if record is None:
+            rows = [{**row, "sweep": folder} for row in run_sweep(spec, where)]
+            record = {"task": task, "arm": arm, "rates": spec.grid["lr"], "probes": rows, "where": where}
+            try:
+                record["lr"], record["best"] = choose_rate(rows, where)
+            except NoRateYet as exc:  # its failed probes (diverged ones too) make the command's status 1
+                record["error"] = str(exc)
+            else:  # a rate that diverged lost the search: a result, not a failure
+                record["probes"] = [{**r, "status": LOST} if r.get("failure") == DIVERGED else r for r in rows]
+        records[task, arm] = record
+    return records
+
+
+def recorded_choice(where: Path, spec: SweepSpec) -> dict | None:
+    """The choice kept in WHERE/chosen.json, its paths read as lying under WHERE; None where there is
+    none. Refused: other rates than it was chosen from, or probes now asked for with other options."""
+    check_cells_unchanged(spec, where)  # the probes' records: another budget or recipe is refused
     path = where / CHOSEN
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    if sorted(record["rates"]) != sorted(rates):
+    if sorted(record["rates"]) != sorted(spec.grid["lr"]):
         raise FptError(
             f"{path}: its rate was chosen from {', '.join(f'{r:g}' for r in record['rates'])}, not these rates; "
             "give those, or use another --out to search again"
         )
-    return record
+    return _resolved(record, where)
 
 
-def record_choice(where: Path, rates: list[float], rate: float, best: Path, rows: list[dict]) -> dict:
-    """Keep the choice and every probe's row (a diverged one marked LOST, not failed)."""
-    rows = [{**r, "status": LOST} if r.get("failure") == DIVERGED else r for r in rows]
-    record = {"rates": list(rates), "lr": rate, "best": str(best), "probes": rows}
-    write_json(where / CHOSEN, record)
-    return record
+def read_choices(root: Path) -> dict[tuple[str, str], dict]:
+    """Every choice kept under `root` (OUT/rate-probes/*/chosen.json), by (task, arm)."""
+    records = [_resolved(json.loads(p.read_text()), p.parent) for p in sorted(Path(root).rglob(CHOSEN))]
+    return {(r["task"], r["arm"]): r for r in records if PROBES in r["where"].parts}
 
 
-def adopt_probe(probe_dir: Path, spec: SweepSpec, sweep_dir: Path) -> None:
-    """Copy the chosen probe into the own-rate sweep as its seed-0 cell (the same run: same options,
-    rate and seed), unless that cell has a run already; whole or not at all (a copy, then a rename)."""
-    check_cells_unchanged(spec, sweep_dir)  # a cell run before at another rate is refused, untouched
+def _resolved(record: dict, where: Path) -> dict:
+    """A kept record with its run folders (kept as names under WHERE/runs) made paths again."""
+    runs = where / "runs"
+    probes = [{**row, "run_dir": str(runs / row["run_dir"])} for row in record["probes"]]
+    return {**record, "probes": probes, "best": runs / record["best"], "where": where}
+
+
+def adopt_choice(record: dict, spec: SweepSpec, sweep_dir: Path) -> None:
+    """Copy the chosen probe into the arm's own-rate sweep as its seed-0 cell (the same run: same
+    options, rate and seed) unless it has one, whole or not at all (copied beside the probes, then
+    moved), and keep the choice. A sweep run before at another rate is refused first, untouched."""
+    check_cells_unchanged(spec, sweep_dir)
     seed0 = next(cell for cell in spec.cells() if cell.values.get("seed") == 0)
     target = cell_run(sweep_dir, seed0).path
-    if target.exists():
-        return
-    partial = target.with_name(target.name + ".copying")
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(probe_dir, partial)
-    partial.rename(target)
+    if not target.exists():
+        partial = record["where"] / ".copying"  # under rate-probes/: no table reads it
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(record["best"], partial)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial.rename(target)
+    if not (record["where"] / CHOSEN).is_file():
+        names = {"best": record["best"].name, "probes": [_named(row) for row in record["probes"]]}
+        kept = {k: v for k, v in record.items() if k not in ("where", "best", "probes")}
+        write_json(record["where"] / CHOSEN, {**kept, **names})
+
+
+def _named(row: dict) -> dict:
+    return {**row, "run_dir": Path(row["run_dir"]).name}
 
 
 def probe_section(records: dict[tuple[str, str], dict]) -> str:
@@ -196,23 +235,3 @@ def _probe_score(row: dict) -> str:
     metric = headline_metric(final)
     value = final[metric] if is_regression(final) else 100 * final[metric]
     return f"{rate}: {final['split']} {metric} {value:.{3 if is_regression(final) else 1}f}"
-
-
-def search_rates(probe_sweeps: list[tuple[str, str, str, SweepSpec]], out: Path, run_sweep) -> dict:
-    """(task, arm) -> its choice (CHOSEN's record), made once: the probes trained by `run_sweep(spec,
-    folder)` and ranked, or read from the record a run of the same command made before. A rate that
-    cannot be chosen yet is recorded as {"error": ...} in memory alone, and its arm is not run."""
-    records = {}
-    for task, arm, folder, spec in probe_sweeps:
-        where = out / folder
-        record = recorded_choice(where, spec.grid["lr"])
-        if record is None:
-            rows = [{**row, "sweep": folder} for row in run_sweep(spec, where)]
-            try:
-                rate, best = choose_rate(rows, where)
-            except FptError as exc:
-                record = {"rates": spec.grid["lr"], "error": str(exc), "probes": rows}
-            else:
-                record = record_choice(where, spec.grid["lr"], rate, best, rows)
-        records[task, arm] = record
-    return records

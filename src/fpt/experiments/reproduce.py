@@ -19,7 +19,7 @@ from fpt.errors import TOO_SHALLOW, FptError
 from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
 from fpt.experiments.rate_search import (
     PROBES,
-    adopt_probe,
+    adopt_choice,
     check_has_validation,
     check_rates,
     own_rate_folder,
@@ -284,11 +284,11 @@ def run_reproduction(
     )
     probe_rows = [row for record in records.values() for row in record["probes"]]
     chosen = {key: record["lr"] for key, record in records.items() if "lr" in record}
-    seed0 = {own_rate_folder(sweep_folder(t), a): Path(records[t, a]["best"]) for t, a in chosen}
+    own = {own_rate_folder(sweep_folder(task), arm): records[task, arm] for task, arm in chosen}
     rows = list(probe_rows)
     for folder, spec, skipped in plan.sweeps(chosen):
-        if folder in seed0:  # an arm at its own rate: its seed 0 is the chosen probe
-            adopt_probe(seed0[folder], spec, out / folder)
+        if folder in own:  # an arm at its own rate: its seed 0 is the chosen probe
+            adopt_choice(own[folder], spec, out / folder)
         if all(spec.grid.values()):
             rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]

@@ -41,6 +41,7 @@ from typing import Iterator, Protocol
 
 from fpt.errors import FptError
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
+from fpt.experiments.rate_search import LOST
 from fpt.experiments.sittings import log_sitting, reached_step
 from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.sweep is where they are found)
     GRID_ONLY_KEYS,
@@ -408,9 +409,10 @@ def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
         "runs": len(rows),
         **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")},
     }
-    stopped = sum(r["status"] == STOPPED for r in rows)
-    if stopped:  # only where max_minutes stopped some: a sweep without it reports what it always did
-        counts[STOPPED] = stopped
+    for status in (STOPPED, LOST):  # only where some were: a sweep without them reports what it always did
+        found = sum(r["status"] == status for r in rows)  # stopped by max_minutes; a rate probe that diverged
+        if found:
+            counts[status] = found
     return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
 
 
