@@ -215,8 +215,8 @@ def probe_section(records: dict[tuple[str, str], dict]) -> str:
         "",
         "Rates of their own (--lr-search): each searched arm trained seed 0 once per rate; the best final "
         "score on the validation split (ties: the lower val loss, then the lower rate) chose the rate every "
-        "seed then trained at. Seed 0 is that probe, so, like fpt's recipe, it was chosen on its own "
-        "validation score. A searched arm ignores --set lr.",
+        "seed then trained at. Seed 0 is that probe: its test score comes from the run whose validation "
+        "score chose the rate. A searched arm ignores --set lr.",
         "",
     ]
     for (task, arm), record in records.items():
