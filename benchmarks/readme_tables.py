@@ -1403,8 +1403,8 @@ def headline_table() -> str:
 
 # Where the controls ran; every figure of the table is read from the run folders by fpt.experiments.controls.
 CONTROLS_NOTE = (
-    "Ran on one core of an AMD EPYC (fp32 but MNIST, which ran in bf16; ETTh1's random arm and MNIST on one with "
-    "native bf16, the rest without), shared "
+    "Ran on one core of an AMD EPYC (fp32 but MNIST and Fashion-MNIST, which ran in bf16; ETTh1's and Bit Memory's "
+    "random arms, MNIST and Fashion-MNIST on one with native bf16, the rest without), shared "
     "with other jobs: the s/step column "
     "measures that contention as much as the arms and is not a benchmark timing. XOR's budget: 100 steps of one "
     "fixed recipe (--recipe fast with a 20-step warm-up), the same for every arm, chosen for the time there was, not "
@@ -1421,7 +1421,8 @@ CONTROLS_NOTE = (
     "arm where they exist (Bit Memory's three, JapaneseVowels' seed 0). MNIST: the 30-minute headline cell's recipe "
     "and budget (7x7 patches, --recipe fast in bf16, 13,000 steps, 5,000 training images held out as val), whose "
     "three runs (headline/mnist-fpt-fast13k-patch7-val5k-bf16-seed{0,1,2}, two threads on two idle cores) are its "
-    "fpt arm; the other arms bf16 on one shared core. The none arm keeps fpt's last-token head, so on a "
+    "fpt arm; the other arms bf16 on one shared core. Fashion-MNIST: MNIST's recipe and budget, unchanged and not "
+    "tuned for it, every arm (fpt too) trained by the command. The none arm keeps fpt's last-token head, so on a "
     "classification task it reads one token (Tan et al.'s w/o LLM reads every patch through a forecasting "
     "head, as ETTh1's none does): the table after this one gives none a head reading every token. full trains "
     "every weight from scratch at the shared rate (3e-3), at which it learns nothing on XOR or JapaneseVowels: its "
