@@ -1532,6 +1532,7 @@ def _scores_of(values: list[float], digits: int = 1) -> str:
 
 def controls_full_rate_table() -> str:
     from fpt.experiments.controls import read_arm_run, read_arm_runs
+    from fpt.experiments.rate_search import val_key
 
     task = "ucr:JapaneseVowels"
     controls = [r for r in read_arm_runs(RESULTS / "controls") if r.task == task]
@@ -1541,11 +1542,9 @@ def controls_full_rate_table() -> str:
     for probe in probes:
         _check_probe(probe, shared, {"lr", "threads"})
         by_rate.setdefault(_json(probe.path / "config.json")["lr"], []).append(probe)
-    # the rate chosen: the best final val accuracy on seed 0, ties to the lower val loss (as the runs were chosen)
-    seed0 = {
-        rate: _json(r.path / "summary.json")["final"] for rate, runs in by_rate.items() for r in runs if r.seed == 0
-    }
-    chosen = min(seed0, key=lambda rate: (-seed0[rate]["accuracy"], seed0[rate]["loss"])) if seed0 else None
+    # the rate chosen as --lr-search chooses: seed 0's final val accuracy, then its val loss, then the lower rate
+    seed0 = {rate: r.path for rate, runs in by_rate.items() for r in runs if r.seed == 0}
+    chosen = min(seed0, key=lambda rate: (val_key(seed0[rate]), rate)) if seed0 else None
     rows = [_rate_row("fpt, the shared recipe's 3e-3", [r for r in controls if r.arm == "fpt"], "-")]
     rows.append(_rate_row("full, the shared recipe's 3e-3", shared, "-"))
     for rate in sorted(by_rate):

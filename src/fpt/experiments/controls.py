@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
-from fpt.experiments.rate_search import PROBES, is_own_rate_run
+from fpt.experiments.rate_search import PROBES, is_own_rate_run, probe_section, read_choices
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
 from fpt.tasks.registry import task_label
@@ -277,14 +277,15 @@ def _task_heading(task: str) -> str:
     return TASK_COLUMNS.get(task, task)
 
 
-NOTES_SAME = (
+SAME_RECIPE = (
     "Every arm ran under the same recipe, budget and dropout (the recipe's, given to every run: a recipe's "
-    "dropout otherwise reaches only a frozen body), on the same seeds; no arm was tuned apart from the others."
+    "dropout otherwise reaches only a frozen body), on the same seeds"
 )
-NOTES_OWN_RATE = (  # where --lr-search gave some arm a rate of its own (fpt.experiments.rate_search)
-    "Every arm ran under the same recipe, budget and dropout (the recipe's, given to every run: a recipe's "
-    "dropout otherwise reaches only a frozen body), on the same seeds, except that an arm marked 'at its own "
-    "rate' trained at the learning rate chosen for it on validation (below); no arm was tuned otherwise."
+NOT_TUNED = "; no arm was tuned apart from the others."
+# where --lr-search gave some arm a rate of its own (fpt.experiments.rate_search)
+OWN_RATE_TUNED = (
+    ", except that an arm marked 'at its own rate' trained at the learning rate chosen for it on validation "
+    "(below); no arm was tuned otherwise."
 )
 NOTES = (
     " Score: the test split scored once at the end of each run, mean ± std over seeds. Shuffled inputs: the "
@@ -316,7 +317,7 @@ def controls_markdown(
     if not runs:
         raise FptError("no finished controls runs found; run `fpt reproduce controls` first")
     own_rate = own_rates(runs)
-    head = NOTES_OWN_RATE if own_rate else NOTES_SAME
+    head = SAME_RECIPE + (OWN_RATE_TUNED if own_rate else NOT_TUNED)
     lines = [f"### {title}", "", head + NOTES + (f" {note}" if note else ""), ""]
     tasks = list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))
     verdicts = []
@@ -423,8 +424,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default="Is the pretrained transformer doing anything?")
     parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
     args = parser.parse_args(argv)
-    from fpt.experiments.rate_search import probe_section, read_choices
-
     try:
         text = controls_markdown(read_arm_runs(args.folder), args.title, args.note)
         text += probe_section(read_choices(args.folder))

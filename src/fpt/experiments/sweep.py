@@ -41,7 +41,6 @@ from typing import Iterator, Protocol
 
 from fpt.errors import FptError
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
-from fpt.experiments.rate_search import LOST
 from fpt.experiments.sittings import log_sitting, reached_step
 from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.sweep is where they are found)
     GRID_ONLY_KEYS,
@@ -409,10 +408,10 @@ def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
         "runs": len(rows),
         **{status: sum(r["status"] == status for r in rows) for status in ("done", "failed", "skipped")},
     }
-    for status in (STOPPED, LOST):  # only where some were: a sweep without them reports what it always did
-        found = sum(r["status"] == status for r in rows)  # stopped by max_minutes; a rate probe that diverged
-        if found:
-            counts[status] = found
+    # any other status only where some rows have it (a cell max_minutes stopped, a rate probe that
+    # diverged): a sweep without them reports what it always did
+    for status in sorted({r["status"] for r in rows} - set(counts)):
+        counts[status] = sum(r["status"] == status for r in rows)
     return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
 
 
