@@ -1403,8 +1403,8 @@ def headline_table() -> str:
 
 # Where the controls ran; every figure of the table is read from the run folders by fpt.experiments.controls.
 CONTROLS_NOTE = (
-    "Ran on one core of an AMD EPYC (fp32 but MNIST and Fashion-MNIST, which ran in bf16; ETTh1's and Bit Memory's "
-    "random arms, MNIST and Fashion-MNIST on one with native bf16, the rest without), shared "
+    "Ran on one core of an AMD EPYC (fp32 but MNIST, Fashion-MNIST and ListOps, which ran in bf16; each run's CPU, with or "
+    "without native bf16, is in its sittings.jsonl where it has one), shared "
     "with other jobs: the s/step column "
     "measures that contention as much as the arms and is not a benchmark timing. XOR's budget: 100 steps of one "
     "fixed recipe (--recipe fast with a 20-step warm-up), the same for every arm, chosen for the time there was, not "
@@ -1422,7 +1422,11 @@ CONTROLS_NOTE = (
     "and budget (7x7 patches, --recipe fast in bf16, 13,000 steps, 5,000 training images held out as val), whose "
     "three runs (headline/mnist-fpt-fast13k-patch7-val5k-bf16-seed{0,1,2}, two threads on two idle cores) are its "
     "fpt arm; the other arms bf16 on one shared core. Fashion-MNIST: MNIST's recipe and budget, unchanged and not "
-    "tuned for it, every arm (fpt too) trained by the command. The none arm keeps fpt's last-token head, so on a "
+    "tuned for it, every arm (fpt too) trained by the command. ListOps (the official code's input: brackets "
+    "stripped, cut to 512 tokens): the converged run's recipe and budget (--recipe fast in bf16, 1,000 steps of 32 "
+    "in micro-batches of 8, the first 500 val expressions watched every 50 steps), whose run "
+    "(converge/listops-fpt-fast-paper-protocol-seed0) is its fpt arm's seed 0, copied unchanged; scored on its test "
+    "split where the paper quotes val. The none arm keeps fpt's last-token head, so on a "
     "classification task it reads one token (Tan et al.'s w/o LLM reads every patch through a forecasting "
     "head, as ETTh1's none does): the table after this one gives none a head reading every token. full trains "
     "every weight from scratch at the shared rate (3e-3), at which it learns nothing on XOR or JapaneseVowels: its "
