@@ -39,6 +39,7 @@ from fpt.runs import is_subset, whole_split
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+CONTROLS_CHART = "benchmarks/results/controls/controls.png"  # under the root: the controls table's picture
 README = ROOT / "README.md"
 WORDS = ["none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 
@@ -1403,8 +1404,8 @@ def headline_table() -> str:
 
 # Where the controls ran; every figure of the table is read from the run folders by fpt.experiments.controls.
 CONTROLS_NOTE = (
-    "Ran on one core of an AMD EPYC (fp32 but MNIST, Fashion-MNIST and ListOps, which ran in bf16; each run's CPU, with or "
-    "without native bf16, is in its sittings.jsonl where it has one), shared "
+    "Ran on one core of an AMD EPYC (fp32 but MNIST, Fashion-MNIST and ListOps, which ran in bf16; each run's "
+    "CPU, with or without native bf16, is in its sittings.jsonl where it has one), shared "
     "with other jobs: the s/step column "
     "measures that contention as much as the arms and is not a benchmark timing. XOR's budget: 100 steps of one "
     "fixed recipe (--recipe fast with a 20-step warm-up), the same for every arm, chosen for the time there was, not "
@@ -1442,7 +1443,21 @@ def controls_table() -> str:
     from fpt.experiments.rate_search import probe_section, read_choices
 
     root = RESULTS / "controls"  # with how each arm given its own rate (--lr-search) had it chosen
-    return controls_markdown(read_arm_runs(root), note=CONTROLS_NOTE) + probe_section(read_choices(root))
+    chart = Path(CONTROLS_CHART).relative_to("benchmarks").as_posix()  # from benchmarks/README.md
+    picture = f"![The controls as a picture: each arm's test score per task, its seeds, its shuffled score]({chart})"
+    return (
+        controls_markdown(read_arm_runs(root), note=CONTROLS_NOTE)
+        + f"\n{picture}\n"
+        + probe_section(read_choices(root))
+    )
+
+
+def draw_controls_chart(path: Path) -> None:
+    """The controls table's picture, from the same run files as the table."""
+    from fpt.experiments.controls import read_arm_runs
+    from fpt.experiments.plots import controls_chart
+
+    controls_chart(read_arm_runs(RESULTS / "controls"), path)
 
 
 # The none arm keeps fpt's last-token head, so it reads one token; these runs give it a head reading
@@ -1597,6 +1612,8 @@ TABLES: dict[str, Callable[[], str]] = {
 FRONT = "README.md"
 BENCHMARKS = "benchmarks/README.md"
 HOMES = {name: FRONT if name == "headline" else BENCHMARKS for name in TABLES}
+# a table's picture, drawn from the same files whenever the table is written
+CHARTS: dict[str, tuple[str, Callable[[Path], None]]] = {"controls": (CONTROLS_CHART, draw_controls_chart)}
 
 
 def _pattern(name: str) -> re.Pattern:
@@ -1705,6 +1722,11 @@ def main(argv: list[str]) -> int:
         wrong = strays(args.root)
         for home, tables in homes.items():
             wrong += [f"{home}: {line}" for line in differences((args.root / home).read_text(), tables)]
+        wrong += [
+            f"{path}: missing; the {name} table shows it"
+            for name, (path, _) in _charts(homes)
+            if not (args.root / path).is_file()
+        ]
         for line in wrong:
             print(line, file=sys.stderr)
         if wrong:
@@ -1717,7 +1739,15 @@ def main(argv: list[str]) -> int:
         if new != text:
             path.write_text(new)
         print(f"{len(tables)} tables written into {home}")
+    for _, (path, draw) in _charts(homes):
+        draw(args.root / path)
+        print(f"{path} drawn")
     return 0
+
+
+def _charts(homes: dict[str, dict[str, str]]) -> list[tuple[str, tuple[str, Callable[[Path], None]]]]:
+    """The pictures of the tables being written or checked."""
+    return [(name, CHARTS[name]) for tables in homes.values() for name in tables if name in CHARTS]
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def test_a_search_chooses_once_reuses_its_probe_and_lets_a_diverged_rate_lose(tm
     assert failure_summary(rows) is None  # a rate that diverged lost the search; nothing failed
     assert sweep_outcome(rows, tmp_path)[0] == {"runs": 11, "done": 6, "failed": 0, "skipped": 4, "diverged": 1}
     assert table_row(text, "XOR", "full")[1].endswith(", at its own rate (0.0003)")
-    probe_line = "- full on bit-xor: lr 0.0003; probes: 0.0001: heldout accuracy 80.0; 0.0003: heldout accuracy 90.0"
+    probe_line = "- full on bit-xor: lr 0.0003; probes: 0.0001: heldout accuracy 80.00; 0.0003: heldout accuracy 90.00"
     assert probe_line + "; 0.001: diverged\n" in text and "Failed runs" not in text
     assert "lr=0.001" in (tmp_path / "results.csv").read_text()  # the probes are in results.csv
     # the same command again trains nothing and chooses nothing anew; other rates are refused
@@ -247,7 +247,7 @@ def test_a_search_reads_its_record_from_any_working_directory(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path / "elsewhere")
     again = FakeTraining({})
     assert run_reproduction(_plan(), Path("../out"), progress=False, executor=again)[1] == text
-    assert again.trained == [] and "0.0003: heldout accuracy 90.0" in text
+    assert again.trained == [] and "0.0003: heldout accuracy 90.00" in text
 
 
 def test_a_choice_its_arm_refuses_is_not_kept(tmp_path):

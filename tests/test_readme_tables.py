@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+CONTROLS_CHART = "benchmarks/results/controls/controls.png"  # readme_tables.CONTROLS_CHART
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +126,24 @@ def test_the_headline_reads_each_seed_from_its_run(rendered):
     assert "`converge/mnist-fpt-fast16k-dropout0-seed{0,1,2}`" in row
 
 
-def _copy_tree(tmp_path: Path) -> Path:
+def _copy_tree(tmp_path: Path, charts: bool = True) -> Path:
     (tmp_path / "benchmarks").mkdir()
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     shutil.copy(ROOT / "benchmarks" / "README.md", tmp_path / "benchmarks" / "README.md")
+    if charts:
+        chart = tmp_path / CONTROLS_CHART
+        chart.parent.mkdir(parents=True)
+        shutil.copy(ROOT / CONTROLS_CHART, chart)
     return tmp_path
+
+
+def test_the_controls_chart_is_drawn_with_its_table_and_the_check_names_it_missing(readme_tables, tmp_path, capsys):
+    root = _copy_tree(tmp_path, charts=False)
+    assert readme_tables.main(["--check", "--root", str(root)]) == 1  # the table links a picture not there
+    assert f"{CONTROLS_CHART}: missing; the controls table shows it" in capsys.readouterr().err
+    assert readme_tables.main(["--root", str(root), "controls", "--allow-untracked"]) == 0
+    assert (root / CONTROLS_CHART).read_bytes().startswith(b"\x89PNG")
+    assert readme_tables.main(["--check", "--root", str(root)]) == 0
 
 
 def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_tables, rendered, tmp_path):

@@ -153,8 +153,13 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     assert "Ran on a test." in text and "Bit Memory" in text
     # the same text from the command line, from the files alone
     out = tmp_path / "controls.md"
-    assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test."]) == 0
+    chart = tmp_path / "c.png"
+    assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test.", "--chart", str(chart)]) == 0
     assert out.read_text() == text
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    from fpt.experiments.plots import controls_chart
+
+    assert controls_chart([], tmp_path / "empty.png") is None and not (tmp_path / "empty.png").exists()
 
 
 def test_an_arm_that_never_beat_the_majority_label_is_flagged_and_not_judged(tmp_path):
@@ -235,4 +240,5 @@ def test_reproduce_controls_end_to_end_trains_each_arm_only_what_it_says(tiny_gp
     text = (out / "controls.md").read_text()
     for arm in CONTROL_ARMS:
         assert f"| {arm} | " in text
+    assert "](controls.png)" in text and (out / "controls.png").read_bytes().startswith(b"\x89PNG")
     assert "Tan et al." in text and "s/step" in text

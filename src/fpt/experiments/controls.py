@@ -309,6 +309,11 @@ def own_rates(runs: list[ArmRun]) -> set[tuple[str, str]]:
     return searched | {(r.task, r.arm) for r in unsearched if r.lr not in fpt_rates[r.task]}
 
 
+def task_order(runs: list[ArmRun]) -> list[str]:
+    """The tasks of `runs` in the order the table and the chart give them."""
+    return list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))
+
+
 def controls_markdown(
     runs: list[ArmRun], title: str = "Is the pretrained transformer doing anything?", note: str = ""
 ) -> str:
@@ -319,9 +324,8 @@ def controls_markdown(
     own_rate = own_rates(runs)
     head = SAME_RECIPE + (OWN_RATE_TUNED if own_rate else NOT_TUNED)
     lines = [f"### {title}", "", head + NOTES + (f" {note}" if note else ""), ""]
-    tasks = list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))
     verdicts = []
-    for task in tasks:
+    for task in task_order(runs):
         of_task = [r for r in runs if r.task == task]
         metric = of_task[0].metric
         digits, unit = (3, "MSE (lower is better)") if metric == "mse" else (1, "accuracy in %")
@@ -423,12 +427,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
     parser.add_argument("--title", default="Is the pretrained transformer doing anything?")
     parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
+    parser.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
     args = parser.parse_args(argv)
     try:
-        text = controls_markdown(read_arm_runs(args.folder), args.title, args.note)
+        runs = read_arm_runs(args.folder)
+        text = controls_markdown(runs, args.title, args.note)
         text += probe_section(read_choices(args.folder))
     except FptError as exc:
         parser.exit(2, f"fpt: {exc}\n")
+    if args.chart:
+        from fpt.experiments.plots import controls_chart
+
+        controls_chart(runs, args.chart, args.title)
     if args.out:
         from fpt.paths import write_text
 

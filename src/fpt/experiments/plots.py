@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -24,6 +25,9 @@ from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
 from fpt.scores import is_regression  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
+
+if TYPE_CHECKING:
+    from fpt.experiments.controls import ArmRun
 
 
 @torch.inference_mode()
@@ -367,3 +371,77 @@ def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def controls_chart(
+    runs: list[ArmRun], path: Path, title: str = "Is the pretrained transformer doing anything?"
+) -> Path | None:
+    """The controls table (fpt.experiments.controls) as a picture: a panel per task, a bar per arm at its
+    mean test score (the standard deviation over seeds as error bar, each seed a dot), its mean on shuffled
+    inputs as a hollow diamond, fpt's mean as a dashed line and the majority label's share as a dotted one.
+    `runs`: finished runs (controls.read_arm_runs). None where there are none."""
+    import math
+
+    from fpt.experiments.controls import own_rates, task_order
+    from fpt.experiments.paper import CONTROL_ARMS
+
+    if not runs:
+        return None
+    tasks = task_order(runs)
+    columns = min(3, len(tasks))
+    rows = math.ceil(len(tasks) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 2.7 * rows), dpi=110, squeeze=False)
+    own = own_rates(runs)
+    for ax, task in zip(axes.flat, tasks):
+        _controls_panel(ax, [r for r in runs if r.task == task], CONTROL_ARMS, own)
+    for ax in list(axes.flat)[len(tasks) :]:
+        ax.set_visible(False)
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color="C0", label="fpt: mean ± std over seeds"),
+        plt.Rectangle((0, 0), 1, 1, color="0.65", label="a control: mean ± std"),
+        plt.Line2D([], [], color="k", marker=".", linestyle="", label="a seed"),
+        plt.Line2D([], [], color="C3", marker="D", fillstyle="none", linestyle="", label="shuffled inputs (mean)"),
+        plt.Line2D([], [], color="C0", linestyle="--", label="fpt's mean"),
+        plt.Line2D([], [], color="0.3", linestyle=":", label="majority label"),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=7, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return _save(fig, path)
+
+
+def _controls_panel(ax, runs: list[ArmRun], arms: list[str], own: set[tuple[str, str]]) -> None:
+    """One task of controls_chart: arms top to bottom in the table's order."""
+    import statistics
+
+    task, metric = runs[0].task, runs[0].metric
+    fpt = [r.score for r in runs if r.arm == "fpt"]
+    for y, arm in enumerate(arms):
+        mine = [r for r in runs if r.arm == arm]
+        if not mine:
+            ax.text(0.01, y, "not run", transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.4")
+            continue
+        scores = [r.score for r in mine]
+        spread = statistics.stdev(scores) if len(scores) > 1 else None
+        ax.barh(y, statistics.mean(scores), xerr=spread, capsize=2, height=0.6, color="C0" if arm == "fpt" else "0.65")
+        ax.plot(scores, [y] * len(scores), ".", color="k", markersize=3)
+        shuffled = [r.shuffled for r in mine if r.shuffled is not None]
+        if shuffled:
+            ax.plot(statistics.mean(shuffled), y, "D", color="C3", fillstyle="none", markersize=5)
+    if fpt:
+        ax.axvline(statistics.mean(fpt), color="C0", linestyle="--", linewidth=1)
+    majority = [r.majority for r in runs if r.majority is not None]
+    if majority and metric != "mse":
+        ax.axvline(statistics.mean(majority), color="0.3", linestyle=":", linewidth=1)
+    labels = [f"{arm} (own rate)" if (task, arm) in own else arm for arm in arms]
+    ax.set_yticks(range(len(arms)), labels, fontsize=8)
+    ax.set_ylim(len(arms) - 0.5, -0.5)  # fpt on top, as in the table
+    if metric == "mse":
+        ax.set_xlim(left=0)
+        ax.set_xlabel(f"MSE on {runs[0].split} (lower is better)", fontsize=8)
+    else:
+        ax.set_xlim(0, 100)
+        ax.set_xlabel(f"accuracy % on {runs[0].split}", fontsize=8)
+    ax.set_title(f"{TASK_COLUMNS.get(task, task)}, {runs[0].steps:,} steps", fontsize=9)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.grid(axis="x", alpha=0.3)

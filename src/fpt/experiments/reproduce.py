@@ -305,7 +305,8 @@ def run_reproduction(
         subset = table_rows(table, rows)
         title = f"{table} ({setting}; {plan.seeds} seed(s); {ran_on})"
         if table == "controls":
-            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds) + probe_section(records)
+            text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds, out / f"{table}.png")
+            text += probe_section(records)
             subset = probe_rows + subset  # a probe that failed is listed under the table too
         else:
             text = _table_text(table, subset, title, options, out / f"{table}.png")
@@ -317,16 +318,20 @@ def run_reproduction(
     return rows, text
 
 
-def _controls_text(subset: list[dict], note: str, seeds: int) -> str:
-    """Each finished run also scored on shuffled inputs; the table from the run files."""
+def _controls_text(subset: list[dict], note: str, seeds: int, chart: Path) -> str:
+    """Each finished run also scored on shuffled inputs; the table from the run files, and its picture."""
     from fpt.experiments.controls import controls_markdown, read_arm_run, shuffle_evaluation
+    from fpt.experiments.plots import controls_chart
 
     arms = []
     for row in subset:
         if row["status"] == "done":
             shuffle_evaluation(Path(row["run_dir"]))
             arms.append(read_arm_run(Path(row["run_dir"])))
-    return controls_markdown([a for a in arms if a is not None], f"controls ({seeds} seed(s))", note)
+    arms = [a for a in arms if a is not None]
+    title = f"controls ({seeds} seed(s))"
+    drawn = controls_chart(arms, chart, title)
+    return controls_markdown(arms, title, note) + (f"\n![{title} as a picture]({chart.name})\n" if drawn else "")
 
 
 def _table_text(table: str, subset: list[dict], title: str, options: dict, chart: Path) -> str:
