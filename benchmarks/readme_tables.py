@@ -1460,6 +1460,14 @@ def draw_controls_chart(path: Path) -> None:
     controls_chart(read_arm_runs(RESULTS / "controls"), path)
 
 
+def controls_chart_is_current(path: Path) -> bool:
+    """Whether the picture at `path` was drawn from the run files the controls table is read from."""
+    from fpt.experiments.controls import read_arm_runs
+    from fpt.experiments.plots import controls_digest, png_description
+
+    return png_description(path) == controls_digest(read_arm_runs(RESULTS / "controls"))
+
+
 # The none arm keeps fpt's last-token head, so it reads one token; these runs give it a head reading
 # every token instead (--pooling flatten), at the same recipe, budget and seeds as the controls' runs.
 HEAD_PROBES = {"mnist": "mnist-none-flatten-seed*", "ucr:JapaneseVowels": "japanese-vowels-none-flatten-seed*"}
@@ -1612,8 +1620,11 @@ TABLES: dict[str, Callable[[], str]] = {
 FRONT = "README.md"
 BENCHMARKS = "benchmarks/README.md"
 HOMES = {name: FRONT if name == "headline" else BENCHMARKS for name in TABLES}
-# a table's picture, drawn from the same files whenever the table is written
-CHARTS: dict[str, tuple[str, Callable[[Path], None]]] = {"controls": (CONTROLS_CHART, draw_controls_chart)}
+# a table's picture, drawn from the same files whenever the table is written: where it lies, how it is
+# drawn, and whether a picture there was drawn from the files as they are
+CHARTS: dict[str, tuple[str, Callable[[Path], None], Callable[[Path], bool]]] = {
+    "controls": (CONTROLS_CHART, draw_controls_chart, controls_chart_is_current)
+}
 
 
 def _pattern(name: str) -> re.Pattern:
@@ -1722,11 +1733,11 @@ def main(argv: list[str]) -> int:
         wrong = strays(args.root)
         for home, tables in homes.items():
             wrong += [f"{home}: {line}" for line in differences((args.root / home).read_text(), tables)]
-        wrong += [
-            f"{path}: missing; the {name} table shows it"
-            for name, (path, _) in _charts(homes)
-            if not (args.root / path).is_file()
-        ]
+        for name, (path, _, is_current) in _charts(homes):
+            if not (args.root / path).is_file():
+                wrong.append(f"{path}: missing; the {name} table shows it")
+            elif not is_current(args.root / path):
+                wrong.append(f"{path}: drawn from other runs than the {name} table's")
         for line in wrong:
             print(line, file=sys.stderr)
         if wrong:
@@ -1739,13 +1750,13 @@ def main(argv: list[str]) -> int:
         if new != text:
             path.write_text(new)
         print(f"{len(tables)} tables written into {home}")
-    for _, (path, draw) in _charts(homes):
+    for _, (path, draw, _) in _charts(homes):
         draw(args.root / path)
         print(f"{path} drawn")
     return 0
 
 
-def _charts(homes: dict[str, dict[str, str]]) -> list[tuple[str, tuple[str, Callable[[Path], None]]]]:
+def _charts(homes: dict[str, dict[str, str]]) -> list[tuple[str, tuple]]:
     """The pictures of the tables being written or checked."""
     return [(name, CHARTS[name]) for tables in homes.values() for name in tables if name in CHARTS]
 

@@ -138,12 +138,22 @@ def _copy_tree(tmp_path: Path, charts: bool = True) -> Path:
 
 
 def test_the_controls_chart_is_drawn_with_its_table_and_the_check_names_it_missing(readme_tables, tmp_path, capsys):
+    assert readme_tables.CONTROLS_CHART == CONTROLS_CHART
     root = _copy_tree(tmp_path, charts=False)
     assert readme_tables.main(["--check", "--root", str(root)]) == 1  # the table links a picture not there
     assert f"{CONTROLS_CHART}: missing; the controls table shows it" in capsys.readouterr().err
     assert readme_tables.main(["--root", str(root), "controls", "--allow-untracked"]) == 0
     assert (root / CONTROLS_CHART).read_bytes().startswith(b"\x89PNG")
     assert readme_tables.main(["--check", "--root", str(root)]) == 0
+    # a picture drawn from other runs (here: none of the XOR runs) is named stale
+    from fpt.experiments.controls import read_arm_runs
+    from fpt.experiments.plots import controls_chart
+
+    runs = read_arm_runs(ROOT / "benchmarks" / "results" / "controls")
+    controls_chart([r for r in runs if r.task != "bit-xor"], root / CONTROLS_CHART)
+    capsys.readouterr()
+    assert readme_tables.main(["--check", "--root", str(root)]) == 1
+    assert f"{CONTROLS_CHART}: drawn from other runs than the controls table's" in capsys.readouterr().err
 
 
 def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_tables, rendered, tmp_path):

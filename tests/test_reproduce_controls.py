@@ -157,6 +157,10 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test.", "--chart", str(chart)]) == 0
     assert out.read_text() == text
     assert chart.read_bytes().startswith(b"\x89PNG")
+    from fpt.experiments.plots import controls_digest, png_description
+
+    assert png_description(chart) == controls_digest(runs, "Is the pretrained transformer doing anything?")
+    assert controls_digest(runs[1:]) != controls_digest(runs)  # another set of runs, another picture
     from fpt.experiments.plots import controls_chart
 
     assert controls_chart([], tmp_path / "empty.png") is None and not (tmp_path / "empty.png").exists()
@@ -206,6 +210,11 @@ def test_no_runs_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         "fpt: no finished controls runs found; run `fpt reproduce controls` first"
     ]
+    # a folder where a file to write is asked for: one line before anything is read or drawn
+    with pytest.raises(SystemExit) as exit_:
+        controls_main([str(tmp_path), "--chart", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"fpt: {tmp_path} is a folder: name a file to write"]
 
 
 @pytest.mark.slow

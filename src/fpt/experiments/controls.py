@@ -4,8 +4,9 @@ fpt and each control (fpt.experiments.paper.CONTROL_ARMS) are trained under one 
 by `fpt reproduce controls` (fpt.experiments.reproduce); here each finished run is also scored on
 its test inputs shuffled (`shuffle_evaluation`, as `fpt evaluate --shuffle tokens`, written to the
 run's shuffled.json), and the table is written from the run folders alone (`read_arm_runs`,
-`controls_markdown`): `python -m fpt.experiments.controls FOLDER [--out FILE]` rebuilds it from
-committed result files, with no checkpoint needed.
+`controls_markdown`): `python -m fpt.experiments.controls FOLDER [--out FILE] [--chart FILE.png]`
+rebuilds it (and its picture, fpt.experiments.plots.controls_chart) from committed result files, with
+no checkpoint needed.
 
 Per task and arm: the score on the test split scored once at the end (accuracy in %, or a
 forecast's MSE / MAE), the same on shuffled inputs, the trained parameters, the median seconds per
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
-from fpt.experiments.rate_search import PROBES, is_own_rate_run, probe_section, read_choices
+from fpt.experiments.rate_search import PROBES, own_rates, probe_section, read_choices, task_order
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
 from fpt.tasks.registry import task_label
@@ -297,23 +298,6 @@ NOTES = (
 )
 
 
-def own_rates(runs: list[ArmRun]) -> set[tuple[str, str]]:
-    """(task, arm) of each arm trained at a rate of its own: searched (--lr-search: its runs lie in
-    OUT/<task>-<arm>-lr); on a task with no arm searched, at another rate than fpt's runs had."""
-    searched = {(r.task, r.arm) for r in runs if is_own_rate_run(r.path, r.arm)}
-    fpt_rates: dict[str, set] = {}
-    for run in runs:
-        if run.arm == "fpt":
-            fpt_rates.setdefault(run.task, set()).add(run.lr)
-    unsearched = [r for r in runs if r.task in fpt_rates and r.task not in {task for task, _ in searched}]
-    return searched | {(r.task, r.arm) for r in unsearched if r.lr not in fpt_rates[r.task]}
-
-
-def task_order(runs: list[ArmRun]) -> list[str]:
-    """The tasks of `runs` in the order the table and the chart give them."""
-    return list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))
-
-
 def controls_markdown(
     runs: list[ArmRun], title: str = "Is the pretrained transformer doing anything?", note: str = ""
 ) -> str:
@@ -420,8 +404,9 @@ def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m fpt.experiments.controls FOLDER [--out FILE]`: the table from committed run files,
-    with how each --lr-search rate was chosen (the probes' chosen.json)."""
+    """`python -m fpt.experiments.controls FOLDER [--out FILE] [--chart FILE.png]`: the table from
+    committed run files, with how each --lr-search rate was chosen (the probes' chosen.json), and its
+    picture."""
     parser = argparse.ArgumentParser(prog="python -m fpt.experiments.controls", description=main.__doc__)
     parser.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
     parser.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
@@ -429,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
     parser.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
     args = parser.parse_args(argv)
+    for path in (args.out, args.chart):
+        if path is not None and path.is_dir():
+            parser.exit(2, f"fpt: {path} is a folder: name a file to write\n")
     try:
         runs = read_arm_runs(args.folder)
         text = controls_markdown(runs, args.title, args.note)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -25,9 +24,6 @@ from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
 from fpt.scores import is_regression  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
-
-if TYPE_CHECKING:
-    from fpt.experiments.controls import ArmRun
 
 
 @torch.inference_mode()
@@ -111,14 +107,22 @@ def plot_attention(attention: torch.Tensor, path: Path, title: str, last_k: int)
     return _save(fig, path)
 
 
-def _save(fig, path: Path) -> Path:
-    """Write the figure as PNG, atomically, and close it."""
+def _save(fig, path: Path, metadata: dict[str, str] | None = None) -> Path:
+    """Write the figure as PNG (with these text fields), atomically, and close it."""
     try:
         return atomic_write(
-            path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight")
+            path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight", metadata=metadata)
         )  # tight: keeps legends placed outside
     finally:
         plt.close(fig)
+
+
+def png_description(path: Path) -> str | None:
+    """The Description text field of a PNG (where controls_chart keeps what it drew), None without one."""
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        return image.text.get("Description")
 
 
 def plot_confusion(matrix: list[list[int]], path: Path, title: str) -> Path:
@@ -373,17 +377,16 @@ def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
-def controls_chart(
-    runs: list[ArmRun], path: Path, title: str = "Is the pretrained transformer doing anything?"
-) -> Path | None:
-    """The controls table (fpt.experiments.controls) as a picture: a panel per task, a bar per arm at its
-    mean test score (the standard deviation over seeds as error bar, each seed a dot), its mean on shuffled
-    inputs as a hollow diamond, fpt's mean as a dashed line and the majority label's share as a dotted one.
-    `runs`: finished runs (controls.read_arm_runs). None where there are none."""
+def controls_chart(runs: list, path: Path, title: str = "Is the pretrained transformer doing anything?") -> Path | None:
+    """The controls table (fpt.experiments.controls) as a picture: a panel per task, a bar per arm at
+    its mean score on the split the table reports (test, where the runs scored it), the standard
+    deviation over seeds as error bar and each seed a dot, its mean on shuffled inputs as a hollow
+    diamond, fpt's mean as a dashed line and the majority label's share as a dotted one. `runs`:
+    finished runs (controls.read_arm_runs). None where there are none."""
     import math
 
-    from fpt.experiments.controls import own_rates, task_order
     from fpt.experiments.paper import CONTROL_ARMS
+    from fpt.experiments.rate_search import own_rates, task_order
 
     if not runs:
         return None
@@ -407,10 +410,25 @@ def controls_chart(
     fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=7, bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return _save(fig, path)
+    return _save(fig, path, {"Description": controls_digest(runs, title)})
 
 
-def _controls_panel(ax, runs: list[ArmRun], arms: list[str], own: set[tuple[str, str]]) -> None:
+def controls_digest(runs: list, title: str = "Is the pretrained transformer doing anything?") -> str:
+    """A hash of every value controls_chart draws from `runs`, kept in the PNG: a picture drawn from
+    other runs than a table's has another (benchmarks/readme_tables.py --check compares them)."""
+    import hashlib
+    import json
+
+    from fpt.experiments.rate_search import own_rates
+
+    own = own_rates(runs)
+    drawn = sorted(
+        [r.task, r.arm, r.seed, r.score, r.shuffled, r.majority, r.steps, r.split, (r.task, r.arm) in own] for r in runs
+    )
+    return "fpt controls " + hashlib.sha256(json.dumps([title, drawn]).encode()).hexdigest()[:16]
+
+
+def _controls_panel(ax, runs: list, arms: list[str], own: set[tuple[str, str]]) -> None:
     """One task of controls_chart: arms top to bottom in the table's order."""
     import statistics
 
@@ -436,12 +454,14 @@ def _controls_panel(ax, runs: list[ArmRun], arms: list[str], own: set[tuple[str,
     labels = [f"{arm} (own rate)" if (task, arm) in own else arm for arm in arms]
     ax.set_yticks(range(len(arms)), labels, fontsize=8)
     ax.set_ylim(len(arms) - 0.5, -0.5)  # fpt on top, as in the table
+    splits = ", ".join(sorted({r.split for r in runs}))  # as the table's heading gives them
+    steps = " / ".join(f"{s:,}" for s in sorted({r.steps for r in runs}))
     if metric == "mse":
         ax.set_xlim(left=0)
-        ax.set_xlabel(f"MSE on {runs[0].split} (lower is better)", fontsize=8)
+        ax.set_xlabel(f"MSE on {splits} (lower is better)", fontsize=8)
     else:
         ax.set_xlim(0, 100)
-        ax.set_xlabel(f"accuracy % on {runs[0].split}", fontsize=8)
-    ax.set_title(f"{TASK_COLUMNS.get(task, task)}, {runs[0].steps:,} steps", fontsize=9)
+        ax.set_xlabel(f"accuracy % on {splits}", fontsize=8)
+    ax.set_title(f"{TASK_COLUMNS.get(task, task)}, {steps} steps", fontsize=9)
     ax.tick_params(axis="x", labelsize=7)
     ax.grid(axis="x", alpha=0.3)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fpt.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged
+from fpt.experiments.paper import CONTROL_ARMS
 from fpt.experiments.spec import SweepSpec
 from fpt.paths import write_json
 from fpt.runs import RunDir
@@ -236,3 +237,21 @@ def _probe_score(row: dict) -> str:
     value = final[metric] if is_regression(final) else 100 * final[metric]
     # two decimals of accuracy: a rate can win by less than a tenth of a point (Bit Memory: 99.94 against 99.95)
     return f"{rate}: {final['split']} {metric} {value:.{3 if is_regression(final) else 2}f}"
+
+
+def own_rates(runs: list) -> set[tuple[str, str]]:
+    """(task, arm) of each arm of `runs` (fpt.experiments.controls.ArmRun) trained at a rate of its own:
+    searched (--lr-search: its runs lie in OUT/<task>-<arm>-lr); on a task with no arm searched, at
+    another rate than fpt's runs had."""
+    searched = {(r.task, r.arm) for r in runs if is_own_rate_run(r.path, r.arm)}
+    fpt_rates: dict[str, set] = {}
+    for run in runs:
+        if run.arm == "fpt":
+            fpt_rates.setdefault(run.task, set()).add(run.lr)
+    unsearched = [r for r in runs if r.task in fpt_rates and r.task not in {task for task, _ in searched}]
+    return searched | {(r.task, r.arm) for r in unsearched if r.lr not in fpt_rates[r.task]}
+
+
+def task_order(runs: list) -> list[str]:
+    """The tasks of `runs` in the order the table and the chart give them."""
+    return list(dict.fromkeys(r.task for r in sorted(runs, key=lambda r: (CONTROL_ARMS.index(r.arm), r.task))))

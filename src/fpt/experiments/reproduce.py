@@ -271,8 +271,8 @@ def run_reproduction(
     tracker: Tracker | None = None,
 ) -> tuple[list[dict], str]:
     """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md with
-    its chart OUT/<table>.png (ours beside the paper), OUT/results.md (every table) and
-    OUT/curves.png; return the rows and the tables' text."""
+    its chart OUT/<table>.png (ours beside the paper; for controls, each arm's score per task),
+    OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
     from fpt.config import TRANSFORMER_ONLY_OPTIONS
     from fpt.experiments.plots import learning_curves
     from fpt.paths import write_text
