@@ -21,7 +21,7 @@ from fpt.experiments.controls import (
     step_seconds,
 )
 from fpt.experiments.controls import main as controls_main
-from fpt.experiments.paper import CONTROL_ARMS, VARIANTS
+from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.sweep import train_args
 
@@ -159,7 +159,7 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     assert chart.read_bytes().startswith(b"\x89PNG")
     from fpt.experiments.plots import controls_digest, png_description
 
-    assert png_description(chart) == controls_digest(runs, "Is the pretrained transformer doing anything?")
+    assert png_description(chart) == controls_digest(runs, CONTROLS_TITLE)
     assert controls_digest(runs[1:]) != controls_digest(runs)  # another set of runs, another picture
     from fpt.experiments.plots import controls_chart
 

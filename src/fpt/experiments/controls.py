@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.errors import FptError
-from fpt.experiments.paper import CONTROL_ARMS, TASK_COLUMNS, VARIANTS
+from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, TASK_COLUMNS, VARIANTS
 from fpt.experiments.rate_search import PROBES, own_rates, probe_section, read_choices, task_order
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
@@ -298,9 +298,7 @@ NOTES = (
 )
 
 
-def controls_markdown(
-    runs: list[ArmRun], title: str = "Is the pretrained transformer doing anything?", note: str = ""
-) -> str:
+def controls_markdown(runs: list[ArmRun], title: str = CONTROLS_TITLE, note: str = "") -> str:
     """The controls table (one block per task, one row per arm) and Tan et al.'s direction of effect
     beside ours, from finished runs (read_arm_runs); `note`: where and how it ran (e.g. the machine)."""
     if not runs:
@@ -410,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fpt.experiments.controls", description=main.__doc__)
     parser.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
     parser.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
-    parser.add_argument("--title", default="Is the pretrained transformer doing anything?")
+    parser.add_argument("--title", default=CONTROLS_TITLE)
     parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
     parser.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
     args = parser.parse_args(argv)

@@ -184,6 +184,7 @@ UEA_VAL_SIZES = {"ucr:JapaneseVowels": 50, "ucr:BasicMotions": 8}  # training se
 # left out: its own learning rate would make it the one arm with another recipe.
 # (in the order they run: `full`, which trains every weight, is the slowest)
 CONTROL_ARMS = ["fpt", "random", "none", "attention", "block", "full"]
+CONTROLS_TITLE = "Is the pretrained transformer doing anything?"  # the controls table's and its picture's title
 CONTROL_TASKS = ["bit-xor", "bit-memory", "mnist", "fashion-mnist", "ucr:JapaneseVowels", "listops", "ett:ETTh1"]
 # options of a controls task's runs: JapaneseVowels raw (no z-normalisation), ETTh1 at horizon 96
 CONTROL_TASK_OPTIONS = {"ucr:JapaneseVowels": {"val_size": 50, "znorm": False}, "ett:ETTh1": {"horizon": 96}}

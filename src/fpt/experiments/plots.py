@@ -17,7 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from fpt.build import ATTENTION_BYTES_BUDGET  # noqa: E402
 from fpt.errors import FptError  # noqa: E402
-from fpt.experiments.paper import PAPER_STEPS, TASK_COLUMNS  # noqa: E402
+from fpt.experiments.paper import CONTROLS_TITLE, PAPER_STEPS, TASK_COLUMNS  # noqa: E402
 from fpt.experiments.tables import column_heading, failure_text, steps_data, table_data  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
@@ -377,7 +377,7 @@ def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
-def controls_chart(runs: list, path: Path, title: str = "Is the pretrained transformer doing anything?") -> Path | None:
+def controls_chart(runs: list, path: Path, title: str = CONTROLS_TITLE) -> Path | None:
     """The controls table (fpt.experiments.controls) as a picture: a panel per task, a bar per arm at
     its mean score on the split the table reports (test, where the runs scored it), the standard
     deviation over seeds as error bar and each seed a dot, its mean on shuffled inputs as a hollow
@@ -413,7 +413,7 @@ def controls_chart(runs: list, path: Path, title: str = "Is the pretrained trans
     return _save(fig, path, {"Description": controls_digest(runs, title)})
 
 
-def controls_digest(runs: list, title: str = "Is the pretrained transformer doing anything?") -> str:
+def controls_digest(runs: list, title: str = CONTROLS_TITLE) -> str:
     """A hash of every value controls_chart draws from `runs`, kept in the PNG: a picture drawn from
     other runs than a table's has another (benchmarks/readme_tables.py --check compares them)."""
     import hashlib
