@@ -1737,7 +1737,7 @@ def main(argv: list[str]) -> int:
             if not (args.root / path).is_file():
                 wrong.append(f"{path}: missing; the {name} table shows it")
             elif not is_current(args.root / path):
-                wrong.append(f"{path}: drawn from other runs than the {name} table's")
+                wrong.append(f"{path}: drawn from other runs than the {name} table's, or by older drawing code")
         for line in wrong:
             print(line, file=sys.stderr)
         if wrong:

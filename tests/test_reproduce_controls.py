@@ -161,9 +161,37 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
 
     assert png_description(chart) == controls_digest(runs, CONTROLS_TITLE)
     assert controls_digest(runs[1:]) != controls_digest(runs)  # another set of runs, another picture
+    import fpt.experiments.plots as plots
+
+    drawn_before = controls_digest(runs)
+    plots.CONTROLS_CHART_LOOK += 1  # the drawing code changed: a picture drawn before is not current
+    try:
+        assert controls_digest(runs) != drawn_before
+    finally:
+        plots.CONTROLS_CHART_LOOK -= 1
     from fpt.experiments.plots import controls_chart
 
     assert controls_chart([], tmp_path / "empty.png") is None and not (tmp_path / "empty.png").exists()
+
+
+def test_the_controls_picture_draws_each_arm_at_its_mean_with_the_figures_beside_it(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from fpt.experiments.plots import controls_figure
+
+    for seed, (fpt, none) in enumerate([(0.99, 0.50), (0.98, 0.52), (0.97, 0.48)]):
+        write_arm_run(tmp_path, "fpt", seed, fpt, 0.5, 500)
+        write_arm_run(tmp_path, "none", seed, none, None, 300)
+    write_arm_run(tmp_path, "block", 0, 0.996, None, 900)
+    fig = controls_figure(read_arm_runs(tmp_path))
+    (panel,) = [ax for ax in fig.axes if ax.get_visible()]
+    widths = sorted(round(bar.get_width(), 6) for bar in panel.patches)
+    assert widths == [50.0, 98.0, 99.6]  # none's mean, fpt's, block's: the bars, in accuracy points
+    texts = [t.get_text() for t in panel.texts]
+    # the figures beside each bar, as the table writes them: a gap of a tenth shows even near 100
+    assert texts.count("not run") == 3 and "98.0 ± 1.0" in texts and "50.0 ± 2.0" in texts and "99.6" in texts
+    assert panel.get_xlim() == (0.0, 100.0)
+    plt.close(fig)
 
 
 def test_an_arm_that_never_beat_the_majority_label_is_flagged_and_not_judged(tmp_path):
@@ -215,6 +243,33 @@ def test_no_runs_is_one_line(tmp_path, capsys):
         controls_main([str(tmp_path), "--chart", str(tmp_path)])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"fpt: {tmp_path} is a folder: name a file to write"]
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_nothing_half_written(tmp_path, capsys, monkeypatch):
+    write_arm_run(tmp_path / "runs", "fpt", 0, 0.9, None, 100)
+    (tmp_path / "a-file").write_text("")
+    chart = tmp_path / "controls.png"
+    for out, said in [
+        (tmp_path / "missing" / "t.md", f"{tmp_path / 'missing'} is not a folder; make it first"),
+        (tmp_path / "a-file" / "t.md", f"{tmp_path / 'a-file'} is not a folder; make it first"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            controls_main([str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines() == [f"fpt: cannot write {out}: {said}"]
+        assert not chart.exists()  # refused before the picture was drawn
+
+    # a refusal only the write meets (a full disk, say): still one line, no traceback
+    def refuse(path, text):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("fpt.paths.write_text", refuse)
+    with pytest.raises(SystemExit) as exit_:
+        controls_main([str(tmp_path / "runs"), "--out", str(tmp_path / "t.md")])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fpt: cannot write {tmp_path / 't.md'}: No space left on device"
+    ]
 
 
 @pytest.mark.slow

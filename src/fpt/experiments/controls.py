@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,15 +413,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
     parser.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
     args = parser.parse_args(argv)
-    for path in (args.out, args.chart):
-        if path is not None and path.is_dir():
-            parser.exit(2, f"fpt: {path} is a folder: name a file to write\n")
     try:
+        for path in (args.out, args.chart):
+            if path is not None:
+                _check_writable(path)
         runs = read_arm_runs(args.folder)
         text = controls_markdown(runs, args.title, args.note)
         text += probe_section(read_choices(args.folder))
+        _write_outputs(runs, text, args)
     except FptError as exc:
         parser.exit(2, f"fpt: {exc}\n")
+    except OSError as exc:  # refused all the same (a full disk, a root-owned file): one line, not a traceback
+        parser.exit(2, f"fpt: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}\n")
+    return 0
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse, before anything is read or drawn, a file that could not be written where it is named."""
+    if path.is_dir():
+        raise FptError(f"{path} is a folder: name a file to write")
+    folder = path.parent
+    if not folder.is_dir():
+        raise FptError(f"cannot write {path}: {folder} is not a folder; make it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise FptError(f"cannot write {path}: {folder} is not writable; name a file elsewhere")
+
+
+def _write_outputs(runs: list[ArmRun], text: str, args: argparse.Namespace) -> None:
+    """main's picture (--chart) and Markdown (--out, else printed), each written whole or not at all."""
     if args.chart:
         from fpt.experiments.plots import controls_chart
 
@@ -431,7 +451,6 @@ def main(argv: list[str] | None = None) -> int:
         write_text(args.out, text)
     else:
         print(text, end="")
-    return 0
 
 
 if __name__ == "__main__":

@@ -377,19 +377,30 @@ def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
+# what controls_chart shows besides the values (bars, marks, the figures beside them): changed with the
+# drawing code, it gives pictures drawn by older code another digest, so --check names them stale
+CONTROLS_CHART_LOOK = 2
+
+
 def controls_chart(runs: list, path: Path, title: str = CONTROLS_TITLE) -> Path | None:
     """The controls table (fpt.experiments.controls) as a picture: a panel per task, a bar per arm at
     its mean score on the split the table reports (test, where the runs scored it), the standard
     deviation over seeds as error bar and each seed a dot, its mean on shuffled inputs as a hollow
-    diamond, fpt's mean as a dashed line and the majority label's share as a dotted one. `runs`:
+    diamond, fpt's mean as a dashed line, the majority label's share as a dotted one and the mean ± std
+    in figures right of the panel. `runs`:
     finished runs (controls.read_arm_runs). None where there are none."""
+    if not runs:
+        return None
+    return _save(controls_figure(runs, title), path, {"Description": controls_digest(runs, title)})
+
+
+def controls_figure(runs: list, title: str = CONTROLS_TITLE):
+    """controls_chart's figure, not yet saved (its axes hold what a test can check: a bar per arm)."""
     import math
 
     from fpt.experiments.paper import CONTROL_ARMS
     from fpt.experiments.rate_search import own_rates, task_order
 
-    if not runs:
-        return None
     tasks = task_order(runs)
     columns = min(3, len(tasks))
     rows = math.ceil(len(tasks) / columns)
@@ -410,7 +421,13 @@ def controls_chart(runs: list, path: Path, title: str = CONTROLS_TITLE) -> Path 
     fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=7, bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return _save(fig, path, {"Description": controls_digest(runs, title)})
+    return fig
+
+
+def _score_text(mean: float, spread: float | None, metric: str) -> str:
+    """A bar's mean (± its std over seeds) as the table writes it: MSE to three places, accuracy to one."""
+    places = 3 if metric == "mse" else 1
+    return f"{mean:.{places}f}" + (f" ± {spread:.{places}f}" if spread is not None else "")
 
 
 def controls_digest(runs: list, title: str = CONTROLS_TITLE) -> str:
@@ -425,7 +442,7 @@ def controls_digest(runs: list, title: str = CONTROLS_TITLE) -> str:
     drawn = sorted(
         [r.task, r.arm, r.seed, r.score, r.shuffled, r.majority, r.steps, r.split, (r.task, r.arm) in own] for r in runs
     )
-    return "fpt controls " + hashlib.sha256(json.dumps([title, drawn]).encode()).hexdigest()[:16]
+    return "fpt controls " + hashlib.sha256(json.dumps([CONTROLS_CHART_LOOK, title, drawn]).encode()).hexdigest()[:16]
 
 
 def _controls_panel(ax, runs: list, arms: list[str], own: set[tuple[str, str]]) -> None:
@@ -443,6 +460,9 @@ def _controls_panel(ax, runs: list, arms: list[str], own: set[tuple[str, str]]) 
         spread = statistics.stdev(scores) if len(scores) > 1 else None
         ax.barh(y, statistics.mean(scores), xerr=spread, capsize=2, height=0.6, color="C0" if arm == "fpt" else "0.65")
         ax.plot(scores, [y] * len(scores), ".", color="k", markersize=3)
+        # the mean in figures beside the panel: bars near 100 (or 0.4 MSE) hide gaps of a point or less
+        figures = _score_text(statistics.mean(scores), spread, metric)
+        ax.text(1.02, y, figures, transform=ax.get_yaxis_transform(), va="center", fontsize=7)
         shuffled = [r.shuffled for r in mine if r.shuffled is not None]
         if shuffled:
             ax.plot(statistics.mean(shuffled), y, "D", color="C3", fillstyle="none", markersize=5)
