@@ -423,8 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         _write_outputs(runs, text, args)
     except FptError as exc:
         parser.exit(2, f"fpt: {exc}\n")
-    except OSError as exc:  # refused all the same (a full disk, a root-owned file): one line, not a traceback
-        parser.exit(2, f"fpt: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}\n")
     return 0
 
 
@@ -440,16 +438,21 @@ def _check_writable(path: Path) -> None:
 
 
 def _write_outputs(runs: list[ArmRun], text: str, args: argparse.Namespace) -> None:
-    """main's picture (--chart) and Markdown (--out, else printed), each written whole or not at all."""
+    """main's picture (--chart) and Markdown (--out, else printed), each written whole or not at all;
+    a refusal the checks could not foresee (a full disk, say) is an FptError naming the file."""
+    from fpt.paths import write_text
+
+    outputs = [(args.out, lambda: write_text(args.out, text))] if args.out else []
     if args.chart:
-        from fpt.experiments.plots import controls_chart
+        from fpt.experiments.plots import controls_chart  # matplotlib: only when a picture is asked for
 
-        controls_chart(runs, args.chart, args.title)
-    if args.out:
-        from fpt.paths import write_text
-
-        write_text(args.out, text)
-    else:
+        outputs.insert(0, (args.chart, lambda: controls_chart(runs, args.chart, args.title)))
+    for path, write in outputs:
+        try:
+            write()
+        except OSError as exc:
+            raise FptError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if not args.out:
         print(text, end="")
 
 

@@ -387,8 +387,8 @@ def controls_chart(runs: list, path: Path, title: str = CONTROLS_TITLE) -> Path 
     its mean score on the split the table reports (test, where the runs scored it), the standard
     deviation over seeds as error bar and each seed a dot, its mean on shuffled inputs as a hollow
     diamond, fpt's mean as a dashed line, the majority label's share as a dotted one and the mean ± std
-    in figures right of the panel. `runs`:
-    finished runs (controls.read_arm_runs). None where there are none."""
+    in figures right of the panel. `runs`: finished runs (controls.read_arm_runs). None where there
+    are none."""
     if not runs:
         return None
     return _save(controls_figure(runs, title), path, {"Description": controls_digest(runs, title)})
