@@ -17,7 +17,7 @@ from fpt.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
 from fpt.experiments.controls import main as controls_main
-from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search
+from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_section
 from fpt.experiments.reproduce import Reproduction, run_reproduction
 from fpt.experiments.sweep import failure_summary, sweep_outcome, train_args
 
@@ -237,6 +237,26 @@ def test_a_search_chooses_once_reuses_its_probe_and_lets_a_diverged_rate_lose(tm
     with pytest.raises(FptError, match="was run with other options \\(--steps 500 -> 800\\)"):
         run_reproduction(dataclasses.replace(_plan(), budget=800), tmp_path, progress=False, executor=again)
     assert again.trained == []
+
+
+def test_probes_that_print_alike_show_the_val_loss_that_chose_between_them(tmp_path):
+    probes = []
+    for lr, watched, loss in [(1e-4, 0.99941, 0.020), (3e-4, 0.99944, 0.012)]:
+        run = tmp_path / f"lr{lr}"
+        write_arm_run(tmp_path, "full", 0, 0.99, None, 100, run=run, lr=lr, watched=watched)
+        summary = json.loads((run / "summary.json").read_text())
+        summary["final"]["loss"] = loss
+        (run / "summary.json").write_text(json.dumps(summary))
+        probes.append({"lr": lr, "run_dir": str(run), "status": "done"})
+    probes.append({"lr": 1e-3, "run_dir": str(tmp_path / "never"), "status": "diverged"})
+    text = probe_section({("bit-memory", "full"): {"lr": 3e-4, "probes": probes}})
+    assert (
+        "probes: 0.0001: heldout accuracy 99.9410, val loss 0.02; 0.0003: heldout accuracy 99.9440, val loss 0.012; "
+        "0.001: diverged\n" in text
+    )
+    # scores that print apart need no loss beside them
+    text = probe_section({("bit-memory", "full"): {"lr": 3e-4, "probes": probes[1:]}})
+    assert "probes: 0.0003: heldout accuracy 99.94; 0.001: diverged" in text
 
 
 def test_a_search_reads_its_record_from_any_working_directory(tmp_path, monkeypatch):

@@ -221,22 +221,41 @@ def probe_section(records: dict[tuple[str, str], dict]) -> str:
         "",
     ]
     for (task, arm), record in records.items():
-        scores = "; ".join(_probe_score(row) for row in record["probes"])
+        scores = "; ".join(_probe_scores(record["probes"]))
         chosen = f"lr {record['lr']:g}" if "lr" in record else f"no rate chosen yet ({record['error']})"
         lines.append(f"- {arm} on {task}: {chosen}; probes: {scores}")
     return "\n".join(lines) + "\n"
 
 
-def _probe_score(row: dict) -> str:
-    rate = f"{float(row['lr']):g}"
+def _probe_scores(probes: list[dict]) -> list[str]:
+    """Each probe's rate and final validation score; where two scores print alike, every score to two
+    more places and with its val loss (the tie-break), so the chosen rate never looks level with one it beat."""
+    finals = [_probe_final(row) for row in probes]
+    shown = [_score_text(final) for final in finals if final]
+    tied = len(shown) > len(set(shown))
+    texts = []
+    for row, final in zip(probes, finals):
+        rate = f"{float(row['lr']):g}"
+        if final is None:
+            texts.append(f"{rate}: {row.get('status', 'not run')}")
+        elif tied:
+            texts.append(f"{rate}: {_score_text(final, more=2)}, val loss {final['loss']:.4g}")
+        else:
+            texts.append(f"{rate}: {_score_text(final)}")
+    return texts
+
+
+def _probe_final(row: dict) -> dict | None:
+    """A finished probe's final validation record (summary.json's `final`), None before it finished."""
     summary = RunDir(Path(row["run_dir"])).read_summary() if row.get("status") == "done" else None
-    if summary is None:
-        return f"{rate}: {row.get('status', 'not run')}"
-    final = summary["final"]
+    return summary["final"] if summary else None
+
+
+def _score_text(final: dict, more: int = 0) -> str:
     metric = headline_metric(final)
     value = final[metric] if is_regression(final) else 100 * final[metric]
     # two decimals of accuracy: a rate can win by less than a tenth of a point (Bit Memory: 99.94 against 99.95)
-    return f"{rate}: {final['split']} {metric} {value:.{3 if is_regression(final) else 2}f}"
+    return f"{final['split']} {metric} {value:.{(3 if is_regression(final) else 2) + more}f}"
 
 
 def own_rates(runs: list) -> set[tuple[str, str]]:
