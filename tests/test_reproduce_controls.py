@@ -174,6 +174,26 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     assert controls_chart([], tmp_path / "empty.png") is None and not (tmp_path / "empty.png").exists()
 
 
+def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):
+    from fpt.experiments.plots import controls_figure
+    from fpt.scores import places
+
+    assert places("accuracy", [99.7, 75.1]) == 1 and places("accuracy", [99.96, 75.1]) == 2
+    assert places("accuracy", [100.0, 99.94]) == 1  # a perfect score is 100.0; 99.94 is 99.9
+    assert places("mse", [0.4]) == 3
+    # Bit Memory's full arm: 99.93, 99.98 and 99.95 would be "100.0 ± 0.0" at one place
+    for seed, (fpt, full) in enumerate([(0.9973, 0.9993), (0.9965, 0.9998), (0.9969, 0.9995)]):
+        write_arm_run(tmp_path, "fpt", seed, fpt, None, 500, task="bit-memory")
+        write_arm_run(tmp_path, "full", seed, full, None, 9000, task="bit-memory")
+    runs = read_arm_runs(tmp_path)
+    text = controls_markdown(runs)
+    assert table_row(text, "Bit Memory", "full")[2] == "99.95 ± 0.03 (n=3)"
+    assert table_row(text, "Bit Memory", "fpt")[2] == "99.69 ± 0.04 (n=3)"  # the task's block shares its places
+    assert table_row(text, "Bit Memory", "full")[6] == "0.26 ± 0.07"  # paired: 0.20, 0.33, 0.26
+    (panel,) = [ax for ax in controls_figure(runs).axes if ax.get_visible()]
+    assert {"99.69 ± 0.04", "99.95 ± 0.03"} <= {t.get_text() for t in panel.texts}
+
+
 def test_the_controls_picture_draws_each_arm_at_its_mean_with_the_figures_beside_it(tmp_path):
     import matplotlib.pyplot as plt
 

@@ -33,6 +33,14 @@ def metric_label(metric: str) -> str:
     return metric.upper() if metric in REGRESSION_METRICS else metric
 
 
+def places(metric: str, values: list[float]) -> int:
+    """Decimal places a table gives scores that sit side by side: MSE three; accuracy in % one, or two
+    where a score below 100 would print as 100.0 at one (a near-perfect arm must not read as perfect)."""
+    if metric in REGRESSION_METRICS:
+        return 3
+    return 2 if any(v < 100 and round(v, 1) >= 100 for v in values) else 1
+
+
 def describe(result: dict) -> str:
     """ "accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result."""
     if is_regression(result):

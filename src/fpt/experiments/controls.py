@@ -27,7 +27,7 @@ from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, TASK_COLUMNS, VARIANTS
 from fpt.experiments.rate_search import PROBES, own_rates, probe_section, read_choices, task_order
 from fpt.runs import RunDir
-from fpt.scores import headline_metric, is_regression
+from fpt.scores import headline_metric, is_regression, places
 from fpt.tasks.registry import task_label
 
 SHUFFLE_FILE = "shuffled.json"  # a run's scores on ordered and shuffled test inputs
@@ -237,6 +237,12 @@ def mean_std(values: list[float], digits: int) -> str:
     return f"{statistics.mean(values):.{digits}f}{spread}"
 
 
+def arm_means(runs: list[ArmRun]) -> list[float]:
+    """Each arm's mean score over its seeds: what a table or chart prints side by side."""
+    arms = sorted({r.arm for r in runs})
+    return [statistics.mean(r.score for r in runs if r.arm == arm) for arm in arms]
+
+
 def paired_gaps(runs: list[ArmRun], fpt: list[ArmRun], shuffled: bool = False) -> list[float]:
     """Arm minus fpt, seed by seed (seeds both have); `shuffled`: on shuffled inputs."""
     by_seed = {r.seed: (r.shuffled if shuffled else r.score) for r in fpt}
@@ -311,7 +317,8 @@ def controls_markdown(runs: list[ArmRun], title: str = CONTROLS_TITLE, note: str
     for task in task_order(runs):
         of_task = [r for r in runs if r.task == task]
         metric = of_task[0].metric
-        digits, unit = (3, "MSE (lower is better)") if metric == "mse" else (1, "accuracy in %")
+        unit = "MSE (lower is better)" if metric == "mse" else "accuracy in %"
+        digits = places(metric, arm_means(of_task))
         splits = sorted({r.split for r in of_task})
         settings = sorted({(r.backbone, r.recipe, r.steps) for r in of_task})
         setting = "; ".join(f"backbone {b}, recipe {rc}, {s:,} steps" for b, rc, s in settings)

@@ -22,7 +22,7 @@ from fpt.experiments.tables import column_heading, failure_text, steps_data, tab
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
 from fpt.runs import RunDir, is_subset  # noqa: E402
-from fpt.scores import is_regression  # noqa: E402
+from fpt.scores import is_regression, places  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
 
 
@@ -379,7 +379,7 @@ def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
 
 # what controls_chart shows besides the values (bars, marks, the figures beside them): changed with the
 # drawing code, it gives pictures drawn by older code another digest, so --check names them stale
-CONTROLS_CHART_LOOK = 2
+CONTROLS_CHART_LOOK = 3
 
 
 def controls_chart(runs: list, path: Path, title: str = CONTROLS_TITLE) -> Path | None:
@@ -424,12 +424,6 @@ def controls_figure(runs: list, title: str = CONTROLS_TITLE):
     return fig
 
 
-def _score_text(mean: float, spread: float | None, metric: str) -> str:
-    """A bar's mean (± its std over seeds) as the table writes it: MSE to three places, accuracy to one."""
-    places = 3 if metric == "mse" else 1
-    return f"{mean:.{places}f}" + (f" ± {spread:.{places}f}" if spread is not None else "")
-
-
 def controls_digest(runs: list, title: str = CONTROLS_TITLE) -> str:
     """A hash of every value controls_chart draws from `runs`, kept in the PNG: a picture drawn from
     other runs than a table's has another (benchmarks/readme_tables.py --check compares them)."""
@@ -451,6 +445,8 @@ def _controls_panel(ax, runs: list, arms: list[str], own: set[tuple[str, str]]) 
 
     task, metric = runs[0].task, runs[0].metric
     fpt = [r.score for r in runs if r.arm == "fpt"]
+    # the table's places for this task: two where a near-perfect mean would print as 100.0 at one
+    digits = places(metric, [statistics.mean(r.score for r in runs if r.arm == arm) for arm in {r.arm for r in runs}])
     for y, arm in enumerate(arms):
         mine = [r for r in runs if r.arm == arm]
         if not mine:
@@ -461,7 +457,7 @@ def _controls_panel(ax, runs: list, arms: list[str], own: set[tuple[str, str]]) 
         ax.barh(y, statistics.mean(scores), xerr=spread, capsize=2, height=0.6, color="C0" if arm == "fpt" else "0.65")
         ax.plot(scores, [y] * len(scores), ".", color="k", markersize=3)
         # the mean in figures beside the panel: bars near 100 (or 0.4 MSE) hide gaps of a point or less
-        figures = _score_text(statistics.mean(scores), spread, metric)
+        figures = f"{statistics.mean(scores):.{digits}f}" + (f" ± {spread:.{digits}f}" if spread is not None else "")
         ax.text(1.02, y, figures, transform=ax.get_yaxis_transform(), va="center", fontsize=7)
         shuffled = [r.shuffled for r in mine if r.shuffled is not None]
         if shuffled:
