@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 from helpers import table_row, table_row_line, write_arm_run
@@ -212,6 +213,7 @@ def test_the_controls_picture_draws_each_arm_at_its_mean_with_the_figures_beside
     assert texts.count("not run") == 3 and "98.0 ± 1.0" in texts and "50.0 ± 2.0" in texts and "99.6" in texts
     assert panel.get_xlim() == (0.0, 100.0)
     plt.close(fig)
+    assert controls_figure([]) is None
 
 
 def test_an_arm_that_never_beat_the_majority_label_is_flagged_and_not_judged(tmp_path):
@@ -269,15 +271,23 @@ def test_an_output_that_cannot_be_written_is_one_line_and_nothing_half_written(t
     write_arm_run(tmp_path / "runs", "fpt", 0, 0.9, None, 100)
     (tmp_path / "a-file").write_text("")
     chart = tmp_path / "controls.png"
-    for out, said in [
-        (tmp_path / "missing" / "t.md", f"{tmp_path / 'missing'} is not a folder; make it first"),
-        (tmp_path / "a-file" / "t.md", f"{tmp_path / 'a-file'} is not a folder; make it first"),
-    ]:
+    out = tmp_path / "a-file" / "deeper" / "t.md"
+    with pytest.raises(SystemExit) as exit_:
+        controls_main([str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)])
+    assert exit_.value.code == 2
+    said = f"{tmp_path / 'a-file'} is a file, not a folder; name a file in a folder"
+    assert capsys.readouterr().err.strip().splitlines() == [f"fpt: cannot write {out}: {said}"]
+    assert not chart.exists()  # refused before the picture was drawn
+    if os.geteuid() != 0:  # root writes anywhere: no folder refuses it
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
         with pytest.raises(SystemExit) as exit_:
-            controls_main([str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)])
-        assert exit_.value.code == 2
-        assert capsys.readouterr().err.strip().splitlines() == [f"fpt: cannot write {out}: {said}"]
-        assert not chart.exists()  # refused before the picture was drawn
+            controls_main([str(tmp_path / "runs"), "--out", str(locked / "t.md")])
+        assert f"{locked} is not writable; name a file elsewhere" in capsys.readouterr().err
+    # missing folders are made, as for any file fpt writes
+    out = tmp_path / "new" / "folder" / "t.md"
+    assert controls_main([str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)]) == 0
+    assert "| fpt |" in out.read_text() and chart.exists()
 
     # a refusal only the write meets (a full disk, say): still one line, no traceback
     def refuse(path, text):

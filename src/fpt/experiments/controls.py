@@ -434,19 +434,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_writable(path: Path) -> None:
-    """Refuse, before anything is read or drawn, a file that could not be written where it is named."""
+    """Refuse, before anything is read or drawn, a file that could not be written where it is named
+    (missing folders are made, as fpt.paths.atomic_write makes them)."""
     if path.is_dir():
         raise FptError(f"{path} is a folder: name a file to write")
-    folder = path.parent
-    if not folder.is_dir():
-        raise FptError(f"cannot write {path}: {folder} is not a folder; make it first")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise FptError(f"cannot write {path}: {folder} is not writable; name a file elsewhere")
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise FptError(f"cannot write {path}: {ancestor} is a file, not a folder; name a file in a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise FptError(f"cannot write {path}: {ancestor} is not writable; name a file elsewhere")
 
 
 def _write_outputs(runs: list[ArmRun], text: str, args: argparse.Namespace) -> None:
     """main's picture (--chart) and Markdown (--out, else printed), each written whole or not at all;
-    a refusal the checks could not foresee (a full disk, say) is an FptError naming the file."""
+    a refusal the checks could not foresee (a full disk, say) is an FptError naming the file, and may
+    leave the picture new beside an old table (readme_tables.py --check names such a pair)."""
     from fpt.paths import write_text
 
     outputs = [(args.out, lambda: write_text(args.out, text))] if args.out else []

@@ -389,18 +389,20 @@ def controls_chart(runs: list, path: Path, title: str = CONTROLS_TITLE) -> Path 
     diamond, fpt's mean as a dashed line, the majority label's share as a dotted one and the mean ± std
     in figures right of the panel. `runs`: finished runs (controls.read_arm_runs). None where there
     are none."""
-    if not runs:
-        return None
-    return _save(controls_figure(runs, title), path, {"Description": controls_digest(runs, title)})
+    figure = controls_figure(runs, title)
+    return _save(figure, path, {"Description": controls_digest(runs, title)}) if figure else None
 
 
 def controls_figure(runs: list, title: str = CONTROLS_TITLE):
-    """controls_chart's figure, not yet saved (its axes hold what a test can check: a bar per arm)."""
+    """controls_chart's figure, not yet saved (its axes hold what a test can check: a bar per arm);
+    None where there are no runs."""
     import math
 
     from fpt.experiments.paper import CONTROL_ARMS
     from fpt.experiments.rate_search import own_rates, task_order
 
+    if not runs:
+        return None
     tasks = task_order(runs)
     columns = min(3, len(tasks))
     rows = math.ceil(len(tasks) / columns)
