@@ -39,6 +39,13 @@ def user_path(path: str | Path) -> Path:
         return Path(path)
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path` or its closest ancestor that exists: where a write that makes missing folders would start."""
+    while not path.exists():
+        path = path.parent
+    return path
+
+
 def temporary_name(path: Path) -> Path:
     """A hidden sibling of `path` no other process will pick: .NAME.PID.RANDOM.tmp"""
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from fpt.errors import FptError, check_type
 from fpt.jsonfile import read_json_object
-from fpt.paths import remove_stale_temporaries, write_json, write_text
+from fpt.paths import nearest_existing, remove_stale_temporaries, write_json, write_text
 from fpt.scores import REGRESSION_METRICS, is_regression, is_subset
 
 try:
@@ -82,9 +82,7 @@ class RunDir:
             raise FptError(f"--out {path} is a file; give a directory for the run")
         if path.is_dir() and any(path.iterdir()):
             raise FptError(f"run directory {path} already exists and is not empty; pick another --out or --resume it")
-        ancestor = path
-        while not ancestor.exists():
-            ancestor = ancestor.parent
+        ancestor = nearest_existing(path)
         if not ancestor.is_dir():
             raise FptError(f"--out {path} is under {ancestor}, which is a file, not a folder")
         if not os.access(ancestor, os.W_OK | os.X_OK):

@@ -26,6 +26,7 @@ from pathlib import Path
 from fpt.errors import FptError
 from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, TASK_COLUMNS, VARIANTS
 from fpt.experiments.rate_search import PROBES, own_rates, probe_section, read_choices, task_order
+from fpt.paths import nearest_existing
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression, places
 from fpt.tasks.registry import task_label
@@ -438,9 +439,7 @@ def _check_writable(path: Path) -> None:
     (missing folders are made, as fpt.paths.atomic_write makes them)."""
     if path.is_dir():
         raise FptError(f"{path} is a folder: name a file to write")
-    ancestor = path.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
+    ancestor = nearest_existing(path.parent)
     if not ancestor.is_dir():
         raise FptError(f"cannot write {path}: {ancestor} is a file, not a folder; name a file in a folder")
     if not os.access(ancestor, os.W_OK | os.X_OK):
