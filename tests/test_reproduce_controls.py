@@ -175,6 +175,26 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     assert controls_chart([], tmp_path / "empty.png") is None and not (tmp_path / "empty.png").exists()
 
 
+def test_a_run_with_no_checkpoint_and_no_shuffled_scores_is_left_unscored_and_counted(tmp_path, monkeypatch):
+    import fpt.experiments.controls as controls
+
+    # seed 0: copied in from another machine (no checkpoint, never scored); 1: scored; 2: its checkpoint here
+    for seed, shuffled in enumerate([None, 0.5, None]):
+        write_arm_run(tmp_path, "fpt", seed, 0.9, shuffled, 500)
+    runs = sorted(tmp_path.iterdir())
+    (runs[2] / "checkpoint.safetensors").write_bytes(b"")
+    scored = []
+    monkeypatch.setattr(controls, "shuffle_evaluation", lambda run_dir, seed: scored.append(run_dir))
+    assert controls.score_shuffled(runs) == [runs[0]] and scored == runs[1:]
+    # a shuffled.json of another step is not current: without a checkpoint the run stays unscored
+    stale = json.loads((runs[1] / SHUFFLE_FILE).read_text())
+    (runs[1] / SHUFFLE_FILE).write_text(json.dumps({**stale, "step": 10}))
+    assert controls.score_shuffled(runs[:2]) == runs[:2]
+    (runs[1] / SHUFFLE_FILE).write_text(json.dumps(stale))
+    text = controls_markdown(read_arm_runs(tmp_path))
+    assert table_row(text, "XOR", "fpt")[3] == "50.0 (n=1 of 3)"  # not the mean of three
+
+
 def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):
     from fpt.experiments.plots import controls_figure
     from fpt.scores import places

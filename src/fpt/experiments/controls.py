@@ -84,15 +84,12 @@ def shuffle_evaluation(run_dir: Path, seed: int = SHUFFLE_SEED) -> dict:
     from fpt.tasks.shuffle import ShuffledTask, what_is_shuffled
     from fpt.training import evaluate, load_run
 
-    run = RunDir(run_dir)
-    summary = run.read_summary()
+    summary = RunDir(run_dir).read_summary()
     if summary is None:
         raise FptError(f"{run_dir} has not finished; train it to the end before scoring shuffled inputs")
-    path = Path(run_dir) / SHUFFLE_FILE
-    if path.is_file():
-        done = json.loads(path.read_text())
-        if done.get("step") == summary["step"] and done.get("seed") == seed:
-            return done
+    done = _current_shuffle_file(run_dir, summary, seed)
+    if done is not None:
+        return done
     config, task, model, trainer = load_run(run_dir)
     shuffled = ShuffledTask(task, seed)
     # the ordered score the run made as it ended, where it made one (the same model on the same split)
@@ -102,8 +99,31 @@ def shuffle_evaluation(run_dir: Path, seed: int = SHUFFLE_SEED) -> dict:
         ordered = scored.get(split) or evaluate(model, task, config.eval_batch_size, split)
         splits[split] = {"ordered": ordered, "shuffled": evaluate(model, shuffled, config.eval_batch_size, split)}
     result = {"step": trainer.step, "seed": seed, "what": what_is_shuffled(task.spec), "splits": splits}
-    write_json(path, result)
+    write_json(Path(run_dir) / SHUFFLE_FILE, result)
     return result
+
+
+def _current_shuffle_file(run_dir: Path, summary: dict, seed: int) -> dict | None:
+    """The run's shuffled.json where it was made at the run's last step with this seed, else None."""
+    path = Path(run_dir) / SHUFFLE_FILE
+    if not path.is_file():
+        return None
+    done = json.loads(path.read_text())
+    return done if done.get("step") == summary["step"] and done.get("seed") == seed else None
+
+
+def score_shuffled(run_dirs: list[Path], seed: int = SHUFFLE_SEED) -> list[Path]:
+    """shuffle_evaluation on each finished run that can be scored here; return those that cannot: no
+    current shuffled.json and no checkpoint to make one (checkpoints are never committed, so a run
+    trained on another machine and copied in has none). Their shuffled score is left out, not guessed."""
+    unscored = []
+    for run_dir in run_dirs:
+        summary = RunDir(run_dir).read_summary()
+        if RunDir(run_dir).has_checkpoint or (summary and _current_shuffle_file(run_dir, summary, seed)):
+            shuffle_evaluation(run_dir, seed)
+        else:
+            unscored.append(Path(run_dir))
+    return unscored
 
 
 @dataclass
@@ -238,6 +258,13 @@ def mean_std(values: list[float], digits: int) -> str:
     return f"{statistics.mean(values):.{digits}f}{spread}"
 
 
+def _shuffled_text(shuffled: list[float], runs: int, digits: int) -> str:
+    """An arm's shuffled scores, with how many where some of its runs were not scored on shuffled inputs."""
+    if not shuffled:
+        return "not scored"
+    return mean_std(shuffled, digits) + (f" (n={len(shuffled)} of {runs})" if len(shuffled) < runs else "")
+
+
 def arm_means(runs: list[ArmRun]) -> list[float]:
     """Each arm's mean score over its seeds: what a table or chart prints side by side."""
     arms = sorted({r.arm for r in runs})
@@ -353,7 +380,7 @@ def controls_markdown(runs: list[ArmRun], title: str = CONTROLS_TITLE, note: str
                 what += f", at its own rate ({' / '.join(f'{lr:g}' for lr in sorted({r.lr for r in mine}))})"
             lines.append(
                 f"| {arm} | {what} | {score} (n={len(mine)}) | "
-                f"{mean_std(shuffled, digits) if shuffled else 'not scored'} | "
+                f"{_shuffled_text(shuffled, len(mine), digits)} | "
                 f"{' / '.join(f'{p:,}' for p in params)} | {step} | {gap} |"
             )
             if arm in TAN_ET_AL and gaps:

@@ -40,7 +40,7 @@ from fpt.experiments.sweep import (
     run_sweep,
     write_results_csv,
 )
-from fpt.tracking import Tracker
+from fpt.tracking import Tracker, warn
 
 
 @dataclass
@@ -320,15 +320,13 @@ def run_reproduction(
 
 def _controls_text(subset: list[dict], note: str, seeds: int, chart: Path) -> str:
     """Each finished run also scored on shuffled inputs; the table from the run files, and its picture."""
-    from fpt.experiments.controls import controls_markdown, read_arm_run, shuffle_evaluation
+    from fpt.experiments.controls import controls_markdown, read_arm_run, score_shuffled
     from fpt.experiments.plots import controls_chart
 
-    arms = []
-    for row in subset:
-        if row["status"] == "done":
-            shuffle_evaluation(Path(row["run_dir"]))
-            arms.append(read_arm_run(Path(row["run_dir"])))
-    arms = [a for a in arms if a is not None]
+    done = [Path(row["run_dir"]) for row in subset if row["status"] == "done"]
+    for run_dir in score_shuffled(done):
+        warn(f"{run_dir}: not scored on shuffled inputs: it has no checkpoint here (score it where it trained)")
+    arms = [a for a in map(read_arm_run, done) if a is not None]
     title = f"controls ({seeds} seed(s))"
     drawn = controls_chart(arms, chart, title)
     return controls_markdown(arms, title, note) + (f"\n![{title} as a picture]({chart.name})\n" if drawn else "")
