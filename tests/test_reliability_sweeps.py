@@ -1,7 +1,8 @@
 """Hostile sweep specs and `fpt reproduce` options: YAML bombs, grids too large, values of the wrong
 type, files that are not specs, cell keys where options go. Each is refused in one line before
 anything runs. A sweep killed by a signal takes its running cell with it; one asked to stop (SIGTERM,
-Ctrl-C) pauses it with a checkpoint and a logged sitting, and begins no other cell."""
+Ctrl-C) pauses it with a checkpoint and a logged sitting, and begins no other cell. A reproduction
+loads what its last step imports before it trains anything."""
 
 from __future__ import annotations
 
@@ -231,3 +232,32 @@ def test_a_sweep_passes_each_stop_request_on_once_and_begins_nothing_after_the_f
     assert "ask again to stop them at once" in err and err.count("again: stopping the running cells at once") == 2
     with pytest.raises(KeyboardInterrupt, match="run the same command again"):
         stop.raise_if_stopped(1)
+
+
+# What a reproduction's last step imports, loaded before its first run: code changed under a run of
+# hours cannot break its end. A fresh interpreter, since this one has imported them all already.
+LOADED_AT_START = """
+import sys
+import fpt.experiments.reproduce as reproduce
+from fpt.cli import main
+
+last_step = ("fpt.experiments.controls", "fpt.experiments.plots", "fpt.experiments.published_tables")
+last_step += ("fpt.tasks.shuffle",)
+assert not set(last_step) & set(sys.modules), "loaded before the command began"
+
+def first_run(*args, **kwargs):
+    print("missing at the first run:", sorted(set(last_step) - set(sys.modules)))
+    raise SystemExit(0)
+
+reproduce.run_reproduction = first_run
+main(["reproduce", "controls", "--tasks", "bit-xor", "--out", sys.argv[1], "--no-progress"])
+"""
+
+
+def test_a_reproduction_loads_what_its_last_step_imports_before_it_trains(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED_AT_START, str(tmp_path / "out")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "missing at the first run: []"

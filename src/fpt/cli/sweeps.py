@@ -6,11 +6,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib
 import sys
 from pathlib import Path
 
 from fpt.cli.parser import tracker_from_args
 from fpt.errors import FptError
+
+# What the last step of a sweep or reproduction imports (its tables, pictures and shuffled scores),
+# loaded as it starts: a run of hours then ends on the code it began with, and fpt changed or upgraded
+# under it cannot break that step (a module imported fresh at the end, needing a name that the old
+# copy of a module loaded at the start lacks, stopped a finished reproduction here once).
+END_OF_RUN_MODULES = (
+    "fpt.experiments.controls",
+    "fpt.experiments.plots",
+    "fpt.experiments.published_tables",
+    "fpt.experiments.tables",
+    "fpt.tasks.shuffle",
+    "fpt.training",
+)
+
+
+def _load_end_of_run_modules() -> None:
+    for name in END_OF_RUN_MODULES:
+        importlib.import_module(name)
 
 
 def _refuse_under_torchrun(command: str) -> None:
@@ -54,6 +73,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fpt.training import check_max_minutes
 
     _refuse_under_torchrun("sweep")
+    _load_end_of_run_modules()
     executor = _executor(args)
     tracker = tracker_from_args(args)
     spec = load_spec(args.spec)
@@ -84,6 +104,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from fpt.experiments.sweep import sweep_outcome
 
     _refuse_under_torchrun("reproduce")
+    _load_end_of_run_modules()
     tracker = tracker_from_args(args)
     options = {}
     for item in args.set or []:
