@@ -195,6 +195,20 @@ def test_a_run_with_no_checkpoint_and_no_shuffled_scores_is_left_unscored_and_co
     assert table_row(text, "XOR", "fpt")[3] == "50.0 (n=1 of 3)"  # not the mean of three
 
 
+def test_runs_on_a_share_of_the_training_split_are_a_task_of_their_own(tmp_path):
+    for seed in range(2):
+        write_arm_run(tmp_path / "all", "fpt", seed, 0.9, None, 500)
+        write_arm_run(tmp_path / "few", "fpt", seed, 0.6, None, 500)
+    for run in (tmp_path / "few").iterdir():  # the same task, seeds and arm, trained on 10% of its split
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, "train_fraction": 0.1}))
+    runs = read_arm_runs(tmp_path)  # not refused as two runs of fpt seed 0, nor pooled
+    assert sorted({r.task for r in runs}) == ["bit-xor", "bit-xor, 10% of train"]
+    text = controls_markdown(runs)
+    assert table_row(text, "XOR", "fpt")[2] == "90.0 ± 0.0 (n=2)"
+    assert table_row(text, "bit-xor, 10% of train", "fpt")[2] == "60.0 ± 0.0 (n=2)"
+
+
 def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):
     from fpt.experiments.plots import controls_figure
     from fpt.scores import places

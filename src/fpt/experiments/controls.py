@@ -197,7 +197,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         if mixed.get("step") == summary["step"] and split in mixed.get("splits", {}):
             shuffled = scale * mixed["splits"][split]["shuffled"][metric]
     return ArmRun(
-        task=task_label(str(config["task"]), config.get("task_options") or {}),  # one task, one table
+        task=controls_task(config),  # one task, one block of the table
         arm=arm,
         seed=int(config.get("seed", 0)),
         backbone=str(config.get("backbone")),
@@ -217,6 +217,14 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         majority=None if result.get("majority_share") is None else scale * result["majority_share"],
         lr=None if config.get("lr") is None else float(config["lr"]),
     )
+
+
+def controls_task(config: dict) -> str:
+    """The task a run's config.json trained, as the table names it: runs on a share of the training
+    split (--train-fraction, the few-shot setting) are a task of their own, never pooled with full ones."""
+    label = task_label(str(config["task"]), config.get("task_options") or {})
+    fraction = config.get("train_fraction")
+    return label if fraction in (None, 1) else f"{label}, {100 * float(fraction):g}% of train"
 
 
 def find_run_dirs(root: Path) -> list[Path]:
