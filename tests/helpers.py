@@ -16,8 +16,8 @@ import pytest
 
 from fpt.data import cifar, tape
 from fpt.errors import FptError
-from fpt.experiments.controls import SHUFFLE_FILE
 from fpt.experiments.paper import VARIANTS
+from fpt.experiments.shuffled import SHUFFLE_FILE
 
 
 def train_argv(backbone, out, *more) -> list[str]:

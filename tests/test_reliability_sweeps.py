@@ -234,30 +234,38 @@ def test_a_sweep_passes_each_stop_request_on_once_and_begins_nothing_after_the_f
         stop.raise_if_stopped(1)
 
 
-# What a reproduction's last step imports, loaded before its first run: code changed under a run of
-# hours cannot break its end. A fresh interpreter, since this one has imported them all already.
+# What a sweep's or reproduction's last step imports, loaded before its first run: code changed under
+# a run of hours cannot break its end. A fresh interpreter, since this one has imported them all already.
 LOADED_AT_START = """
-import sys
-import fpt.experiments.reproduce as reproduce
+import json, sys
+import fpt.experiments.reproduce, fpt.experiments.sweep
 from fpt.cli import main
 
 last_step = ("fpt.experiments.controls", "fpt.experiments.plots", "fpt.experiments.published_tables")
-last_step += ("fpt.tasks.shuffle",)
+last_step += ("fpt.experiments.shuffled",)
 assert not set(last_step) & set(sys.modules), "loaded before the command began"
 
 def first_run(*args, **kwargs):
     print("missing at the first run:", sorted(set(last_step) - set(sys.modules)))
     raise SystemExit(0)
 
-reproduce.run_reproduction = first_run
-main(["reproduce", "controls", "--tasks", "bit-xor", "--out", sys.argv[1], "--no-progress"])
+fpt.experiments.reproduce.run_reproduction = fpt.experiments.sweep.run_sweep = first_run
+main(json.loads(sys.argv[1]))
 """
 
 
-def test_a_reproduction_loads_what_its_last_step_imports_before_it_trains(tmp_path):
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_a_long_command_loads_what_its_last_step_imports_before_it_trains(tmp_path, command):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n")
+    out = str(tmp_path / "out")
+    argv = {
+        "reproduce": ["reproduce", "controls", "--tasks", "bit-xor", "--out", out, "--no-progress"],
+        "sweep": ["sweep", str(spec), "--out", out, "--no-progress"],
+    }[command]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", LOADED_AT_START, str(tmp_path / "out")], capture_output=True, text=True, env=env
+        [sys.executable, "-c", LOADED_AT_START, json.dumps(argv)], capture_output=True, text=True, env=env
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "missing at the first run: []"

@@ -14,7 +14,6 @@ from fpt.cli import build_parser, main
 from fpt.config import TrainConfig
 from fpt.errors import FptError
 from fpt.experiments.controls import (
-    SHUFFLE_FILE,
     arm_of,
     controls_markdown,
     direction,
@@ -24,6 +23,7 @@ from fpt.experiments.controls import (
 from fpt.experiments.controls import main as controls_main
 from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS
 from fpt.experiments.reproduce import Reproduction
+from fpt.experiments.shuffled import SHUFFLE_FILE
 from fpt.experiments.sweep import train_args
 
 ARM_KEYS = ("policy", "init", "body", "seed")  # what may differ between the arms of one task
@@ -175,24 +175,47 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     assert controls_chart([], tmp_path / "empty.png") is None and not (tmp_path / "empty.png").exists()
 
 
-def test_a_run_with_no_checkpoint_and_no_shuffled_scores_is_left_unscored_and_counted(tmp_path, monkeypatch):
-    import fpt.experiments.controls as controls
+def test_a_run_that_cannot_be_scored_on_shuffled_inputs_is_left_out_with_why(tmp_path, monkeypatch, capsys):
+    import fpt.experiments.shuffled as shuffled
+    from fpt.experiments.reproduce import _controls_text
 
     # seed 0: copied in from another machine (no checkpoint, never scored); 1: scored; 2: its checkpoint here
-    for seed, shuffled in enumerate([None, 0.5, None]):
-        write_arm_run(tmp_path, "fpt", seed, 0.9, shuffled, 500)
+    for seed, score in enumerate([None, 0.5, None]):
+        write_arm_run(tmp_path, "fpt", seed, 0.9, score, 500)
     runs = sorted(tmp_path.iterdir())
     (runs[2] / "checkpoint.safetensors").write_bytes(b"")
     scored = []
-    monkeypatch.setattr(controls, "shuffle_evaluation", lambda run_dir, seed: scored.append(run_dir))
-    assert controls.score_shuffled(runs) == [runs[0]] and scored == runs[1:]
+    monkeypatch.setattr(shuffled, "_score_in_child", lambda run_dir, seed: scored.append(run_dir))
+    assert shuffled.score_shuffled(runs) == {runs[0]: "no checkpoint here, and no shuffled.json made at its last step"}
+    assert scored == [runs[2]]  # seed 1's file is current: not scored again
     # a shuffled.json of another step is not current: without a checkpoint the run stays unscored
-    stale = json.loads((runs[1] / SHUFFLE_FILE).read_text())
-    (runs[1] / SHUFFLE_FILE).write_text(json.dumps({**stale, "step": 10}))
-    assert controls.score_shuffled(runs[:2]) == runs[:2]
-    (runs[1] / SHUFFLE_FILE).write_text(json.dumps(stale))
-    text = controls_markdown(read_arm_runs(tmp_path))
+    current = json.loads((runs[1] / SHUFFLE_FILE).read_text())
+    (runs[1] / SHUFFLE_FILE).write_text(json.dumps({**current, "step": 10}))
+    assert list(shuffled.score_shuffled(runs[:2])) == runs[:2]
+    (runs[1] / SHUFFLE_FILE).write_text(json.dumps(current))
+    # the command's last step: a warning naming each run left out, the column counting what it has
+    monkeypatch.undo()
+    rows = [{"status": "done", "run_dir": str(run)} for run in runs]
+    text = _controls_text(rows, "Ran on a test.", 3, tmp_path / "controls.png")
     assert table_row(text, "XOR", "fpt")[3] == "50.0 (n=1 of 3)"  # not the mean of three
+    warnings = capsys.readouterr().err.strip().splitlines()
+    assert warnings[0] == (
+        f"fpt: warning: {runs[0]}: not scored on shuffled inputs (no checkpoint here, and no shuffled.json "
+        "made at its last step); the table leaves it out of that column"
+    )
+    # seed 2's checkpoint is no checkpoint: its own scoring process said why, and the table was written
+    assert str(runs[2]) in warnings[1] and "corrupt or truncated" in warnings[1]
+
+
+@pytest.mark.parametrize(
+    "fraction, task",
+    [(None, "bit-xor"), (1, "bit-xor"), (1.0, "bit-xor"), (0.1, "bit-xor (few-shot: 10% of train)")]
+    + [(0.05, "bit-xor (few-shot: 5% of train)"), (1 / 3, "bit-xor (few-shot: 33.33% of train)")],
+)
+def test_a_controls_task_names_the_share_of_its_training_split(fraction, task):
+    from fpt.experiments.controls import controls_task
+
+    assert controls_task({"task": "bit-xor", "train_fraction": fraction}) == task
 
 
 def test_runs_on_a_share_of_the_training_split_are_a_task_of_their_own(tmp_path):
@@ -203,10 +226,15 @@ def test_runs_on_a_share_of_the_training_split_are_a_task_of_their_own(tmp_path)
         config = json.loads((run / "config.json").read_text())
         (run / "config.json").write_text(json.dumps({**config, "train_fraction": 0.1}))
     runs = read_arm_runs(tmp_path)  # not refused as two runs of fpt seed 0, nor pooled
-    assert sorted({r.task for r in runs}) == ["bit-xor", "bit-xor, 10% of train"]
+    assert sorted({r.task for r in runs}) == ["bit-xor", "bit-xor (few-shot: 10% of train)"]
     text = controls_markdown(runs)
-    assert table_row(text, "XOR", "fpt")[2] == "90.0 ± 0.0 (n=2)"
-    assert table_row(text, "bit-xor, 10% of train", "fpt")[2] == "60.0 ± 0.0 (n=2)"
+    assert table_row(text, "XOR:", "fpt")[2] == "90.0 ± 0.0 (n=2)"
+    assert table_row(text, "XOR (few-shot: 10% of train):", "fpt")[2] == "60.0 ± 0.0 (n=2)"
+    # two shares that print alike are two settings: refused, not averaged in one row
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "train_fraction": 0.1000001}))
+    with pytest.raises(FptError, match="runs made with other task options"):
+        read_arm_runs(tmp_path)
 
 
 def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):

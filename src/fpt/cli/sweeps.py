@@ -13,17 +13,17 @@ from pathlib import Path
 from fpt.cli.parser import tracker_from_args
 from fpt.errors import FptError
 
-# What the last step of a sweep or reproduction imports (its tables, pictures and shuffled scores),
-# loaded as it starts: a run of hours then ends on the code it began with, and fpt changed or upgraded
-# under it cannot break that step (a module imported fresh at the end, needing a name that the old
-# copy of a module loaded at the start lacks, stopped a finished reproduction here once).
+# What the last step of a sweep or reproduction imports to write its tables and pictures, loaded as
+# it starts: a run of hours then ends on the code it began with, and fpt changed or upgraded under it
+# cannot break that step (a module imported fresh at the end, needing a name that the old copy of a
+# module loaded at the start lacks, stopped a finished reproduction here once). What builds a model
+# or a task at the end (test and shuffled scores) runs in processes of its own, on the code installed.
 END_OF_RUN_MODULES = (
     "fpt.experiments.controls",
     "fpt.experiments.plots",
     "fpt.experiments.published_tables",
+    "fpt.experiments.shuffled",
     "fpt.experiments.tables",
-    "fpt.tasks.shuffle",
-    "fpt.training",
 )
 
 

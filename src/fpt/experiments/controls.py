@@ -1,9 +1,9 @@
 """`fpt reproduce controls` (issue 32): is the pretrained transformer doing anything?
 
 fpt and each control (fpt.experiments.paper.CONTROL_ARMS) are trained under one recipe and budget
-by `fpt reproduce controls` (fpt.experiments.reproduce); here each finished run is also scored on
-its test inputs shuffled (`shuffle_evaluation`, as `fpt evaluate --shuffle tokens`, written to the
-run's shuffled.json), and the table is written from the run folders alone (`read_arm_runs`,
+by `fpt reproduce controls` (fpt.experiments.reproduce), which also scores each finished run on its
+test inputs shuffled (fpt.experiments.shuffled, as `fpt evaluate --shuffle tokens`, written to the
+run's shuffled.json); here the table is written from the run folders alone (`read_arm_runs`,
 `controls_markdown`): `python -m fpt.experiments.controls FOLDER [--out FILE] [--chart FILE.png]`
 rebuilds it (and its picture, fpt.experiments.plots.controls_chart) from committed result files, with
 no checkpoint needed.
@@ -24,15 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.errors import FptError
-from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, TASK_COLUMNS, VARIANTS
+from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, FEW_SHOT, VARIANTS, task_heading
 from fpt.experiments.rate_search import PROBES, own_rates, probe_section, read_choices, task_order
+from fpt.experiments.shuffled import current_shuffle_file
 from fpt.paths import nearest_existing
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression, places
 from fpt.tasks.registry import task_label
 
-SHUFFLE_FILE = "shuffled.json"  # a run's scores on ordered and shuffled test inputs
-SHUFFLE_SEED = 0
 # task options that say where the data lies or checksum it, not what the task is: the same task either way
 TASK_OPTIONS_SAME = ("data_dir", "sha256")
 
@@ -76,56 +75,6 @@ def arm_of(config: dict) -> str | None:
     return None
 
 
-def shuffle_evaluation(run_dir: Path, seed: int = SHUFFLE_SEED) -> dict:
-    """Score a finished run on its test split(s) (its watched split where it has none), ordered and
-    with every input's order shuffled (fpt.tasks.shuffle); write and return the run's shuffled.json.
-    A file already made at the run's last step and seed is returned as it is."""
-    from fpt.paths import write_json
-    from fpt.tasks.shuffle import ShuffledTask, what_is_shuffled
-    from fpt.training import evaluate, load_run
-
-    summary = RunDir(run_dir).read_summary()
-    if summary is None:
-        raise FptError(f"{run_dir} has not finished; train it to the end before scoring shuffled inputs")
-    done = _current_shuffle_file(run_dir, summary, seed)
-    if done is not None:
-        return done
-    config, task, model, trainer = load_run(run_dir)
-    shuffled = ShuffledTask(task, seed)
-    # the ordered score the run made as it ended, where it made one (the same model on the same split)
-    scored = {**(summary.get("test") or {}), summary["final"]["split"]: summary["final"]}
-    splits = {}
-    for split in task.test_splits or (task.eval_split,):
-        ordered = scored.get(split) or evaluate(model, task, config.eval_batch_size, split)
-        splits[split] = {"ordered": ordered, "shuffled": evaluate(model, shuffled, config.eval_batch_size, split)}
-    result = {"step": trainer.step, "seed": seed, "what": what_is_shuffled(task.spec), "splits": splits}
-    write_json(Path(run_dir) / SHUFFLE_FILE, result)
-    return result
-
-
-def _current_shuffle_file(run_dir: Path, summary: dict, seed: int) -> dict | None:
-    """The run's shuffled.json where it was made at the run's last step with this seed, else None."""
-    path = Path(run_dir) / SHUFFLE_FILE
-    if not path.is_file():
-        return None
-    done = json.loads(path.read_text())
-    return done if done.get("step") == summary["step"] and done.get("seed") == seed else None
-
-
-def score_shuffled(run_dirs: list[Path], seed: int = SHUFFLE_SEED) -> list[Path]:
-    """shuffle_evaluation on each finished run that can be scored here; return those that cannot: no
-    current shuffled.json and no checkpoint to make one (checkpoints are never committed, so a run
-    trained on another machine and copied in has none). Their shuffled score is left out, not guessed."""
-    unscored = []
-    for run_dir in run_dirs:
-        summary = RunDir(run_dir).read_summary()
-        if RunDir(run_dir).has_checkpoint or (summary and _current_shuffle_file(run_dir, summary, seed)):
-            shuffle_evaluation(run_dir, seed)
-        else:
-            unscored.append(Path(run_dir))
-    return unscored
-
-
 @dataclass
 class ArmRun:
     """One finished run of the controls table, read from its folder."""
@@ -138,7 +87,7 @@ class ArmRun:
     metric: str  # "accuracy" (in %, higher is better) or "mse" (lower is better)
     score: float
     mae: float | None
-    shuffled: float | None  # the same metric on shuffled inputs; None before shuffle_evaluation
+    shuffled: float | None  # the same metric on shuffled inputs; None where the run was not scored so
     trained_params: int
     step_s: float | None  # median seconds per step between evaluations (evaluation time included)
     steps: int
@@ -191,11 +140,9 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
     metric = headline_metric(result)
     scale = 1.0 if is_regression(result) else 100.0
     shuffled = None
-    path = Path(run_dir) / SHUFFLE_FILE
-    if path.is_file():
-        mixed = json.loads(path.read_text())
-        if mixed.get("step") == summary["step"] and split in mixed.get("splits", {}):
-            shuffled = scale * mixed["splits"][split]["shuffled"][metric]
+    mixed = current_shuffle_file(run_dir, summary)
+    if mixed is not None and split in mixed.get("splits", {}):
+        shuffled = scale * mixed["splits"][split]["shuffled"][metric]
     return ArmRun(
         task=controls_task(config),  # one task, one block of the table
         arm=arm,
@@ -211,9 +158,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         steps=int(summary["step"]),
         recipe=str(config.get("recipe", "paper")),
         path=Path(run_dir),
-        task_options=json.dumps(
-            {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}, sort_keys=True
-        ),
+        task_options=json.dumps(_setting(config), sort_keys=True),
         majority=None if result.get("majority_share") is None else scale * result["majority_share"],
         lr=None if config.get("lr") is None else float(config["lr"]),
     )
@@ -224,7 +169,15 @@ def controls_task(config: dict) -> str:
     split (--train-fraction, the few-shot setting) are a task of their own, never pooled with full ones."""
     label = task_label(str(config["task"]), config.get("task_options") or {})
     fraction = config.get("train_fraction")
-    return label if fraction in (None, 1) else f"{label}, {100 * float(fraction):g}% of train"
+    return label if fraction in (None, 1) else f"{label}{FEW_SHOT}{100 * float(fraction):.4g}% of train)"
+
+
+def _setting(config: dict) -> dict:
+    """What one row of the table must not mix: the task's options (less where its data lies) and the
+    exact share of the training split (two shares that print alike in the task's name are refused)."""
+    options = {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}
+    fraction = config.get("train_fraction")
+    return options if fraction in (None, 1) else {**options, "train_fraction": fraction}
 
 
 def find_run_dirs(root: Path) -> list[Path]:
@@ -236,7 +189,8 @@ def read_arm_runs(root: Path) -> list[ArmRun]:
     """Every finished controls run under `root`, in folder order; unfinished runs and runs of other kinds are
     left out (read_arm_run), and so are the probes a rate was chosen from (fpt.experiments.rate_search); two
     runs of one task, arm and seed are refused, and so are runs of one task made with other task options (a
-    z-normalised series beside raw ones, another horizon): one row must not average two settings."""
+    z-normalised series beside raw ones, another horizon) or on other shares of its training split: one row
+    must not average two settings."""
     dirs = [p for p in find_run_dirs(root) if PROBES not in p.relative_to(root).parts]
     runs = [r for r in (read_arm_run(p) for p in dirs) if r is not None]
     seen: dict[tuple, Path] = {}
@@ -252,7 +206,8 @@ def read_arm_runs(root: Path) -> list[ArmRun]:
         if len(settings) > 1:
             (a, first), (b, second) = list(settings.items())[:2]
             raise FptError(
-                f"{task}: runs made with other task options ({first}: {a}; {second}: {b}); "
+                f"{task}: runs made with other task options or shares of the training split ({first}: {a}; "
+                f"{second}: {b}); "
                 "keep one setting of a task under the folder"
             )
     return runs
@@ -317,10 +272,6 @@ def direction(gaps: list[float], metric: str) -> str:
     return "no clear difference"
 
 
-def _task_heading(task: str) -> str:
-    return TASK_COLUMNS.get(task, task)
-
-
 SAME_RECIPE = (
     "Every arm ran under the same recipe, budget and dropout (the recipe's, given to every run: a recipe's "
     "dropout otherwise reaches only a frozen body), on the same seeds"
@@ -359,7 +310,7 @@ def controls_markdown(runs: list[ArmRun], title: str = CONTROLS_TITLE, note: str
         settings = sorted({(r.backbone, r.recipe, r.steps) for r in of_task})
         setting = "; ".join(f"backbone {b}, recipe {rc}, {s:,} steps" for b, rc, s in settings)
         lines += [
-            f"#### {_task_heading(task)}: {unit} on the {', '.join(splits)} split ({setting})",
+            f"#### {task_heading(task)}: {unit} on the {', '.join(splits)} split ({setting})",
             "",
             "| arm | what it is | score | shuffled inputs | trained params | s/step (median) | gap to fpt |",
             "|---|---|---|---|---|---|---|",
@@ -418,7 +369,7 @@ def _direction_section(runs: list[ArmRun], verdicts: list[tuple]) -> list[str]:
         if not_learned:
             agrees = NOT_LEARNED
         lines.append(
-            f"| {_task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {mean_std(gaps, digits)} (n={len(gaps)}) | "
+            f"| {task_heading(task)} | {arm} | {TAN_ET_AL[arm]} | {mean_std(gaps, digits)} (n={len(gaps)}) | "
             f"{found} | {agrees} |"
         )
     lines += ["", *_shuffle_lines(runs)]
@@ -439,7 +390,7 @@ def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
             unit = "MSE" if metric == "mse" else "points"
             others = ", ".join(f"{arm} {d:+.3g}" for arm, d in drops.items() if arm != "fpt")
             lines.append(
-                f"Shuffled inputs on {_task_heading(task)} (shuffled minus ordered, {unit}, mean over seeds): "
+                f"Shuffled inputs on {task_heading(task)} (shuffled minus ordered, {unit}, mean over seeds): "
                 f"fpt {drops['fpt']:+.3g}; {others or 'no control scored'}."
             )
     return lines

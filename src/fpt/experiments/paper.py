@@ -16,6 +16,14 @@ TASK_COLUMNS = {  # task name -> the paper's column heading
     "remote-homology": "Homology",
 }
 TASK_ORDER = list(TASK_COLUMNS)
+FEW_SHOT = " (few-shot: "  # a controls task trained on a share of its split: "mnist (few-shot: 10% of train)"
+
+
+def task_heading(task: str) -> str:
+    """A table's heading for a task: the paper's where it has one ("MNIST"), kept with the share of
+    the training split a controls task's name may add ("MNIST (few-shot: 10% of train)")."""
+    name, sep, rest = task.partition(FEW_SHOT)
+    return TASK_COLUMNS.get(name, name) + sep + rest
 
 
 _PAPER_ORDER = [t for t in TASK_ORDER if t != "fashion-mnist"]  # the paper has no Fashion-MNIST column

@@ -17,7 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from fpt.build import ATTENTION_BYTES_BUDGET  # noqa: E402
 from fpt.errors import FptError  # noqa: E402
-from fpt.experiments.paper import CONTROLS_TITLE, PAPER_STEPS, TASK_COLUMNS  # noqa: E402
+from fpt.experiments.paper import CONTROLS_TITLE, PAPER_STEPS, TASK_COLUMNS, task_heading  # noqa: E402
 from fpt.experiments.tables import column_heading, failure_text, steps_data, table_data  # noqa: E402
 from fpt.model import FrozenPretrainedTransformer  # noqa: E402
 from fpt.paths import atomic_write  # noqa: E402
@@ -480,6 +480,6 @@ def _controls_panel(ax, runs: list, arms: list[str], own: set[tuple[str, str]]) 
     else:
         ax.set_xlim(0, 100)
         ax.set_xlabel(f"accuracy % on {splits}", fontsize=8)
-    ax.set_title(f"{TASK_COLUMNS.get(task, task)}, {steps} steps", fontsize=9)
+    ax.set_title(f"{task_heading(task)}, {steps} steps", fontsize=9)
     ax.tick_params(axis="x", labelsize=7)
     ax.grid(axis="x", alpha=0.3)

@@ -320,12 +320,13 @@ def run_reproduction(
 
 def _controls_text(subset: list[dict], note: str, seeds: int, chart: Path) -> str:
     """Each finished run also scored on shuffled inputs; the table from the run files, and its picture."""
-    from fpt.experiments.controls import controls_markdown, read_arm_run, score_shuffled
+    from fpt.experiments.controls import controls_markdown, read_arm_run
     from fpt.experiments.plots import controls_chart
+    from fpt.experiments.shuffled import score_shuffled
 
     done = [Path(row["run_dir"]) for row in subset if row["status"] == "done"]
-    for run_dir in score_shuffled(done):
-        warn(f"{run_dir}: not scored on shuffled inputs: it has no checkpoint here (score it where it trained)")
+    for run_dir, why in score_shuffled(done).items():
+        warn(f"{run_dir}: not scored on shuffled inputs ({why}); the table leaves it out of that column")
     arms = [a for a in map(read_arm_run, done) if a is not None]
     title = f"controls ({seeds} seed(s))"
     drawn = controls_chart(arms, chart, title)
