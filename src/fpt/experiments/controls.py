@@ -87,7 +87,7 @@ class ArmRun:
     metric: str  # "accuracy" (in %, higher is better) or "mse" (lower is better)
     score: float
     mae: float | None
-    shuffled: float | None  # the same metric on shuffled inputs; None where the run was not scored so
+    shuffled: float | None  # the same metric on shuffled inputs; None where the run was not scored on them
     trained_params: int
     step_s: float | None  # median seconds per step between evaluations (evaluation time included)
     steps: int
