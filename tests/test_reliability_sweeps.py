@@ -1,8 +1,8 @@
 """Hostile sweep specs and `fpt reproduce` options: YAML bombs, grids too large, values of the wrong
 type, files that are not specs, cell keys where options go. Each is refused in one line before
 anything runs. A sweep killed by a signal takes its running cell with it; one asked to stop (SIGTERM,
-Ctrl-C) pauses it with a checkpoint and a logged sitting, and begins no other cell. A reproduction
-loads what its last step imports before it trains anything."""
+Ctrl-C) pauses it with a checkpoint and a logged sitting, and begins no other cell. A sweep or a
+reproduction loads what its last step imports before it trains anything."""
 
 from __future__ import annotations
 

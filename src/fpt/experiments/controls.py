@@ -168,16 +168,22 @@ def controls_task(config: dict) -> str:
     """The task a run's config.json trained, as the table names it: runs on a share of the training
     split (--train-fraction, the few-shot setting) are a task of their own, never pooled with full ones."""
     label = task_label(str(config["task"]), config.get("task_options") or {})
-    fraction = config.get("train_fraction")
-    return label if fraction in (None, 1) else f"{label}{FEW_SHOT}{100 * float(fraction):.4g}% of train)"
+    fraction = _training_share(config)
+    return label if fraction is None else f"{label}{FEW_SHOT}{100 * float(fraction):.4g}% of train)"
 
 
 def _setting(config: dict) -> dict:
     """What one row of the table must not mix: the task's options (less where its data lies) and the
     exact share of the training split (two shares that print alike in the task's name are refused)."""
     options = {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}
+    fraction = _training_share(config)
+    return options if fraction is None else {**options, "train_fraction": fraction}
+
+
+def _training_share(config: dict) -> float | None:
+    """The share of its training split a run trained on (--train-fraction); None for the whole split."""
     fraction = config.get("train_fraction")
-    return options if fraction in (None, 1) else {**options, "train_fraction": fraction}
+    return None if fraction in (None, 1) else fraction
 
 
 def find_run_dirs(root: Path) -> list[Path]:

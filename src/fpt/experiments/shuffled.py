@@ -67,10 +67,11 @@ def score_shuffled(run_dirs: list[Path], seed: int = SHUFFLE_SEED) -> dict[Path,
     not current; returns the runs left unscored, each with why (its scores are left out, not guessed)."""
     unscored = {}
     for run_dir in map(Path, run_dirs):
-        summary = RunDir(run_dir).read_summary()
+        run = RunDir(run_dir)
+        summary = run.read_summary()
         if summary is not None and current_shuffle_file(run_dir, summary, seed) is not None:
             continue
-        if not RunDir(run_dir).has_checkpoint:
+        if not run.has_checkpoint:
             unscored[run_dir] = "no checkpoint here, and no shuffled.json made at its last step"
             continue
         error = _score_in_child(run_dir, seed)
