@@ -257,6 +257,15 @@ def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):
     assert {"99.69 ± 0.04", "99.95 ± 0.03"} <= {t.get_text() for t in panel.texts}
 
 
+def test_a_step_time_from_a_gpu_says_so_beside_cpu_runs(tmp_path):
+    for seed in (0, 1):
+        write_arm_run(tmp_path, "fpt", seed, 0.97, None, 500, task="mnist")
+        write_arm_run(tmp_path, "full", seed, 0.98, None, 9000, task="mnist", device="cuda:0" if seed else "cpu")
+    text = controls_markdown(read_arm_runs(tmp_path))
+    assert table_row(text, "MNIST", "full")[5] == "0.200 (on cuda:0)"  # one of its runs trained there
+    assert table_row(text, "MNIST", "fpt")[5] == "0.200"
+
+
 def test_the_controls_picture_draws_each_arm_at_its_mean_with_the_figures_beside_it(tmp_path):
     import matplotlib.pyplot as plt
 

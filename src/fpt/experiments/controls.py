@@ -96,6 +96,7 @@ class ArmRun:
     task_options: str = "{}"  # the task's options as sorted JSON, less where its data lies (TASK_OPTIONS_SAME)
     majority: float | None = None  # accuracy's floor: the split's most frequent label's share, in %
     lr: float | None = None  # its learning rate (the table gives it where the arm had its own, --lr-search)
+    device: str = "cpu"  # where it trained (config.json): a step time off the CPU is marked so in the table
 
 
 def step_seconds(records: list[dict]) -> float | None:
@@ -161,6 +162,7 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
         task_options=json.dumps(_setting(config), sort_keys=True),
         majority=None if result.get("majority_share") is None else scale * result["majority_share"],
         lr=None if config.get("lr") is None else float(config["lr"]),
+        device=str(config.get("device") or "cpu"),
     )
 
 
@@ -292,7 +294,8 @@ NOTES = (
     " Score: the test split scored once at the end of each run, mean ± std over seeds. Shuffled inputs: the "
     "same test split with each input's tokens permuted (seed 0; `fpt evaluate --shuffle tokens`). Trained "
     "params: from each run's summary.json. s/step: the median over evaluation intervals of seconds per step, "
-    "from metrics.jsonl, the evaluation at the end of each interval included. The none and attention "
+    "from metrics.jsonl, the evaluation at the end of each interval included; on the CPU unless the "
+    "column names another device. The none and attention "
     "controls keep the backbone's layer norms outside its blocks (MiniLM's embedding layer norm), as fpt's "
     "own arm and block do (fpt.backbones.controls)."
 )
@@ -338,6 +341,9 @@ def controls_markdown(runs: list[ArmRun], title: str = CONTROLS_TITLE, note: str
             params = sorted({r.trained_params for r in mine})
             times = [r.step_s for r in mine if r.step_s is not None]
             step = f"{statistics.median(times):.3f}" if times else "—"
+            elsewhere = sorted({r.device for r in mine if r.device != "cpu"})
+            if elsewhere:  # a GPU's step time beside CPU runs' would read as the arm's own speed
+                step += f" (on {', '.join(elsewhere)})"
             gaps = paired_gaps(mine, fpt) if arm != "fpt" and fpt else []
             gap = "—" if arm == "fpt" else (mean_std(gaps, digits) if gaps else "no fpt run to pair")
             what = ARM_TEXTS[arm]
