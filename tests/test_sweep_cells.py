@@ -161,3 +161,14 @@ def test_a_cell_whose_options_changed_is_refused_from_any_out_folder(tiny_gpt2, 
     path.write_text(path.read_text().replace("steps: 3", "steps: 4"))
     with pytest.raises(FptError, match=r"was run with other options.*--steps 3 -> 4.*results/xor-seed0"):
         run_sweep(load_spec(path), tmp_path / "second", progress=False)
+
+
+def test_a_sitting_names_the_gpus_of_its_machine_and_none_where_there_are_none(monkeypatch):
+    from fpt.experiments.sittings import this_machine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "GPU" not in this_machine()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"NVIDIA H100 80GB HBM3 #{i}")
+    assert this_machine().endswith("; GPU: NVIDIA H100 80GB HBM3 #0, NVIDIA H100 80GB HBM3 #1")

@@ -27,6 +27,13 @@ def available_devices() -> list[str]:
     return found
 
 
+def gpu_names() -> list[str]:
+    """The name of each visible CUDA GPU ("NVIDIA H100 80GB HBM3"); none on a machine without one."""
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
 def check_device_name(name: str) -> None:
     """The spelling of --device, checked without looking at the hardware (configs are checked early)."""
     kind, _, index = name.partition(":")

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+from fpt.devices import gpu_names
 from fpt.errors import FptError
 from fpt.runs import RunDir
 from fpt.runtime import bf16_note, cpu_model, usable_cores
@@ -31,8 +32,10 @@ def reached_step(run: RunDir) -> int:
 
 
 def this_machine() -> str:
-    """The machine a sitting runs on, as its log line records it."""
-    return f"{cpu_model()}, {usable_cores()} cores; {bf16_note()}"
+    """The machine a sitting runs on, as its log line records it: its CPU and, where it has any, its
+    GPUs (a run's config.json says which device the run itself used)."""
+    gpus = gpu_names()
+    return f"{cpu_model()}, {usable_cores()} cores; {bf16_note()}" + (f"; GPU: {', '.join(gpus)}" if gpus else "")
 
 
 def log_sitting(run: RunDir, started: float, from_step: int, threads: int, exit_status: int) -> dict | None:
