@@ -174,17 +174,19 @@ def write_arm_run(
     run: Path | None = None,
     lr: float | None = None,
     watched: float | None = None,
-    device: str = "cpu",
+    device: str | None = "cpu",
 ):
     """A finished controls run's files as `fpt train` writes them (config, summary, metrics and,
     given `shuffled`, shuffled.json): the table reads nothing else. `run`: its folder (default
     ROOT/task=...,variant=...,seed=...); `lr`: written to its config; `watched`: its final accuracy on
-    the held-out split it was watched on (default: `accuracy`); `device`: where it trained."""
+    the held-out split it was watched on (default: `accuracy`); `device`: where it trained (None: no such key)."""
     run = run or root / f"task={task},variant={arm},seed={seed}"
     run.mkdir(parents=True)
     config = {"task": task, "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
     config["task_options"] = options or {}
-    config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast", device=device)
+    config.update(VARIANTS[arm], seed=seed, backbone="minilm", recipe="fast")
+    if device is not None:  # None: a run written before config.json named its device
+        config["device"] = device
     if lr is not None:
         config["lr"] = lr
     if config["body"] != "backbone":

@@ -259,11 +259,20 @@ def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):
 
 def test_a_step_time_from_a_gpu_says_so_beside_cpu_runs(tmp_path):
     for seed in (0, 1):
-        write_arm_run(tmp_path, "fpt", seed, 0.97, None, 500, task="mnist")
+        write_arm_run(tmp_path, "fpt", seed, 0.97, None, 500, task="mnist", device=None)  # an older run: no key
         write_arm_run(tmp_path, "full", seed, 0.98, None, 9000, task="mnist", device="cuda:0" if seed else "cpu")
+        write_arm_run(tmp_path, "block", seed, 0.96, None, 900, task="mnist", device="cuda:0")
     text = controls_markdown(read_arm_runs(tmp_path))
-    assert table_row(text, "MNIST", "full")[5] == "0.200 (on cuda:0)"  # one of its runs trained there
+    assert table_row(text, "MNIST", "full")[5] == "0.200 (1 of 2 on cuda:0)"
+    assert table_row(text, "MNIST", "block")[5] == "0.200 (on cuda:0)"
     assert table_row(text, "MNIST", "fpt")[5] == "0.200"
+
+
+def test_a_gap_is_not_rounded_down_by_float_error():
+    from fpt.experiments.controls import mean_std
+
+    gaps = [100 * 0.9851 - 100 * 0.9806, 100 * 0.9861 - 100 * 0.9816]  # as the table makes them: 0.44999...
+    assert min(gaps) < 0.45 and mean_std(gaps, 1) == "0.5 ± 0.0" and mean_std([0.44], 1) == "0.4"
 
 
 def test_the_controls_picture_draws_each_arm_at_its_mean_with_the_figures_beside_it(tmp_path):

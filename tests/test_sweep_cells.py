@@ -164,11 +164,15 @@ def test_a_cell_whose_options_changed_is_refused_from_any_out_folder(tiny_gpt2, 
 
 
 def test_a_sitting_names_the_gpus_of_its_machine_and_none_where_there_are_none(monkeypatch):
+    from fpt.devices import gpu_names
     from fpt.experiments.sittings import this_machine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    gpu_names.cache_clear()
     assert "GPU" not in this_machine()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"NVIDIA H100 80GB HBM3 #{i}")
+    gpu_names.cache_clear()
     assert this_machine().endswith("; GPU: NVIDIA H100 80GB HBM3 #0, NVIDIA H100 80GB HBM3 #1")
+    gpu_names.cache_clear()  # the next test asks the real machine again

@@ -8,6 +8,7 @@ the data a seed gives does not depend on the device.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -27,11 +28,12 @@ def available_devices() -> list[str]:
     return found
 
 
-def gpu_names() -> list[str]:
+@functools.cache  # asked at every sitting a sweep logs; the machine's GPUs do not change under it
+def gpu_names() -> tuple[str, ...]:
     """The name of each visible CUDA GPU ("NVIDIA H100 80GB HBM3"); none on a machine without one."""
     if not torch.cuda.is_available():
-        return []
-    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        return ()
+    return tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
 
 
 def check_device_name(name: str) -> None:

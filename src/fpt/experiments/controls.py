@@ -225,8 +225,22 @@ def mean_std(values: list[float], digits: int) -> str:
     """`mean ± std` (sample std) to `digits` places; the mean alone for one value, "—" for none."""
     if not values:
         return "—"
-    spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.{digits}f}{spread}"
+    # rounded to 9 places first, so that float error (98.51 - 98.06 = 0.44999...) does not decide a digit
+    spread = f" ± {round(statistics.stdev(values), 9):.{digits}f}" if len(values) > 1 else ""
+    return f"{round(statistics.mean(values), 9):.{digits}f}{spread}"
+
+
+def _step_text(runs: list[ArmRun]) -> str:
+    """An arm's median s/step and, where some or all of its runs trained off the CPU, on which device:
+    a GPU's step time beside CPU runs' would read as the arm's own speed."""
+    times = [r.step_s for r in runs if r.step_s is not None]
+    text = f"{statistics.median(times):.3f}" if times else "—"
+    elsewhere = [r.device for r in runs if r.device != "cpu"]
+    if elsewhere:
+        where = ", ".join(sorted(set(elsewhere)))
+        share = "" if len(elsewhere) == len(runs) else f"{len(elsewhere)} of {len(runs)} "
+        text += f" ({share}on {where})"
+    return text
 
 
 def _shuffled_text(shuffled: list[float], runs: int, digits: int) -> str:
@@ -339,11 +353,7 @@ def controls_markdown(runs: list[ArmRun], title: str = CONTROLS_TITLE, note: str
                 score += f", at or below the majority label's {statistics.mean(r.majority for r in mine):.1f}"
             shuffled = [r.shuffled for r in mine if r.shuffled is not None]
             params = sorted({r.trained_params for r in mine})
-            times = [r.step_s for r in mine if r.step_s is not None]
-            step = f"{statistics.median(times):.3f}" if times else "—"
-            elsewhere = sorted({r.device for r in mine if r.device != "cpu"})
-            if elsewhere:  # a GPU's step time beside CPU runs' would read as the arm's own speed
-                step += f" (on {', '.join(elsewhere)})"
+            step = _step_text(mine)
             gaps = paired_gaps(mine, fpt) if arm != "fpt" and fpt else []
             gap = "—" if arm == "fpt" else (mean_std(gaps, digits) if gaps else "no fpt run to pair")
             what = ARM_TEXTS[arm]
