@@ -309,7 +309,7 @@ NOTES = (
     "same test split with each input's tokens permuted (seed 0; `fpt evaluate --shuffle tokens`). Trained "
     "params: from each run's summary.json. s/step: the median over evaluation intervals of seconds per step, "
     "from metrics.jsonl, the evaluation at the end of each interval included; on the CPU unless the "
-    "column names another device. The none and attention "
+    "cell names another device. The none and attention "
     "controls keep the backbone's layer norms outside its blocks (MiniLM's embedding layer norm), as fpt's "
     "own arm and block do (fpt.backbones.controls)."
 )
