@@ -1433,7 +1433,7 @@ CONTROLS_NOTE = (
     "stripped, cut to 512 tokens): the converged run's recipe and budget (--recipe fast in bf16, 1,000 steps of 32 "
     "in micro-batches of 8, the first 500 val expressions watched every 50 steps), whose run "
     "(converge/listops-fpt-fast-paper-protocol-seed0) is its fpt arm's seed 0, copied unchanged; its random arm "
-    "trained on a lent NVIDIA H200 (bf16 is native there, as on the CPU of the finished runs); scored on its test "
+    "trained on a lent NVIDIA H200 (bf16 is native there, as on the CPU of its other arms' runs); scored on its test "
     "split where the paper quotes val. The none arm keeps fpt's last-token head, so on a "
     "classification task it reads one token (Tan et al.'s w/o LLM reads every patch through a forecasting "
     "head, as ETTh1's none does): the table after this one gives none a head reading every token. On "

@@ -116,6 +116,16 @@ def test_direction_counts_a_gap_only_beyond_its_spread():
     assert direction([-0.05], "mse") == "one seed: no spread to judge by"  # not "better": nothing to weigh it by
 
 
+def test_a_shuffled_drop_says_how_many_runs_it_is_over(tmp_path):
+    root = tmp_path / "committed"
+    for seed in range(2):
+        write_arm_run(root / "runs", "fpt", seed, 1.0, 0.5, 500)
+    write_arm_run(root / "runs", "block", 0, 1.0, 0.4, 900)
+    write_arm_run(root / "runs", "block", 1, 0.9, None, 900)  # not scored on shuffled inputs
+    text = controls_markdown(read_arm_runs(root), note="")
+    assert "(shuffled minus ordered, points, mean over seeds): fpt -50; block -60 (n=1 of 2)." in text
+
+
 def test_the_table_is_written_from_run_files_alone(tmp_path):
     root = tmp_path / "committed"
     for seed, (fpt, none) in enumerate([(1.0, 0.5), (0.98, 0.52), (0.99, 0.48)]):

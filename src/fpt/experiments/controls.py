@@ -402,18 +402,20 @@ def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
     """Per task: how much shuffling the inputs cost fpt, beside what it cost the controls."""
     lines = []
     for task in dict.fromkeys(r.task for r in runs):
-        drops = {}
+        drops = {}  # arm -> its mean drop, with how many of its runs it is over where not all of them
         for arm in CONTROL_ARMS:
-            mine = [r.shuffled - r.score for r in runs if r.task == task and r.arm == arm and r.shuffled is not None]
+            arm_runs = [r for r in runs if r.task == task and r.arm == arm]
+            mine = [r.shuffled - r.score for r in arm_runs if r.shuffled is not None]
             if mine:
-                drops[arm] = statistics.mean(mine)
+                scored = f" (n={len(mine)} of {len(arm_runs)})" if len(mine) < len(arm_runs) else ""
+                drops[arm] = f"{statistics.mean(mine):+.3g}{scored}"
         if "fpt" in drops:
             metric = next(r.metric for r in runs if r.task == task)
             unit = "MSE" if metric == "mse" else "points"
-            others = ", ".join(f"{arm} {d:+.3g}" for arm, d in drops.items() if arm != "fpt")
+            others = ", ".join(f"{arm} {drop}" for arm, drop in drops.items() if arm != "fpt")
             lines.append(
                 f"Shuffled inputs on {task_heading(task)} (shuffled minus ordered, {unit}, mean over seeds): "
-                f"fpt {drops['fpt']:+.3g}; {others or 'no control scored'}."
+                f"fpt {drops['fpt']}; {others or 'no control scored'}."
             )
     return lines
 
