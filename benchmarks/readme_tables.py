@@ -1439,7 +1439,7 @@ CONTROLS_NOTE = (
     "head, as ETTh1's none does): the table after this one gives none a head reading every token. On "
     "JapaneseVowels, full trains every weight from scratch at the shared rate (3e-3), at which it learns nothing: "
     "its row measures that rate, and the second table after this one gives it rates of its own; on every other "
-    "task where full has run (not yet ListOps or few-shot ETTh1) it trained at a rate of its own (XOR's "
+    "task where full has run (not yet ListOps) it trained at a rate of its own (XOR's "
     "shared-rate runs, at chance too, are kept in "
     "benchmarks/results/controls_full_shared_rate/). An arm with "
     "fewer than three seeds has "

@@ -17,7 +17,7 @@ from fpt.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
 from fpt.experiments.controls import main as controls_main
-from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_section
+from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_section, read_choices
 from fpt.experiments.reproduce import Reproduction, run_reproduction
 from fpt.experiments.sweep import failure_summary, sweep_outcome, train_args
 
@@ -257,6 +257,23 @@ def test_probes_that_print_alike_show_the_val_loss_that_chose_between_them(tmp_p
     # scores that print apart need no loss beside them
     text = probe_section({("bit-memory", "full"): {"lr": 3e-4, "probes": probes[1:]}})
     assert "probes: 0.0003: heldout accuracy 99.94; 0.001: diverged" in text
+
+
+def test_a_few_shot_search_is_kept_apart_from_the_full_splits_on_the_same_task(tmp_path):
+    # both searches under one root (benchmarks/results/controls): one line each, neither hiding the other
+    for folder, fraction, lr in [("etth1", None, 1e-4), ("etth1-train10", 0.1, 3e-4)]:
+        where = tmp_path / folder / PROBES / "ett-ETTh1-full-lr"
+        (where / "runs" / "probe").mkdir(parents=True)
+        config = {"task": "ett:ETTh1", "train_fraction": fraction, "lr": lr}
+        (where / "runs" / "probe" / "config.json").write_text(json.dumps(config))
+        probes = [{"lr": lr, "run_dir": "probe", "status": "done"}]
+        record = {"task": "ett:ETTh1", "arm": "full", "lr": lr, "best": "probe", "probes": probes}
+        (where / "chosen.json").write_text(json.dumps(record))
+    choices = read_choices(tmp_path)
+    assert {key: record["lr"] for key, record in choices.items()} == {
+        ("ett:ETTh1", "full"): 1e-4,
+        ("ett:ETTh1 (few-shot: 10% of train)", "full"): 3e-4,
+    }
 
 
 def test_a_search_reads_its_record_from_any_working_directory(tmp_path, monkeypatch):

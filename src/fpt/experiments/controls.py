@@ -24,13 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.errors import FptError
-from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, FEW_SHOT, VARIANTS, task_heading
-from fpt.experiments.rate_search import PROBES, own_rates, probe_section, read_choices, task_order
+from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS, task_heading
+from fpt.experiments.rate_search import (
+    PROBES,
+    controls_task,
+    own_rates,
+    probe_section,
+    read_choices,
+    task_order,
+    training_share,
+)
 from fpt.experiments.shuffled import current_shuffle_file
 from fpt.paths import nearest_existing
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression, places
-from fpt.tasks.registry import task_label
 
 # task options that say where the data lies or checksum it, not what the task is: the same task either way
 TASK_OPTIONS_SAME = ("data_dir", "sha256")
@@ -166,26 +173,12 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
     )
 
 
-def controls_task(config: dict) -> str:
-    """The task a run's config.json trained, as the table names it: runs on a share of the training
-    split (--train-fraction, the few-shot setting) are a task of their own, never pooled with full ones."""
-    label = task_label(str(config["task"]), config.get("task_options") or {})
-    fraction = _training_share(config)
-    return label if fraction is None else f"{label}{FEW_SHOT}{100 * float(fraction):.4g}% of train)"
-
-
 def _setting(config: dict) -> dict:
     """What one row of the table must not mix: the task's options (less where its data lies) and the
     exact share of the training split (two shares that print alike in the task's name are refused)."""
     options = {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}
-    fraction = _training_share(config)
+    fraction = training_share(config)
     return options if fraction is None else {**options, "train_fraction": fraction}
-
-
-def _training_share(config: dict) -> float | None:
-    """The share of its training split a run trained on (--train-fraction); None for the whole split."""
-    fraction = config.get("train_fraction")
-    return None if fraction in (None, 1) else fraction
 
 
 def find_run_dirs(root: Path) -> list[Path]:

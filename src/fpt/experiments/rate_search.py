@@ -21,12 +21,13 @@ from pathlib import Path
 
 from fpt.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged
-from fpt.experiments.paper import CONTROL_ARMS
+from fpt.experiments.paper import CONTROL_ARMS, FEW_SHOT
 from fpt.experiments.spec import SweepSpec
 from fpt.paths import write_json
 from fpt.runs import RunDir
 from fpt.scores import headline_metric, is_regression
 from fpt.tasks.base import is_test_split
+from fpt.tasks.registry import task_label
 
 PROBES = "rate-probes"  # OUT/rate-probes/: the runs a rate was chosen from; tables leave them out
 OWN_RATE = "-lr"  # OUT/<task>-<arm>-lr: an arm trained at its own rate
@@ -173,9 +174,35 @@ def recorded_choice(where: Path, spec: SweepSpec) -> dict | None:
 
 
 def read_choices(root: Path) -> dict[tuple[str, str], dict]:
-    """Every choice kept under `root` (OUT/rate-probes/*/chosen.json), by (task, arm)."""
+    """Every choice kept under `root` (OUT/rate-probes/*/chosen.json), by (task, arm), the task named as
+    the controls table names it (a few-shot search is not the full split's: both may lie under root)."""
     records = [_resolved(json.loads(p.read_text()), p.parent) for p in sorted(Path(root).rglob(CHOSEN))]
-    return {(r["task"], r["arm"]): r for r in records if PROBES in r["where"].parts}
+    return {(_searched_task(r), r["arm"]): r for r in records if PROBES in r["where"].parts}
+
+
+def _searched_task(record: dict) -> str:
+    """The controls task a kept choice searched, read from its probes' config.json (any probe: they
+    differ in the rate alone); the bare task name where no probe left one."""
+    for row in record["probes"]:
+        config_path = Path(row["run_dir"]) / RunDir.CONFIG
+        if config_path.is_file():
+            return controls_task(json.loads(config_path.read_text()))
+    return record["task"]
+
+
+def controls_task(config: dict) -> str:
+    """The task a run's config.json trained, as the controls table names it: runs on a share of the
+    training split (--train-fraction, the few-shot setting) are a task of their own, never pooled with
+    full ones."""
+    label = task_label(str(config["task"]), config.get("task_options") or {})
+    fraction = training_share(config)
+    return label if fraction is None else f"{label}{FEW_SHOT}{100 * float(fraction):.4g}% of train)"
+
+
+def training_share(config: dict) -> float | None:
+    """The share of its training split a run trained on (--train-fraction); None for the whole split."""
+    fraction = config.get("train_fraction")
+    return None if fraction in (None, 1) else fraction
 
 
 def _resolved(record: dict, where: Path) -> dict:
