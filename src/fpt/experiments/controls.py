@@ -240,7 +240,12 @@ def _shuffled_text(shuffled: list[float], runs: int, digits: int) -> str:
     """An arm's shuffled scores, with how many where some of its runs were not scored on shuffled inputs."""
     if not shuffled:
         return "not scored"
-    return mean_std(shuffled, digits) + (f" (n={len(shuffled)} of {runs})" if len(shuffled) < runs else "")
+    return mean_std(shuffled, digits) + _scored_share(len(shuffled), runs)
+
+
+def _scored_share(scored: int, runs: int) -> str:
+    """The suffix " (n=2 of 3)" where only some of an arm's runs were scored on shuffled inputs, else empty."""
+    return f" (n={scored} of {runs})" if scored < runs else ""
 
 
 def arm_means(runs: list[ArmRun]) -> list[float]:
@@ -400,8 +405,7 @@ def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
             arm_runs = [r for r in runs if r.task == task and r.arm == arm]
             mine = [r.shuffled - r.score for r in arm_runs if r.shuffled is not None]
             if mine:
-                scored = f" (n={len(mine)} of {len(arm_runs)})" if len(mine) < len(arm_runs) else ""
-                drops[arm] = f"{statistics.mean(mine):+.3g}{scored}"
+                drops[arm] = f"{statistics.mean(mine):+.3g}{_scored_share(len(mine), len(arm_runs))}"
         if "fpt" in drops:
             metric = next(r.metric for r in runs if r.task == task)
             unit = "MSE" if metric == "mse" else "points"
