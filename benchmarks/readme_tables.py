@@ -1435,7 +1435,7 @@ CONTROLS_NOTE = (
     "(converge/listops-fpt-fast-paper-protocol-seed0) is its fpt arm's seed 0, copied unchanged; fpt's seeds 1 and 2, "
     "the random arm and the full arm (its rate chosen on val) trained on a lent NVIDIA H200 (bf16 is native there, "
     "as on the CPU of seed 0 and of the other arms' runs; fpt's seeds loaded the package's MiniLM weights, their "
-    "weights_hash equal to seed 0's); scored on its test split where the paper quotes val. The none arm keeps "
+    "backbone_hash equal to seed 0's); scored on its test split where the paper quotes val. The none arm keeps "
     "fpt's last-token head, so on a "
     "classification task it reads one token (Tan et al.'s w/o LLM reads every patch through a forecasting "
     "head, as ETTh1's none does): the table after this one gives none a head reading every token. On "
