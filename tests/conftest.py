@@ -9,13 +9,36 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _auto_precision_is_fp32(request, monkeypatch):
+@pytest.fixture(scope="session", autouse=True)
+def _auto_precision_is_fp32():
     """--precision auto (the default) picks bf16 on a CPU with native bf16: the suite would train
-    in bf16 on such a machine and in fp32 elsewhere. Pin it to this machine-independent answer
-    (in-process runs); tests of the detection itself are marked `real_cpu`."""
-    if request.node.get_closest_marker("real_cpu") is None:
-        monkeypatch.setattr("fpt.runtime.native_bf16", lambda: False)
+    in bf16 on such a machine and in fp32 elsewhere. Pin it to this machine-independent answer for
+    the whole session (in-process runs), module-scoped fixtures' runs included (a fixture's run
+    trained in bf16 would warn in every test that reads it); tests of the detection itself are
+    marked `real_cpu` and see the real answer (`_real_cpu`)."""
+    import fpt.runtime
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(fpt.runtime, "native_bf16", lambda: False)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def _real_cpu(request, monkeypatch):
+    if request.node.get_closest_marker("real_cpu") is not None:
+        import fpt.runtime
+
+        monkeypatch.setattr(fpt.runtime, "native_bf16", _REAL_NATIVE_BF16)
+
+
+def _unpatched_native_bf16():
+    import fpt.runtime
+
+    return fpt.runtime.native_bf16
+
+
+_REAL_NATIVE_BF16 = _unpatched_native_bf16()  # read at collection, before the session's pin
 
 
 def tiny_config(family: str):

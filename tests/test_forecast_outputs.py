@@ -190,6 +190,54 @@ def test_predict_continues_a_csv_series_in_its_units_and_its_step(forecast_run, 
     np.testing.assert_allclose(written, by_hand, rtol=1e-5, atol=1e-4)
 
 
+def test_a_csv_with_the_runs_columns_in_another_order_is_read_by_name(forecast_run, tmp_path, capsys):
+    # the same series twice, its columns in the run's order and swapped (an extra column, too):
+    # each column's forecast must be the same, whatever its place in the file
+    _series_csv(tmp_path / "ordered.csv", 60, seed=5)
+    lines = (tmp_path / "ordered.csv").read_text().splitlines()
+    swapped = []
+    for line in lines:
+        date, load, temp = line.split(",")
+        swapped.append(",".join([date, "7" if date != "date" else "other", temp, load]))
+    (tmp_path / "swapped.csv").write_text("\n".join(swapped) + "\n")
+    forecasts = {}
+    for name in ("ordered", "swapped"):
+        out = tmp_path / f"{name}-forecast.csv"
+        assert main(["predict", str(forecast_run), "--input", str(tmp_path / f"{name}.csv"), "--out", str(out)]) == 0
+        with open(out, newline="") as handle:
+            rows = list(csv.reader(handle))
+        assert rows[0] == ["date", *COLUMNS]  # labelled in the run's order
+        forecasts[name] = np.array([row[1:] for row in rows[1:]], dtype=float)
+    np.testing.assert_array_equal(forecasts["swapped"], forecasts["ordered"])
+
+
+def test_predict_never_writes_over_its_input_or_the_runs_data_and_asks_for_force_elsewhere(
+    forecast_run, tmp_path, capsys
+):
+    _series_csv(tmp_path / "recent.csv", 60, seed=6)
+    before = (tmp_path / "recent.csv").read_bytes()
+    training = forecast_run.parent / "series.csv"
+    training_bytes = training.read_bytes()
+    for out, force in ((tmp_path / "recent.csv", []), (tmp_path / "recent.csv", ["--force"]), (training, ["--force"])):
+        args = ["predict", str(forecast_run), "--input", str(tmp_path / "recent.csv"), "--out", str(out), *force]
+        assert main(args) == 2
+        message = one_line_error(capsys)
+        assert "reads" in message and "another file" in message, message
+    assert (tmp_path / "recent.csv").read_bytes() == before and training.read_bytes() == training_bytes
+    # a file the user has: replaced only with --force
+    mine = tmp_path / "mine.csv"
+    mine.write_text("keep me\n")
+    args = ["predict", str(forecast_run), "--input", str(tmp_path / "recent.csv"), "--out", str(mine)]
+    assert main(args) == 2
+    assert "--force" in one_line_error(capsys) and mine.read_text() == "keep me\n"
+    assert main([*args, "--force"]) == 0
+    assert mine.read_text().startswith("date,load,temp")
+    # the default name in the run's folder is fpt's own: predicting twice replaces it
+    default = ["predict", str(forecast_run), "--input", str(tmp_path / "recent.csv")]
+    assert main(default) == 0 and main(default) == 0
+    assert (forecast_run / "predictions-recent.csv.csv").is_file()
+
+
 def test_an_hourly_csv_forecast_continues_its_hours(forecast_run, tmp_path):
     dates, _ = _series_csv(tmp_path / "recent.csv", 50, seed=4)
     assert (

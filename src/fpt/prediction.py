@@ -279,6 +279,30 @@ def check_output(path: str | Path) -> Path:
     return path
 
 
+def training_files(task: Task) -> list[Path]:
+    """The file a run's task was built from where --out could name it: a forecast's CSV (npz and
+    dataset files end in suffixes predictions are never written to)."""
+    source = getattr(_unwrapped(task), "notes", {}).get("source")
+    return [Path(source)] if isinstance(source, str) else []
+
+
+def check_replaceable(path: str | Path, inputs: list[Path], force: bool = False) -> None:
+    """Refuse, before any work, an --out that would destroy data: one of `inputs` (the file read, a run's
+    training data: the run would refuse itself once its checksum changed), whatever --force says, or any
+    other existing file unless --force (fpt cannot tell a user's file from its own earlier predictions,
+    except under the default name in the run's folder, `default`, which is its own to replace)."""
+    path = Path(path)
+    target = path.resolve()
+    for source in inputs:
+        if Path(source).resolve() == target:
+            raise FptError(
+                f"--out {path} is {source}, which this command reads (an input, or the run's training data); "
+                "write the predictions to another file"
+            )
+    if path.exists() and not force:
+        raise FptError(f"--out {path} exists; pass --force to replace it, or name another file")
+
+
 def write_predictions(path: str | Path, probabilities: torch.Tensor) -> Path:
     """.csv (index, predicted, one probability column per class; single-output tasks), .jsonl
     (one object per example) or .npy (the probabilities, (N, outputs, classes))."""
@@ -426,13 +450,15 @@ def forecast_csv(model, task: Task, path: str | Path) -> SeriesForecast:
             "with its date column and those columns"
         )
     table = read_series_csv(path, date_column=getattr(task, "date_column", None), columns=columns)
-    if len(table.values) < lookback:
+    # by name, never by position: the file's columns may come in another order than the run's
+    values = table.values[:, [table.columns.index(name) for name in columns]]
+    if len(values) < lookback:
         raise FptError(
-            f"{path} has {len(table.values)} rows; this run forecasts from the last {lookback} "
+            f"{path} has {len(values)} rows; this run forecasts from the last {lookback} "
             f"(--lookback): give at least {lookback} rows"
         )
     mean, std = np.asarray(notes["scaler_mean"], dtype=np.float64), np.asarray(notes["scaler_std"], dtype=np.float64)
-    windows = ((table.values[-lookback:] - mean) / std).T.astype(np.float32)  # (C, lookback): a channel an example
+    windows = ((values[-lookback:] - mean) / std).T.astype(np.float32)  # (C, lookback): a channel an example
     scaled = predict_values(model, to_batches(task, windows)).numpy().astype(np.float64)  # (C, horizon)
     step = series_step(table.dates)
     dates = table.dates[-1] + step * np.arange(1, horizon + 1)

@@ -249,6 +249,11 @@ def _add_export_and_predict(commands) -> None:
         help="predictions.csv, .jsonl or .npy "
         "(default: RUN_DIR/predictions-<input name>.csv, or .jsonl for several labels per example)",
     )
+    predict.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out (never the input or the run's training data)",
+    )
     predict.add_argument("--batch-size", type=int, default=256)
     _device_option(predict)
 

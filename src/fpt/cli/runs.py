@@ -228,10 +228,12 @@ def cmd_predict(args: argparse.Namespace) -> None:
     from fpt.prediction import (
         accuracy,
         check_output,
+        check_replaceable,
         is_saved_model,
         load_saved_model,
         predict_probabilities,
         read_inputs,
+        training_files,
         write_predictions,
     )
     from fpt.training import eval_batch_for, load_run
@@ -244,6 +246,8 @@ def cmd_predict(args: argparse.Namespace) -> None:
         task, model = load_saved_model(args.run_dir, args.device)
     else:
         _, task, model, _ = load_run(args.run_dir, device=args.device)
+    if args.out is not None:  # once the task names its training data; before any prediction
+        check_replaceable(args.out, [args.input, *training_files(task)], args.force)
     if task.spec.regression:  # a forecast: windows from an .npz, or the steps after a CSV series
         from fpt.prediction import predict_forecast
 
