@@ -7,7 +7,7 @@ its plain one otherwise. On long inputs (ListOps, 2,000 tokens) the fused one is
 faster; on Fashion-MNIST's 49 tokens (4x4 patches) in bf16, runs without dropout were a third
 slower. This times both kernels at MiniLM's head shape (12 heads of 32), batch 32, one thread,
 in fp32 and bf16, across lengths, to find where the fused kernel starts to win:
-fpt.devices.attention_kernel uses that crossover.
+fpt.core.devices.attention_kernel uses that crossover.
 """
 
 from __future__ import annotations

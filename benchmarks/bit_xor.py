@@ -16,9 +16,11 @@ from pathlib import Path
 
 import torch
 
-from fpt.config import TrainConfig
-from fpt.runtime import configure_process
-from fpt.training import Trainer, build, evaluate
+from fpt.core.runtime import configure_process
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.loop import Trainer
 
 
 class _OutOfTime(Exception):

@@ -43,9 +43,9 @@ def worker(family: str, compiled: bool, steps: int, seed: int) -> dict:
     """One run in this process: build, the first step, `steps` more; times and losses."""
     import torch
 
-    from fpt.build import build
-    from fpt.config import TrainConfig
-    from fpt.trainer import Trainer
+    from fpt.training.build import build
+    from fpt.training.config import TrainConfig
+    from fpt.training.loop import Trainer
 
     fields = dict(backbone="minilm", precision="fp32", compile=compiled, seed=seed, **FAMILIES[family])
     config = TrainConfig.from_recipe("fast", **fields)  # the recipe of the headline runs
@@ -164,7 +164,7 @@ def main() -> None:
         return
     import torch
 
-    from fpt.runtime import bf16_note, cpu_model
+    from fpt.core.runtime import bf16_note, cpu_model
 
     rows = []
     for family in args.only or list(FAMILIES):

@@ -23,13 +23,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from fpt.core.runtime import bf16_note, cpu_model
 from fpt.experiments.convergence import describe
 from fpt.experiments.plots import curve_points, learning_curves
 from fpt.experiments.sittings import read_sittings
-from fpt.experiments.spec import load_spec
+from fpt.experiments.sweep_spec import load_spec
 from fpt.experiments.tables import run_convergence
-from fpt.runs import RunDir, is_subset, whole_split
-from fpt.runtime import bf16_note, cpu_model
+from fpt.training.run_dir import RunDir, is_subset, whole_split
 
 ROOT = Path(__file__).parent / "results" / "converge"
 SPECS = Path(__file__).parent / "specs"

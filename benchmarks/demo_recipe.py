@@ -26,9 +26,10 @@ from pathlib import Path
 
 import torch
 
-from fpt.config import TrainConfig
-from fpt.runtime import configure_process, cpu_model
-from fpt.training import Trainer, train
+from fpt.core.runtime import configure_process, cpu_model
+from fpt.training.config import TrainConfig
+from fpt.training.lifecycle import train
+from fpt.training.loop import Trainer
 
 BASE = {"task": "bit-xor", "backbone": "minilm", "target_accuracy": 0.99}
 # name -> the `fpt train` options it adds to BASE (the paper recipe's defaults: Adam 1e-3 constant,

@@ -11,9 +11,9 @@ import argparse
 import json
 from pathlib import Path
 
-from fpt.baselines.forecast import NaiveForecast
+from fpt.models.baselines.forecast import NaiveForecast
 from fpt.tasks import create_task
-from fpt.training import evaluate
+from fpt.training.evaluation import evaluate
 
 
 def main() -> None:

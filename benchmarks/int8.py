@@ -210,7 +210,7 @@ STEP_TASKS = {  # name: (batch, a task's name | (tokens, values per token) for r
 def step_model(task_spec, variant: str):
     """An fpt model on the packaged MiniLM built as STEP_VARIANTS[variant] says, seeded the same every time."""
     from fpt.backbones import load_backbone
-    from fpt.model import FrozenPretrainedTransformer
+    from fpt.models.transformer import FrozenPretrainedTransformer
 
     precision, change = STEP_VARIANTS[variant]
     torch.manual_seed(0)  # the same input layer and head every time
@@ -259,7 +259,7 @@ def train_step(model, adam, batch) -> None:
 
 def fpt_model(task_spec, variant: str):
     from fpt.backbones import load_backbone
-    from fpt.model import FrozenPretrainedTransformer
+    from fpt.models.transformer import FrozenPretrainedTransformer
 
     torch.manual_seed(0)  # the same input layer and head every time
     model = FrozenPretrainedTransformer(load_backbone("minilm", dropout=0.0), task_spec, dropout=0.0)

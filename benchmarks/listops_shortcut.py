@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fpt.core.paths import data_dir
 from fpt.data.listops import ensure_listops_tsv
 from fpt.data.lra_tsv import OPERATORS, load_listops_dir
-from fpt.paths import data_dir
 
 
 def outer_operator(source: str) -> str:

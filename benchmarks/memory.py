@@ -63,10 +63,12 @@ def _synthetic_homology(folder: Path, n: int = 300, length: int = 1100) -> str:
 def worker(task_name: str, data_dir: str | None) -> dict:
     import torch
 
-    from fpt.config import TrainConfig
-    from fpt.runtime import configure_process, limit_heap_fragmentation
+    from fpt.core.runtime import configure_process, limit_heap_fragmentation
     from fpt.tasks.arrays import ArrayTask
-    from fpt.training import Trainer, build_model, build_task, evaluate
+    from fpt.training.build import build_model, build_task
+    from fpt.training.config import TrainConfig
+    from fpt.training.evaluation import evaluate
+    from fpt.training.loop import Trainer
 
     options = {"data_dir": data_dir} if data_dir else {}
     config = TrainConfig(task=task_name, task_options=options, precision="fp32")  # the table measures fp32

@@ -35,8 +35,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from fpt.flops import CONVENTION, flops_per_token, matmul_peak  # noqa: E402
 from fpt.tasks.base import Batch, Task, TaskSpec, step_generator  # noqa: E402
+from fpt.training.speed import CONVENTION, flops_per_token, matmul_peak  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "perf.json"
 
@@ -229,10 +229,11 @@ def worker(name: str, variant: str, steps: int, warmup: int, seed: int) -> dict:
     """One (configuration, variant) in this process: build, `steps` timed training steps (the first
     `warmup` left out of the timings), an evaluation; the result row with its losses and memory."""
     from fpt.backbones import load_backbone
-    from fpt.config import TrainConfig
-    from fpt.model import FrozenPretrainedTransformer
+    from fpt.models.transformer import FrozenPretrainedTransformer
     from fpt.tasks.bucketing import LengthBucketedTask
-    from fpt.training import Trainer, evaluate, predict
+    from fpt.training.config import TrainConfig
+    from fpt.training.evaluation import evaluate, predict
+    from fpt.training.loop import Trainer
 
     cfg = CONFIGS[name]
     torch.manual_seed(seed)
@@ -422,7 +423,7 @@ def main() -> None:
         print(json.dumps(worker(name, variant, int(steps), int(warmup), int(seed))), flush=True)
         return
 
-    from fpt.runtime import bf16_note, native_bf16
+    from fpt.core.runtime import bf16_note, native_bf16
 
     # Where bf16 is emulated its peak alone took over 13 minutes (AMD EPYC without AVX512-BF16):
     # measure it, and run the bf16 variants, only where the CPU has it natively.

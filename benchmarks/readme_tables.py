@@ -35,7 +35,7 @@ from typing import Callable
 from fpt.experiments.convergence import convergence
 from fpt.experiments.paper import PAPER, PAPER_STEPS
 from fpt.experiments.tables import run_convergence, steps_data
-from fpt.runs import is_subset, whole_split
+from fpt.training.run_dir import is_subset, whole_split
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from fpt.config import RECIPES
-from fpt.runtime import bf16_note, cpu_model, usable_cores
+from fpt.core.runtime import bf16_note, cpu_model, usable_cores
+from fpt.training.config import RECIPES
 
 RESULTS = Path(__file__).parent / "results" / "recipe_speed.json"
 
@@ -82,7 +82,7 @@ def main() -> int:
     parser.add_argument("--task", default="mnist")
     parser.add_argument("--recipes", default=",".join(RECIPES))
     parser.add_argument("--threads", default=",".join(str(n) for n in sorted({1, usable_cores()})))
-    # dropout changes the step time: without it, attention may take another kernel (fpt.devices)
+    # dropout changes the step time: without it, attention may take another kernel (fpt.core.devices)
     parser.add_argument(
         "--dropouts", default="recipe", help="comma list of --dropout values to time (default: each recipe's own)"
     )

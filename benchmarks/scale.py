@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from fpt.checkpoint import load_checkpoint
-from fpt.runs import RunDir
-from fpt.runtime import bf16_note, cpu_model
+from fpt.core.runtime import bf16_note, cpu_model
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.run_dir import RunDir
 
 RESULTS = Path(__file__).parent / "results" / "scale.json"
 # Ring all-reduce of B bytes on N ranks moves 2 (N - 1) / N * B per rank and pays 2 (N - 1) latencies.

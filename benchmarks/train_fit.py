@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from fpt.paths import atomic_write
-from fpt.prediction import predict_probabilities
-from fpt.training import load_run
+from fpt.core.paths import atomic_write
+from fpt.training.inference import predict_probabilities
+from fpt.training.lifecycle import load_run
 
 
 def train_accuracy(run_dir: Path, examples: int, batch_size: int = 256) -> dict:

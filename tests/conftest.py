@@ -16,10 +16,10 @@ def _auto_precision_is_fp32():
     the whole session (in-process runs), module-scoped fixtures' runs included (a fixture's run
     trained in bf16 would warn in every test that reads it); tests of the detection itself are
     marked `real_cpu` and see the real answer (`_real_cpu`)."""
-    import fpt.runtime
+    import fpt.core.runtime
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(fpt.runtime, "native_bf16", lambda: False)
+    patch.setattr(fpt.core.runtime, "native_bf16", lambda: False)
     yield
     patch.undo()
 
@@ -27,15 +27,15 @@ def _auto_precision_is_fp32():
 @pytest.fixture(autouse=True)
 def _real_cpu(request, monkeypatch):
     if request.node.get_closest_marker("real_cpu") is not None:
-        import fpt.runtime
+        import fpt.core.runtime
 
-        monkeypatch.setattr(fpt.runtime, "native_bf16", _REAL_NATIVE_BF16)
+        monkeypatch.setattr(fpt.core.runtime, "native_bf16", _REAL_NATIVE_BF16)
 
 
 def _unpatched_native_bf16():
-    import fpt.runtime
+    import fpt.core.runtime
 
-    return fpt.runtime.native_bf16
+    return fpt.core.runtime.native_bf16
 
 
 _REAL_NATIVE_BF16 = _unpatched_native_bf16()  # read at collection, before the session's pin

@@ -7,10 +7,12 @@ import signal
 import sys
 from pathlib import Path
 
-from fpt import cli, distributed
-from fpt.config import TrainConfig
-from fpt.errors import StopRequested
-from fpt.training import evaluate, load_run, train
+from fpt import cli
+from fpt.core.errors import StopRequested
+from fpt.training import distributed
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import load_run, train
 
 
 def main() -> int:

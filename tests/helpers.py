@@ -14,8 +14,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from fpt.core.errors import FptError
 from fpt.data import cifar, tape
-from fpt.errors import FptError
 from fpt.experiments.paper import VARIANTS
 from fpt.experiments.shuffled import SHUFFLE_FILE
 

@@ -9,9 +9,10 @@ from helpers import raises_naming
 
 from fpt.backbones import load_backbone
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.errors import FptError
-from fpt.training import build, load_run
+from fpt.core.errors import FptError
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.lifecycle import load_run
 
 CUT = 4  # inputs after this position are changed; outputs up to it must not move under causal attention
 BIT_XOR = [
@@ -165,7 +166,7 @@ def test_the_setting_is_recorded_in_config_json_and_a_reloaded_run_is_causal(tin
 
 
 def test_an_hf_export_of_a_causal_run_stays_causal_and_peft_refuses_it(tiny_backbones, tmp_path, capsys):
-    from fpt.model import FrozenPretrainedTransformer
+    from fpt.models.transformer import FrozenPretrainedTransformer
 
     run = tmp_path / "run"
     assert (
@@ -184,7 +185,7 @@ def test_an_hf_export_of_a_causal_run_stays_causal_and_peft_refuses_it(tiny_back
 
 
 def test_sweeps_take_attention_in_the_grid_and_leave_it_out_of_baseline_cells(tmp_path):
-    from fpt.experiments.sweep import load_spec, train_args
+    from fpt.experiments.sweep_spec import load_spec, train_args
 
     path = tmp_path / "spec.yaml"
     path.write_text("grid:\n  task: [bit-xor]\n  attention: [null, causal]\n")

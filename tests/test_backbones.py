@@ -8,8 +8,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from fpt.backbones import load_backbone
-from fpt.backbones.load import UnusedTokenTable
-from fpt.errors import FptError
+from fpt.backbones.body import UnusedTokenTable
+from fpt.core.errors import FptError
 
 
 def _tensors(backbone):

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from fpt.baselines import build_baseline
-from fpt.baselines.cnn import TutorialCNN, width_for_params
-from fpt.errors import FptError
+from fpt.core.errors import FptError
+from fpt.models.baselines import build_baseline
+from fpt.models.baselines.cnn import TutorialCNN, width_for_params
 from fpt.tasks import create_task
 
 

@@ -6,8 +6,8 @@ from helpers import write_mnist
 from safetensors.torch import load_file
 
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.training import build
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
 
 
 def _trained(model):

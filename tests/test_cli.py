@@ -52,7 +52,7 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     # long inputs go through in batches that fit the memory budget, averaging as one batch would
     from fpt.experiments.plots import mean_attention
-    from fpt.training import load_run
+    from fpt.training.lifecycle import load_run
 
     _, task, model, _ = load_run(tmp_path / "run")
     whole = mean_attention(model, task, 1, examples=5)
@@ -175,7 +175,7 @@ def test_train_reads_a_yaml_config_and_flags_override_it(tiny_gpt2, tmp_path, ca
 def test_device_choices_are_checked_and_a_missing_device_named_in_one_line(tiny_gpt2, tmp_path, capsys):
     import torch
 
-    from fpt.devices import resolve_device
+    from fpt.core.devices import resolve_device
 
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device("auto").type in ("cpu", "cuda", "mps")

@@ -7,13 +7,13 @@ import dataclasses
 
 import pytest
 
-from fpt.baselines import MODELS
 from fpt.cli import build_parser
-from fpt.config import MODELS as CONFIG_MODELS
-from fpt.config import POOLINGS as CONFIG_POOLINGS
-from fpt.config import TrainConfig
-from fpt.errors import FptError
-from fpt.model import POOLINGS
+from fpt.core.errors import FptError
+from fpt.models.baselines import MODELS
+from fpt.models.ends import POOLINGS
+from fpt.training.config import MODELS as CONFIG_MODELS
+from fpt.training.config import POOLINGS as CONFIG_POOLINGS
+from fpt.training.config import TrainConfig
 
 
 def _train_help() -> str:

@@ -14,19 +14,22 @@ import torch
 from helpers import one_line_error, train_argv, write_mnist
 
 from fpt.backbones import load_backbone
-from fpt.backbones.controls import ControlBody
-from fpt.checkpoint import load_checkpoint
+from fpt.backbones.control_bodies import ControlBody
+from fpt.backbones.families import position_table_path
 from fpt.cli import main
-from fpt.config import TrainConfig
+from fpt.core.errors import FptError
 from fpt.data.lra_tsv import write_listops_tsv
-from fpt.errors import FptError
-from fpt.experiments.sweep import train_args
-from fpt.families import position_table_path
-from fpt.runs import RunDir
+from fpt.experiments.sweep_spec import train_args
 from fpt.tasks import create_task
 from fpt.tasks.base import training_share
 from fpt.tasks.shuffle import ShuffledTask, shuffle_rows
-from fpt.training import Trainer, build, evaluate, resume, train
+from fpt.training.build import build
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import resume, train
+from fpt.training.loop import Trainer
+from fpt.training.run_dir import RunDir
 
 CONTROLS = ("none", "attention", "block")
 FAMILIES = ("gpt2", "bert", "llama")
@@ -118,7 +121,7 @@ def norms_drawn(tiny_backbones, tmp_path_factory):
     norms are at their init (weight 1, bias 0) as built, which a fresh norm would match."""
     from transformers import AutoModel
 
-    from fpt.families import blocks_path
+    from fpt.backbones.families import blocks_path
 
     folders = {}
     for family in ("bert", "gpt2", "llama"):
@@ -165,7 +168,7 @@ def test_a_small_control_keeps_the_backbones_norms_outside_its_blocks(norms_draw
     "family, norm", [("bert", "embeddings.LayerNorm.weight"), ("gpt2", "ln_f.weight"), ("llama", "norm.weight")]
 )
 def test_the_block_control_keeps_every_tensor_outside_the_blocks(norms_drawn, family, norm):
-    from fpt.families import blocks_path
+    from fpt.backbones.families import blocks_path
 
     loaded = load_backbone(str(norms_drawn[family]), seq_len=8).model.state_dict()
     block = load_backbone(str(norms_drawn[family]), seq_len=8, body="block").model
@@ -183,7 +186,7 @@ def test_a_family_fpt_has_no_table_for_keeps_its_final_norm_in_the_none_control(
     config = OPTConfig(
         hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4, vocab_size=100, word_embed_proj_dim=32
     )
-    OPTModel(config).save_pretrained(tmp_path)  # its blocks are found by fpt.families.blocks_path's search
+    OPTModel(config).save_pretrained(tmp_path)  # its blocks are found by fpt.backbones.families.blocks_path's search
     control = load_backbone(str(tmp_path), seq_len=8, body="none").model
     assert control.entry_norm is None and type(control.exit_norm).__name__ == "LayerNorm"
 

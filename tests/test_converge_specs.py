@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fpt.experiments.spec import load_spec
+from fpt.experiments.sweep_spec import load_spec
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 RUNS = BENCHMARKS / "results" / "converge"

@@ -22,8 +22,8 @@ from helpers import (
     write_mnist,
 )
 
+from fpt.core.errors import FptError
 from fpt.data import cifar, idx, lra_tsv, npz, safe_pickle, tape
-from fpt.errors import FptError
 
 # ---------------------------------------------------------------- IDX (MNIST)
 

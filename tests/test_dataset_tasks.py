@@ -8,12 +8,13 @@ import torch
 from helpers import homology_records, write_binary_batches, write_mnist
 
 from fpt.cli import main
-from fpt.config import TrainConfig
+from fpt.core.errors import FptError
 from fpt.data.lra_tsv import write_listops_tsv
-from fpt.errors import FptError
 from fpt.tasks import create_task
 from fpt.tasks.images import shift_and_flip, shift_and_mirror_clothes
-from fpt.training import build, evaluate
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
 
 
 @pytest.fixture
@@ -129,7 +130,7 @@ def test_listops_from_lra_tsv_keeps_brackets_masks_and_counts_truncation(tmp_pat
 def test_attention_maps_of_inputs_of_several_lengths_do_not_depend_on_the_batching(tiny_gpt2, tmp_path):
     from fpt.backbones import load_backbone
     from fpt.experiments.plots import mean_attention
-    from fpt.model import FrozenPretrainedTransformer
+    from fpt.models.transformer import FrozenPretrainedTransformer
 
     _write_listops(tmp_path)
     task = create_task("listops", data_dir=str(tmp_path), max_len=12)

@@ -12,11 +12,14 @@ import pytest
 import torch
 from conftest import save_tiny
 
-from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.runs import RunDir
-from fpt.training import Trainer, build, evaluate, load_run, train
+from fpt.training.build import build
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import load_run, train
+from fpt.training.loop import Trainer
+from fpt.training.run_dir import RunDir
 
 WORKER = str(Path(__file__).with_name("ddp_worker.py"))
 # fp32 outright: conftest pins --precision auto to fp32 in this process only, and a subprocess on a CPU
@@ -253,7 +256,7 @@ def test_sweeps_and_nested_launches_are_refused_under_torchrun(tmp_path, capsys,
 
 
 def test_a_rank_number_without_a_world_is_the_main_process(monkeypatch):
-    from fpt.distributed import is_main_process
+    from fpt.training.distributed import is_main_process
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setenv("RANK", "1")  # left over in a shell: one process still prints its results
@@ -338,7 +341,7 @@ def test_a_rank_leaves_with_its_status_after_atexit_handlers_and_flushed_output(
     # Python's exit work: buffered output (stdout and stderr are pipes here, the partial line stays
     # buffered) and atexit handlers such as a tracker's must still run
     script = (
-        "import atexit, sys\nfrom fpt.distributed import exit_rank\n"
+        "import atexit, sys\nfrom fpt.training.distributed import exit_rank\n"
         "atexit.register(lambda: print('handler ran'))\nprint('buffered', end=' ')\n"
         "sys.stderr.write('partial')\n"
         "try:\n    exit_rank(7)\nexcept SystemExit:\n    print('raised instead')\n"

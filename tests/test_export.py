@@ -11,9 +11,9 @@ import torch
 from helpers import raises_naming, write_mnist
 
 from fpt.cli import main
-from fpt.export import compose_peft, export_run
-from fpt.model import FrozenPretrainedTransformer
-from fpt.training import load_run
+from fpt.models.transformer import FrozenPretrainedTransformer
+from fpt.serve.export import compose_peft, export_run
+from fpt.training.lifecycle import load_run
 
 BIT_XOR = ["--task", "bit-xor", "--n-bits", "4", "--eval-size", "8"]
 
@@ -218,7 +218,7 @@ def test_what_is_not_an_export_is_refused_in_one_line(gpt2_run, tmp_path):
     ):
         config_path.write_text(json.dumps({**good, **damage}))
         raises_naming(lambda: FrozenPretrainedTransformer.from_pretrained(tmp_path / "hf"), words)
-    from fpt.prediction import load_saved_model
+    from fpt.serve.predict import load_saved_model
 
     config_path.write_text(json.dumps({**good, "fpt": {**good["fpt"], "task_options": {"n_bits": "4"}}}))
     raises_naming(lambda: load_saved_model(tmp_path / "hf"), "task_options: n_bits must be int")

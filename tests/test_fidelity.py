@@ -8,12 +8,13 @@ import pytest
 from helpers import homology_records
 
 from fpt.cli import main
-from fpt.errors import TOO_SHALLOW, FptError
+from fpt.core.errors import TOO_SHALLOW, FptError
 from fpt.experiments.cell_records import train_flags
 from fpt.experiments.convergence import convergence, smoothed
 from fpt.experiments.paper import FINETUNE_LR, VARIANTS
 from fpt.experiments.reproduce import Reproduction, run_reproduction, table_rows
-from fpt.experiments.sweep import load_spec, run_sweep, train_args
+from fpt.experiments.sweep import run_sweep
+from fpt.experiments.sweep_spec import load_spec, train_args
 from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
 
 # --- 1. full is a transformer trained from scratch; the fine-tune is its own variant -------------

@@ -1,5 +1,5 @@
 """The forecasting baselines: DLinear (`--model linear`) trained by fpt's loop, and the last-value
-forecast (NaiveForecast) scored by fpt.training.evaluate without training."""
+forecast (NaiveForecast) scored by fpt.evaluate without training."""
 
 import json
 
@@ -8,14 +8,16 @@ import pytest
 import torch
 from helpers import one_line_error, raises_naming, write_ett_csv
 
-from fpt.baselines import build_baseline
-from fpt.baselines.forecast import DLinear, NaiveForecast, moving_average
-from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.runs import RunDir
+from fpt.models.baselines import build_baseline
+from fpt.models.baselines.forecast import DLinear, NaiveForecast, moving_average
 from fpt.tasks import create_task
-from fpt.training import build, evaluate, resume, train
+from fpt.training.build import build
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import resume, train
+from fpt.training.run_dir import RunDir
 
 WINDOW = dict(lookback=32, horizon=8, patch_size=8, patch_stride=4)
 

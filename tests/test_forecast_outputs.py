@@ -13,12 +13,12 @@ import torch
 from helpers import one_line_error
 
 from fpt.cli import main
-from fpt.evaluation import forecast_samples
 from fpt.experiments.convergence import convergence
 from fpt.experiments.tables import markdown_table, run_convergence, split_title, steps_table
-from fpt.model import FrozenPretrainedTransformer
-from fpt.runs import RunDir
-from fpt.training import load_run, train
+from fpt.models.transformer import FrozenPretrainedTransformer
+from fpt.training.evaluation import forecast_samples
+from fpt.training.lifecycle import load_run, train
+from fpt.training.run_dir import RunDir
 
 SMALL = dict(lookback=48, horizon=24, patch_size=8, patch_stride=4)
 FLAGS = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()]
@@ -406,8 +406,8 @@ def test_table6_of_forecast_runs_reads_their_mse(tmp_path):
 def test_a_tracker_logs_a_forecasts_mse_and_mae(tiny_gpt2, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from fpt.config import TrainConfig
     from fpt.tracking import build_tracker
+    from fpt.training.config import TrainConfig
 
     _series_csv(tmp_path / "series.csv", 400)
     config = TrainConfig(

@@ -11,13 +11,15 @@ import torch
 from helpers import ETT_COLUMNS, one_line_error, write_ett_csv
 
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.errors import FptError
-from fpt.model import WindowScale, patches
+from fpt.core.errors import FptError
+from fpt.models.ends import WindowScale, patches
 from fpt.tasks import create_task
 from fpt.tasks.base import series_tokens
 from fpt.tasks.forecasting import ETT_HOURS
-from fpt.training import build, evaluate, resume, train
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import resume, train
 
 ETT_ROWS = sum(ETT_HOURS.values()) + 100  # 20 months and a few days the protocol leaves unused
 SMALL = dict(lookback=48, horizon=24, patch_size=8, patch_stride=4)

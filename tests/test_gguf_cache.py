@@ -16,7 +16,7 @@ from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from fpt.backbones import gguf_cache
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 HEADS, KV_HEADS = 4, 2
 

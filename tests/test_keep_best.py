@@ -11,10 +11,13 @@ import torch
 from helpers import one_line_error
 
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.errors import FptError
-from fpt.runs import RunDir
-from fpt.training import Trainer, build, evaluate, load_run, resume, train
+from fpt.core.errors import FptError
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import load_run, resume, train
+from fpt.training.loop import Trainer
+from fpt.training.run_dir import RunDir
 
 
 def _config(backbone: str, **changes) -> TrainConfig:
@@ -127,7 +130,7 @@ def test_a_damaged_best_record_is_refused_when_the_checkpoint_is_read(tiny_gpt2,
 
     from safetensors.torch import load_file, save_file
 
-    from fpt.checkpoint import load_checkpoint
+    from fpt.training.checkpoint import load_checkpoint
 
     _, run_dir = train(_config(tiny_gpt2, steps=10), tmp_path / "run", progress=False)
     path = run_dir / RunDir.CHECKPOINT

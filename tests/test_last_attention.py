@@ -1,9 +1,9 @@
 """The last-attention group: the last block's attention, trainable alone (the paper's "finetuning more")."""
 
 from fpt.backbones import load_backbone
-from fpt.config import TrainConfig
-from fpt.policy import classify_backbone, parse_policy
-from fpt.training import build
+from fpt.models.policy import classify_backbone, parse_policy
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
 
 
 def _trained(model):

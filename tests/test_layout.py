@@ -9,38 +9,22 @@ import fpt
 
 SOURCE = Path(fpt.__file__).parent
 
-# Each part of the package and its level: a module imports only its own part or a lower level.
+# Each package of fpt and its level: a module imports only its own package or a lower level. Read from
+# the bottom: core knows nothing of fpt; data reads files; backbones load pretrained bodies; tasks make
+# batches (and never import backbones); models put a backbone between trained ends; tracking copies
+# results out; training runs the loop; serve puts a trained run to use; experiments are grids of runs
+# and the paper's tables; cli parses, calls and prints.
 LEVELS = {
-    "errors": -1,  # the one error type, below everything
-    "paths": 0,  # imports nothing of fpt (read_json_object, which raises, lives in jsonfile)
-    "jsonfile": 0,  # read_json_object: a JSON file read back, or one line naming the fix
-    "taskspec": 0,  # TaskSpec, the task/model contract, below tasks/ so models need not import tasks
-    "runtime": 0,
-    "scores": 0,
-    "flops": 0,  # model FLOPs, the measured matmul peak, the speed meter (MFU): torch only
+    "core": 0,  # errors, paths, jsonfile, runtime (process settings, the parent watch), devices, scores
     "data": 1,
-    "devices": 1,
-    "distributed": 1,
-    "families": 2,
-    "tasks": 3,
-    "backbones": 3,
-    "policy": 3,
-    "heads": 4,  # InputEmbedder, OutputHead, TrainableModel: what every model shares
-    "model": 5,
-    "baselines": 5,
-    "evaluation": 5,
-    "config": 6,
-    "checkpoint": 6,
-    "runs": 6,
-    "prediction": 6,
-    "tracking": 6,
-    "build": 7,
-    "trainer": 7,
-    "training": 8,
-    "experiments": 9,
-    "export": 9,
-    "sklearn": 9,  # the scikit-learn estimators, over fpt.training
-    "cli": 10,
+    "backbones": 2,
+    "tasks": 2,
+    "models": 3,
+    "tracking": 4,
+    "training": 5,
+    "serve": 6,
+    "experiments": 7,
+    "cli": 8,
 }
 
 
@@ -119,12 +103,12 @@ def test_the_readme_python_api_is_importable():
         "TrainableModel",
     ):
         assert hasattr(fpt, name), name
-    assert callable(fpt.train) and fpt.train.__module__ == "fpt.training"
+    assert callable(fpt.train) and fpt.train.__module__ == "fpt.training.lifecycle"
 
 
 def test_baselines_and_the_transformer_are_trainable_models(tiny_gpt2):
-    from fpt.baselines import build_baseline
-    from fpt.model import TrainableModel
+    from fpt.models.baselines import build_baseline
+    from fpt.models.ends import TrainableModel
 
     task = fpt.create_task("bit-xor", n_bits=4, eval_size=4)
     transformer = fpt.FrozenPretrainedTransformer(fpt.load_backbone(tiny_gpt2), task.spec)

@@ -8,10 +8,10 @@ import random
 import numpy as np
 import pytest
 
+from fpt.core.errors import FptError
 from fpt.data import listops
 from fpt.data.listops import ensure_listops_tsv, generate_listops
 from fpt.data.lra_tsv import load_listops_dir
-from fpt.errors import FptError
 
 OPS = {"[MIN": min, "[MAX": max, "[MED": lambda args: int(np.median(args)), "[SM": lambda args: sum(args) % 10}
 

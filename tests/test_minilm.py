@@ -14,7 +14,7 @@ def test_minilm_groups_match_its_architecture():
     backbone = load_backbone("minilm")
     assert backbone.family == "bert" and backbone.hidden_size == 384 and backbone.max_positions == 512
     # 6 blocks of 4 x 384^2 + 4 x 384 attention weights; 2 x 384 x 1536 + 1536 + 384 feed-forward
-    from fpt.policy import classify_backbone
+    from fpt.models.policy import classify_backbone
 
     groups = classify_backbone(backbone.model, "bert")
     params = dict(backbone.model.named_parameters())

@@ -2,8 +2,9 @@ import pytest
 import torch
 
 from fpt.backbones import load_backbone
-from fpt.errors import FptError
-from fpt.model import FrozenPretrainedTransformer, OutputHead
+from fpt.core.errors import FptError
+from fpt.models.ends import OutputHead
+from fpt.models.transformer import FrozenPretrainedTransformer
 from fpt.tasks import TaskSpec, create_task
 
 

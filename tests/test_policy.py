@@ -3,12 +3,12 @@ import torch
 from torch import nn
 
 from fpt.backbones import load_backbone
-from fpt.config import TrainConfig
-from fpt.errors import FptError
-from fpt.model import FrozenPretrainedTransformer
-from fpt.policy import GROUPS, POLICIES, classify_backbone, parse_policy
+from fpt.core.errors import FptError
+from fpt.models.policy import GROUPS, POLICIES, classify_backbone, parse_policy
+from fpt.models.transformer import FrozenPretrainedTransformer
 from fpt.tasks import create_task
-from fpt.training import Trainer
+from fpt.training.config import TrainConfig
+from fpt.training.loop import Trainer
 
 FAMILIES = ("gpt2", "bert", "llama")
 

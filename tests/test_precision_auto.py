@@ -7,21 +7,22 @@ import pytest
 import torch
 from helpers import train_argv
 
-import fpt.build
+import fpt.training.build
 from fpt.backbones.surgery import auto_precision
-from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
-from fpt.config import RECIPES, TrainConfig
-from fpt.distributed import World
-from fpt.runs import RunDir
-from fpt.training import build, load_run, resume, train
+from fpt.training.build import build
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.config import RECIPES, TrainConfig
+from fpt.training.distributed import World
+from fpt.training.lifecycle import load_run, resume, train
+from fpt.training.run_dir import RunDir
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="CPU bf16 needs oneDNN")
 
 
 def _native(monkeypatch, value):
-    monkeypatch.setattr("fpt.runtime.native_bf16", lambda: value)
-    monkeypatch.setattr("fpt.runtime.cpu_model", lambda: "Test CPU 9000")
+    monkeypatch.setattr("fpt.core.runtime.native_bf16", lambda: value)
+    monkeypatch.setattr("fpt.core.runtime.cpu_model", lambda: "Test CPU 9000")
 
 
 def _bits(backbone, **overrides) -> TrainConfig:
@@ -48,9 +49,9 @@ def test_on_cuda_auto_is_bf16_from_compute_capability_8_and_mps_stays_fp32(monke
     _native(monkeypatch, False)  # the host CPU's answer must not matter on a GPU
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
-    monkeypatch.setattr(fpt.build, "resolve_device", lambda name="auto": torch.device("cuda:0"))
+    monkeypatch.setattr(fpt.training.build, "resolve_device", lambda name="auto": torch.device("cuda:0"))
     config = TrainConfig()
-    said = fpt.build.resolve_precision(config)
+    said = fpt.training.build.resolve_precision(config)
     assert config.precision == "bf16" and said.startswith("precision auto -> bf16: Fake GPU")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))  # a V100: emulated
     assert auto_precision(torch.device("cuda:0"))[0] == "fp32"
@@ -59,25 +60,27 @@ def test_on_cuda_auto_is_bf16_from_compute_capability_8_and_mps_stays_fp32(monke
 
 
 def test_explicit_precisions_and_baselines_are_not_picked_for(monkeypatch):
-    monkeypatch.setattr("fpt.build.auto_precision", lambda device: pytest.fail("picked"))
+    monkeypatch.setattr("fpt.training.build.auto_precision", lambda device: pytest.fail("picked"))
     for precision in ("fp32", "bf16", "fp16", "int8", "int8-bf16"):
         config = TrainConfig(precision=precision)
-        assert fpt.build.resolve_precision(config) is None and config.precision == precision
+        assert fpt.training.build.resolve_precision(config) is None and config.precision == precision
     lstm = TrainConfig.from_recipe("fast", model="lstm")
-    assert fpt.build.resolve_precision(lstm) is None and lstm.precision == "fp32"  # what a baseline computes in
+    assert (
+        fpt.training.build.resolve_precision(lstm) is None and lstm.precision == "fp32"
+    )  # what a baseline computes in
     lstm.validate()  # and as an old baseline's config.json holds it, it loads
     TrainConfig.from_dict({"model": "lstm", "precision": "fp32"}).validate()
 
 
 def test_every_rank_takes_rank_0s_pick(monkeypatch):
-    monkeypatch.setattr("fpt.build.auto_precision", lambda device: pytest.fail("a rank picked alone"))
+    monkeypatch.setattr("fpt.training.build.auto_precision", lambda device: pytest.fail("a rank picked alone"))
 
     class Rank1(World):
         def agree(self, on_main):
             return ("bf16", "rank 0's reason")  # what rank 0 broadcasts
 
     config = TrainConfig()
-    said = fpt.build.resolve_precision(config, Rank1(rank=1, size=2))
+    said = fpt.training.build.resolve_precision(config, Rank1(rank=1, size=2))
     assert config.precision == "bf16" and "rank 0's reason" in said
 
 

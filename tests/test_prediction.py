@@ -9,7 +9,8 @@ from helpers import write_mnist
 
 from fpt.cli import main
 from fpt.data.lra_tsv import write_listops_tsv
-from fpt.training import evaluate, load_run
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import load_run
 
 
 @pytest.fixture
@@ -216,7 +217,7 @@ def test_read_only_commands_need_a_checkpoint(tiny_gpt2, tmp_path, capsys):
 
 
 def test_a_config_written_before_devices_existed_resumes_on_the_cpu():
-    from fpt.config import TrainConfig
+    from fpt.training.config import TrainConfig
 
     assert TrainConfig.from_dict({"task": "bit-xor"}).device == "cpu"
     assert TrainConfig().device == "auto"

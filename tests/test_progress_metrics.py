@@ -1,5 +1,5 @@
 """What a user reads while training: ms per step, examples/s, MFU and the ETA, on the bar, on each
-evaluation line, in metrics.jsonl and in summary.json; the model FLOPs they rest on (fpt.flops)."""
+evaluation line, in metrics.jsonl and in summary.json; the model FLOPs they rest on (fpt.training.speed)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ import torch
 from helpers import train_argv
 from torch.utils.flop_counter import FlopCounterMode
 
-from fpt import flops
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.flops import (
+from fpt.tracking.sinks import numbers
+from fpt.training import speed as flops
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.lifecycle import train
+from fpt.training.loop import task_loss
+from fpt.training.speed import (
     CONVENTION,
     SPEED_KEYS,
     ModelFlops,
@@ -22,9 +26,6 @@ from fpt.flops import (
     flops_per_token,
     measured_peak,
 )
-from fpt.tracking.sinks import numbers
-from fpt.trainer import task_loss
-from fpt.training import build, train
 
 SPEED = ("ms_per_step", "examples_per_s", "mfu")  # the names metrics.jsonl's readers see
 
@@ -126,7 +127,7 @@ def _bit_memory(backbone, **overrides) -> TrainConfig:
 
 
 def test_eval_rows_and_summary_carry_the_speed(tiny_gpt2, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("fpt.trainer.measured_peak", lambda dtype, device: 1e15)  # far above any step
+    monkeypatch.setattr("fpt.training.loop.measured_peak", lambda dtype, device: 1e15)  # far above any step
     summary, run_dir = train(_bit_memory(tiny_gpt2), out=tmp_path / "run", progress=True)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [2, 4]
@@ -165,7 +166,7 @@ def test_showing_progress_changes_nothing_a_run_trains(tiny_gpt2, tmp_path):
     flops._peak.cache_clear()  # the peak is measured in this test, not taken from the cache
     _, quiet = train(TrainConfig(**config), tmp_path / "quiet", progress=False)
     _, shown = train(TrainConfig(**config), tmp_path / "shown", progress=True)
-    from fpt.training import load_run
+    from fpt.training.lifecycle import load_run
 
     a, b = load_run(quiet).model.trainable_state(), load_run(shown).model.trainable_state()
     assert all(torch.equal(a[name], b[name]) for name in a)

@@ -10,10 +10,10 @@ from transformers.pytorch_utils import Conv1D
 
 from fpt.backbones import load_backbone
 from fpt.backbones.int8 import Int8Linear, fbgemm_available, quantize_frozen_linears, quantize_weight
-from fpt.checkpoint import load_checkpoint, restore, save_checkpoint
-from fpt.errors import FptError
-from fpt.model import FrozenPretrainedTransformer
+from fpt.core.errors import FptError
+from fpt.models.transformer import FrozenPretrainedTransformer
 from fpt.tasks import create_task
+from fpt.training.checkpoint import load_checkpoint, restore, save_checkpoint
 
 COMPUTES = ["fp32", pytest.param("fbgemm", marks=pytest.mark.skipif(not fbgemm_available(), reason="no fbgemm"))]
 
@@ -99,7 +99,7 @@ def test_under_bf16_autocast_the_product_and_the_input_gradient_run_in_bf16():
 def test_fbgemm_activations_take_8_bits_only_where_its_kernels_sum_in_32(monkeypatch, flags, seven_bits):
     from fpt.backbones.int8 import seven_bit_activations
 
-    monkeypatch.setattr("fpt.runtime.cpu_flags", lambda: None if flags is None else frozenset(flags))
+    monkeypatch.setattr("fpt.core.runtime.cpu_flags", lambda: None if flags is None else frozenset(flags))
     assert seven_bit_activations() is seven_bits
 
 
@@ -224,7 +224,7 @@ def test_fpt_train_precision_int8_trains_resumes_exactly_and_keeps_the_checkpoin
     from helpers import train_argv
 
     from fpt.cli import main
-    from fpt.training import resume
+    from fpt.training.lifecycle import resume
 
     def run(out, steps):
         return main(train_argv(tiny_gpt2, out, "--steps", steps, "--eval-every", "3", "--precision", precision))

@@ -13,13 +13,14 @@ import pytest
 from helpers import table_row, write_arm_run
 
 from fpt.cli import main
-from fpt.errors import DIVERGED, FptError
+from fpt.core.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
 from fpt.experiments.controls import main as controls_main
 from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_section, read_choices
 from fpt.experiments.reproduce import Reproduction, run_reproduction
-from fpt.experiments.sweep import failure_summary, sweep_outcome, train_args
+from fpt.experiments.sweep import failure_summary, sweep_outcome
+from fpt.experiments.sweep_spec import train_args
 
 
 def test_rates_are_read_per_arm():

@@ -11,8 +11,9 @@ import pytest
 from helpers import wait_for
 
 from fpt.cli import main
-from fpt.errors import FptError
-from fpt.experiments.sweep import load_spec, run_sweep
+from fpt.core.errors import FptError
+from fpt.experiments.sweep import run_sweep
+from fpt.experiments.sweep_spec import load_spec
 
 
 def _spec(tmp_path, backbone):
@@ -179,7 +180,7 @@ def test_without_ray_the_error_names_the_extra(tmp_path, capsys, monkeypatch):
     ],
 )
 def test_ray_address_is_checked_without_ray(address, refused):
-    from fpt.errors import FptError
+    from fpt.core.errors import FptError
     from fpt.experiments.ray_executor import check_reachable
 
     if refused is None:

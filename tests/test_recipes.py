@@ -8,12 +8,13 @@ import pytest
 import torch
 from helpers import raises_naming, write_mnist
 
-from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
-from fpt.config import RECIPES, TrainConfig, recipe_defaults
-from fpt.runs import RunDir
 from fpt.tasks import create_task
-from fpt.training import learning_rate, resume, train
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.config import RECIPES, TrainConfig, recipe_defaults
+from fpt.training.lifecycle import resume, train
+from fpt.training.loop import learning_rate
+from fpt.training.run_dir import RunDir
 
 
 def _bits(backbone, **overrides) -> TrainConfig:
@@ -87,7 +88,7 @@ def test_elapsed_time_counts_from_step_0_across_a_resume(tiny_gpt2, tmp_path):
 
 
 def test_a_recipe_fills_only_the_options_not_given_and_is_recorded(tiny_gpt2, tmp_path, monkeypatch):
-    monkeypatch.setattr("fpt.runtime.native_bf16", lambda: True)
+    monkeypatch.setattr("fpt.core.runtime.native_bf16", lambda: True)
     assert recipe_defaults("fast")["precision"] == "auto"  # the same on every machine; picked when built
     assert (
         main(
@@ -163,7 +164,7 @@ def test_a_validation_split_is_carved_from_training_the_same_for_every_seed(tmp_
 def test_a_kill_while_confirming_a_target_resumes_into_the_same_run(tiny_gpt2, tmp_path, monkeypatch):
     config = dict(eval_subset=20, target_accuracy=0.01)
     straight, _ = train(_bits(tiny_gpt2, **config), out=tmp_path / "straight", progress=False)
-    import fpt.trainer as training  # the loop's own evaluate
+    import fpt.training.loop as training  # the loop's own evaluate
 
     real = training.evaluate
 
@@ -188,7 +189,7 @@ def test_a_subset_of_a_length_bucketed_split_is_its_first_examples_not_its_short
     import numpy as np
 
     from fpt.tasks.bucketing import LengthBucketedTask
-    from fpt.training import evaluate
+    from fpt.training.evaluation import evaluate
 
     class Reader(torch.nn.Module):  # answers 0 for every example, noting the length of each it reads
         def __init__(self):
@@ -218,7 +219,7 @@ def test_a_cosine_run_is_not_stretched_on_resume(tiny_gpt2, tmp_path):
 
 
 def test_baselines_and_trained_bodies_keep_their_dropout_under_a_recipe(monkeypatch):
-    monkeypatch.setattr("fpt.runtime.native_bf16", lambda: True)
+    monkeypatch.setattr("fpt.core.runtime.native_bf16", lambda: True)
     config = TrainConfig.from_recipe("fast", task="mnist", model="lstm")
     assert config.precision == TrainConfig().precision and config.lr == RECIPES["fast"]["lr"]
     assert config.dropout == TrainConfig().dropout  # no dropout suits a frozen body, not a trained one

@@ -10,7 +10,7 @@ import pytest
 from helpers import one_line_error
 
 from fpt.cli import main
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_the_npz_task_without_its_file_is_one_line(tmp_path, capsys):
 
 def test_a_missing_optional_package_names_its_pip_command(tmp_path, monkeypatch):
     from fpt.data.tape import read_tape_lmdb
-    from fpt.experiments.sweep import load_spec
+    from fpt.experiments.sweep_spec import load_spec
 
     monkeypatch.setitem(sys.modules, "lmdb", None)
     monkeypatch.setitem(sys.modules, "yaml", None)

@@ -17,11 +17,11 @@ import torch
 from helpers import train_argv, wait_for
 from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
-from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
-from fpt.distributed import check_backend, describe_failure, first_failure
-from fpt.errors import FptError
-from fpt.runs import RunDir
+from fpt.core.errors import FptError
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.distributed import check_backend, describe_failure, first_failure
+from fpt.training.run_dir import RunDir
 
 TASK = ["--task", "bit-xor", "--n-bits", "8", "--eval-size", "100", "--batch-size", "8"]
 

@@ -19,12 +19,12 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from fpt.cli import main
+from fpt.core.paths import write_json
 from fpt.data.idx import read_idx
 from fpt.experiments.report import write_report
-from fpt.export import export_run
-from fpt.paths import write_json
-from fpt.prediction import check_output
-from fpt.runs import RunDir
+from fpt.serve.export import export_run
+from fpt.serve.predict import check_output
+from fpt.training.run_dir import RunDir
 
 
 def _bits(tmp_path):
@@ -79,7 +79,7 @@ def test_a_run_another_process_holds_is_not_evaluated(finished_run, capsys, monk
         [
             sys.executable,
             "-c",
-            "import sys, time; from fpt.runs import RunDir; run = RunDir(sys.argv[1]); run.lock(); "
+            "import sys, time; from fpt.training.run_dir import RunDir; run = RunDir(sys.argv[1]); run.lock(); "
             "print('held', flush=True); time.sleep(120)",
             str(finished_run),
         ],
@@ -90,7 +90,7 @@ def test_a_run_another_process_holds_is_not_evaluated(finished_run, capsys, monk
         assert holder.stdout.readline().strip() == "held"
         capsys.readouterr()
         with monkeypatch.context() as patch:  # refused before the run is loaded and scored, not at the write
-            patch.setattr("fpt.training.load_run", lambda *a, **k: pytest.fail("a held run was loaded"))
+            patch.setattr("fpt.training.lifecycle.load_run", lambda *a, **k: pytest.fail("a held run was loaded"))
             assert main(["evaluate", str(finished_run)]) == 2
         assert "in use by another fpt process" in one_line_error(capsys)
         assert not (finished_run / "evaluation.json").exists()
@@ -208,7 +208,7 @@ def test_a_saved_config_asking_for_gigabytes_is_refused_before_building(finished
     def cannot_allocate(*args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
 
-    monkeypatch.setattr("fpt.model.backbone_from_config", cannot_allocate)
+    monkeypatch.setattr("fpt.models.transformer.backbone_from_config", cannot_allocate)
     capsys.readouterr()
     assert _predict(hf, inputs, tmp_path / "p.npy") == 2
     assert "not enough memory" in one_line_error(capsys)

@@ -11,10 +11,10 @@ import sys
 import pytest
 from helpers import one_line_error, train_argv
 
-import fpt.training as training
+import fpt.training.lifecycle as training
 from fpt.cli import main
-from fpt.errors import FptError
-from fpt.runs import RunDir
+from fpt.core.errors import FptError
+from fpt.training.run_dir import RunDir
 
 
 def test_output_paths_that_cannot_be_made_are_refused_before_loading(tiny_gpt2, tmp_path, capsys):
@@ -47,7 +47,7 @@ def test_a_full_disk_while_checkpointing_keeps_the_last_good_checkpoint(tiny_gpt
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("fpt.checkpoint.save_file", full)
+    monkeypatch.setattr("fpt.training.checkpoint.save_file", full)
     with pytest.raises(FptError, match="No space left on device.*step 2 is kept"):
         training.resume(out, steps=4, progress=False)
     assert (out / RunDir.CHECKPOINT).read_bytes() == before

@@ -15,11 +15,11 @@ from helpers import one_line_error, train_argv
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-import fpt.training as training
-from fpt.checkpoint import load_checkpoint
+import fpt.training.lifecycle as training
 from fpt.cli import main
-from fpt.errors import FptError
-from fpt.runs import RunDir
+from fpt.core.errors import FptError
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.run_dir import RunDir
 
 
 def test_a_second_writer_of_a_run_is_refused(tiny_gpt2, tmp_path, capsys):
@@ -37,7 +37,7 @@ def test_a_second_writer_of_a_run_is_refused(tiny_gpt2, tmp_path, capsys):
 
 
 def test_temporary_files_of_a_killed_writer_are_removed_and_ours_are_per_process(tmp_path):
-    from fpt.paths import temporary_name
+    from fpt.core.paths import temporary_name
 
     run = RunDir.create(tmp_path / "run")
     run.unlock()
@@ -185,12 +185,12 @@ def test_thread_counts_torch_cannot_take_and_a_resume_shorter_than_the_run_are_r
 
 
 def test_threads_given_to_evaluate_win_over_the_runs_saved_count(finished_run, monkeypatch):
-    import fpt.runtime
+    import fpt.core.runtime
 
     config = json.loads((finished_run / "config.json").read_text())
     (finished_run / "config.json").write_text(json.dumps({**config, "threads": 2}))  # as a sweep cell saves it
     counts = []
-    monkeypatch.setattr(fpt.runtime, "set_threads", counts.append)
+    monkeypatch.setattr(fpt.core.runtime, "set_threads", counts.append)
     assert main(["evaluate", str(finished_run), "--threads", "1"]) == 0
     assert counts and set(counts) == {1}
     counts.clear()

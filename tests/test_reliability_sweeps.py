@@ -90,7 +90,7 @@ def test_reproduce_bounds_its_numbers(tmp_path, capsys):
 
 def test_numbers_written_as_text_become_numbers_where_the_option_takes_one(tmp_path):
     from fpt.experiments.reproduce import Reproduction
-    from fpt.experiments.sweep import load_spec
+    from fpt.experiments.sweep_spec import load_spec
 
     path = tmp_path / "spec.yaml"
     path.write_text("grid:\n  task: [bit-xor]\n  lr: [1e-3, 3e-4]\noptions:\n  grad_clip: 1e0\n")

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fpt.errors import FptError
-from fpt.tracking import MLFLOW_RETRIES, TRACKING_FILE, build_tracker, offline_steps_held
+from fpt.core.errors import FptError
+from fpt.tracking import TRACKING_FILE, build_tracker
+from fpt.tracking.sinks import MLFLOW_RETRIES, offline_steps_held
 
 
 def _free_port() -> int:

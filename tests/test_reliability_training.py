@@ -13,13 +13,14 @@ import pytest
 import torch
 from helpers import one_line_error, train_argv
 
-import fpt.training as training
-from fpt.checkpoint import load_checkpoint
+import fpt.training.lifecycle as training
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.errors import DIVERGED, FptError
+from fpt.core.errors import DIVERGED, FptError
 from fpt.experiments.sweep import FAILURE_RECORD_ENV
-from fpt.runs import RunDir
+from fpt.training.build import build
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.config import TrainConfig
+from fpt.training.run_dir import RunDir
 
 
 def test_a_huge_learning_rate_never_keeps_a_non_finite_checkpoint(tiny_gpt2, tmp_path, capsys, monkeypatch):
@@ -83,7 +84,7 @@ def test_sequences_no_position_table_could_hold_are_one_line(tiny_gpt2, tmp_path
 def test_a_trainer_built_from_python_checks_its_config(tiny_gpt2):
     config = TrainConfig(task="bit-xor", backbone=tiny_gpt2, eval_every=0)
     with pytest.raises(FptError, match="--eval-every must be at least 1"):
-        training.Trainer(*training.build(dataclasses.replace(config, eval_every=1))[::-1], config)
+        training.Trainer(*build(dataclasses.replace(config, eval_every=1))[::-1], config)
 
 
 def test_config_types_are_checked_when_read():
@@ -124,7 +125,7 @@ def test_a_run_failing_on_its_first_step_leaves_no_folder_behind(tiny_gpt2, tmp_
 
 
 def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_gpt2, tmp_path):
-    import fpt.runtime as runtime
+    import fpt.core.runtime as runtime
 
     monkeypatch.setattr(runtime, "native_bf16", lambda: False)
     monkeypatch.setattr(runtime.warn_if_bf16_emulated, "said", False, raising=False)
@@ -143,7 +144,7 @@ def test_bf16_on_a_cpu_that_emulates_it_is_said_once(monkeypatch, capsys, tiny_g
 
 @pytest.mark.real_cpu
 def test_bf16_detection_reads_the_cpu_flags():
-    import fpt.runtime as runtime
+    import fpt.core.runtime as runtime
 
     runtime.cpu_flags.cache_clear()
     flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else None

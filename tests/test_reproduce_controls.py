@@ -11,8 +11,7 @@ import pytest
 from helpers import table_row, table_row_line, write_arm_run
 
 from fpt.cli import build_parser, main
-from fpt.config import TrainConfig
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.experiments.controls import (
     arm_of,
     controls_markdown,
@@ -24,7 +23,8 @@ from fpt.experiments.controls import main as controls_main
 from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.shuffled import SHUFFLE_FILE
-from fpt.experiments.sweep import train_args
+from fpt.experiments.sweep_spec import train_args
+from fpt.training.config import TrainConfig
 
 ARM_KEYS = ("policy", "init", "body", "seed")  # what may differ between the arms of one task
 
@@ -248,8 +248,8 @@ def test_runs_on_a_share_of_the_training_split_are_a_task_of_their_own(tmp_path)
 
 
 def test_a_near_perfect_arm_is_never_printed_as_perfect(tmp_path):
+    from fpt.core.scores import places
     from fpt.experiments.plots import controls_figure
-    from fpt.scores import places
 
     assert places("accuracy", [99.7, 75.1]) == 1 and places("accuracy", [99.96, 75.1]) == 2
     assert places("accuracy", [100.0, 99.94]) == 1  # a perfect score is 100.0; 99.94 is 99.9
@@ -383,7 +383,7 @@ def test_an_output_that_cannot_be_written_is_one_line_and_nothing_half_written(t
     def refuse(path, text):
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr("fpt.paths.write_text", refuse)
+    monkeypatch.setattr("fpt.core.paths.write_text", refuse)
     with pytest.raises(SystemExit) as exit_:
         controls_main([str(tmp_path / "runs"), "--out", str(tmp_path / "t.md")])
     assert exit_.value.code == 2

@@ -8,10 +8,10 @@ import pytest
 from helpers import write_ett_csv
 
 from fpt.cli import main
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.experiments.paper import FORECAST_HORIZONS
 from fpt.experiments.reproduce import Reproduction
-from fpt.experiments.sweep import train_args
+from fpt.experiments.sweep_spec import train_args
 from fpt.tasks import task_options
 
 

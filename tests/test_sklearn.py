@@ -1,4 +1,4 @@
-"""fpt.sklearn: FPTClassifier and FPTRegressor as scikit-learn estimators (the tiny random GPT-2)."""
+"""fpt.serve.estimators: FPTClassifier and FPTRegressor as scikit-learn estimators (the tiny random GPT-2)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from fpt.errors import FptError  # noqa: E402
-from fpt.sklearn import FPTClassifier, FPTInputError, FPTRegressor  # noqa: E402
+from fpt import FPTClassifier, FPTRegressor  # noqa: E402
+from fpt.core.errors import FptError  # noqa: E402
+from fpt.serve.estimators import FPTInputError  # noqa: E402
 
 # Short fits of the tiny random GPT-2, every weight trained: frozen, its random 32-wide body held make_blobs'
 # three blobs at 72-74% after 20 or 50 steps (the packaged MiniLM frozen: 93%); trained whole, 91% after 20.

@@ -9,12 +9,15 @@ import pytest
 import torch
 
 from fpt.backbones.surgery import is_norm
-from fpt.config import TrainConfig
-from fpt.devices import PLAIN_ATTENTION_MAX_TOKENS, attention_kernel
-from fpt.errors import FptError
+from fpt.core.devices import PLAIN_ATTENTION_MAX_TOKENS, attention_kernel
+from fpt.core.errors import FptError
 from fpt.tasks import create_task
 from fpt.tasks.bucketing import LengthBucketedTask
-from fpt.training import Trainer, build, evaluate, predict, train
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate, predict
+from fpt.training.lifecycle import train
+from fpt.training.loop import Trainer
 
 FAMILIES = ("gpt2", "bert", "llama")
 
@@ -175,10 +178,10 @@ def test_loading_skips_the_token_table_and_keeps_every_other_weight(tiny_backbon
 
 
 def test_variable_length_tasks_fix_the_heap_threshold_and_fixed_length_ones_leave_it(tmp_path, tiny_gpt2, monkeypatch):
-    import fpt.runtime
+    import fpt.core.runtime
 
     calls = []
-    monkeypatch.setattr(fpt.runtime, "limit_heap_fragmentation", lambda: calls.append(True) or True)
+    monkeypatch.setattr(fpt.core.runtime, "limit_heap_fragmentation", lambda: calls.append(True) or True)
     build(TrainConfig(task=_variable_npz(tmp_path), backbone=tiny_gpt2))
     assert calls == []  # building is pure: the process is configured by entry points only
     train(_config(tiny_gpt2, steps=1), out=tmp_path / "fixed", progress=False)
@@ -202,7 +205,7 @@ def test_training_flushes_subnormal_floats_whose_slow_path_stalled_the_lstm_base
 
 def test_long_inputs_with_attention_dropout_get_checkpointing_and_micro_batches_by_default(tmp_path, tiny_backbones):
     from fpt.tasks import TaskSpec
-    from fpt.training import plan_memory
+    from fpt.training.build import plan_memory
 
     listops_like = TaskSpec(seq_len=2000, num_classes=10, vocab_size=20)
     config = TrainConfig(task="listops")
@@ -233,7 +236,7 @@ def test_long_inputs_with_attention_dropout_get_checkpointing_and_micro_batches_
 
 def test_a_body_that_cannot_recompute_gets_micro_batches_for_all_its_layers_and_cuda_gets_neither():
     from fpt.tasks import TaskSpec
-    from fpt.training import plan_memory
+    from fpt.training.build import plan_memory
 
     spec = TaskSpec(seq_len=1024, num_classes=10, vocab_size=256)
     vit_like = TrainConfig(task="cifar10-lra")
@@ -259,7 +262,7 @@ def _allowed_fused_kernel(monkeypatch) -> list[bool]:
 def test_short_bf16_training_takes_the_plain_attention_kernel_and_everything_else_torchs_choice(
     tiny_backbones, monkeypatch
 ):
-    # torch's fused CPU kernel is several times slower in bf16 backward on short inputs (fpt.devices)
+    # torch's fused CPU kernel is several times slower in bf16 backward on short inputs (fpt.core.devices)
     allowed_fused = _allowed_fused_kernel(monkeypatch)
     for precision, grad, policy, expected in (
         ("bf16", True, "fpt", False),

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from fpt.cli import main
-from fpt.config import RECIPES
-from fpt.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, FptError
+from fpt.core.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, FptError
 from fpt.experiments.reproduce import Reproduction, run_reproduction
-from fpt.experiments.sweep import load_spec, run_sweep, write_sweep_report
+from fpt.experiments.sweep import run_sweep, write_sweep_report
+from fpt.experiments.sweep_spec import load_spec
 from fpt.experiments.tables import markdown_table
+from fpt.training.config import RECIPES
 
 
 def _spec(tmp_path, backbone, extra=""):
@@ -198,7 +199,7 @@ def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2,
 
 
 def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_variant():
-    from fpt.experiments.sweep import train_args
+    from fpt.experiments.sweep_spec import train_args
 
     args = train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"})
     assert args[args.index("--backbone") + 1] == "vit-base" and args.count("--backbone") == 1
@@ -209,7 +210,7 @@ def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_va
 
 
 def test_spec_wide_transformer_options_skip_baseline_cells_only():
-    from fpt.experiments.sweep import train_args
+    from fpt.experiments.sweep_spec import train_args
 
     options = {"precision": "bf16", "checkpointing": True, "steps": 5}
     fpt_args = train_args(options, {"variant": "random"})
@@ -246,7 +247,7 @@ def test_cells_say_why_a_variant_could_not_run():
 
 
 def test_cells_whose_values_differ_never_share_a_run_directory():
-    from fpt.experiments.sweep import Cell
+    from fpt.experiments.sweep_spec import Cell
 
     # unsafe characters used to become "_": these two shared one directory, the second never trained
     a, b = Cell({"task": "npz:/d/data/a.npz"}), Cell({"task": "npz:/d/data_a.npz"})
@@ -300,13 +301,13 @@ def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_
 
 
 def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_path, monkeypatch):
+    import fpt.core.runtime
     import fpt.experiments.sweep as sweep
-    import fpt.runtime
 
     # taskset, Slurm and container cpusets narrow the affinity: a sweep pinned to one core of
     # a shared machine must not start a thread per core of the machine in each cell.
-    monkeypatch.setattr(fpt.runtime.os, "cpu_count", lambda: 8)
-    monkeypatch.setattr(fpt.runtime.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    monkeypatch.setattr(fpt.core.runtime.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(fpt.core.runtime.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     threads = []
     monkeypatch.setattr(

@@ -8,14 +8,14 @@ import pytest
 import torch
 from helpers import one_line_error
 
-from fpt.checkpoint import load_checkpoint
 from fpt.cli import main
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.experiments.sittings import read_sittings
-from fpt.experiments.spec import load_spec
 from fpt.experiments.sweep import STOPPED, run_cell, run_sweep
-from fpt.flops import SPEED_KEYS
-from fpt.runs import RunDir
+from fpt.experiments.sweep_spec import load_spec
+from fpt.training.checkpoint import load_checkpoint
+from fpt.training.run_dir import RunDir
+from fpt.training.speed import SPEED_KEYS
 
 
 def _named_spec(tmp_path, backbone, extra="", name="timed"):
@@ -164,7 +164,7 @@ def test_a_cell_whose_options_changed_is_refused_from_any_out_folder(tiny_gpt2, 
 
 
 def test_a_sitting_names_the_gpus_of_its_machine_and_none_where_there_are_none(monkeypatch):
-    from fpt.devices import gpu_names
+    from fpt.core.devices import gpu_names
     from fpt.experiments.sittings import this_machine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

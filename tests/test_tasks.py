@@ -6,7 +6,7 @@ import torch
 from helpers import one_line_error
 
 from fpt.cli import main
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.tasks import TASK_OPTIONS, create_task, list_tasks, register_task
 from fpt.tasks.registry import NOT_OPTIONS, OPTION_HELP, factory_option_types, task_factory
 

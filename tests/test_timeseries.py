@@ -12,9 +12,10 @@ import torch
 from helpers import raises_naming
 
 import fpt.data.ts as ts
-from fpt.config import TrainConfig
 from fpt.tasks import create_task
-from fpt.training import build, evaluate, predict
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate, predict
 
 # Every .ts file is read by sktime's loader: without sktime only the error saying so is testable.
 needs_sktime = pytest.mark.skipif(

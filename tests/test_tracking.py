@@ -10,10 +10,12 @@ import pytest
 from helpers import raises_naming
 
 from fpt.cli import main
-from fpt.config import TrainConfig
-from fpt.errors import FptError
-from fpt.tracking import TRACKING_FILE, TensorBoardSink, Tracker, build_tracker
-from fpt.training import Trainer, resume, train
+from fpt.core.errors import FptError
+from fpt.tracking import TRACKING_FILE, Tracker, build_tracker
+from fpt.tracking.sinks import TensorBoardSink
+from fpt.training.config import TrainConfig
+from fpt.training.lifecycle import resume, train
+from fpt.training.loop import Trainer
 
 KEYS = ("train_loss", "loss", "accuracy", "exact_match", "examples", "elapsed_s")
 
@@ -334,7 +336,7 @@ def test_a_sweep_is_a_parent_run_with_a_nested_run_per_cell(tiny_gpt2, tmp_path,
 
 
 def test_a_damaged_tracking_json_is_one_line_naming_the_fix(tmp_path):
-    from fpt.tracking import Sink
+    from fpt.tracking.sinks import Sink
 
     class Resumed(Sink):  # keeps the record Tracker.open reads back for it
         name = "tensorboard"

@@ -6,12 +6,15 @@ import time
 import pytest
 import torch
 
-from fpt import runtime
-from fpt.checkpoint import FORMAT, checkpoint_step, load_checkpoint
-from fpt.config import TrainConfig
-from fpt.errors import FptError, StopRequested
-from fpt.runs import RunDir
-from fpt.training import Trainer, build, evaluate, load_run, resume, train
+from fpt.core import runtime
+from fpt.core.errors import FptError, StopRequested
+from fpt.training.build import build
+from fpt.training.checkpoint import FORMAT, checkpoint_step, load_checkpoint
+from fpt.training.config import TrainConfig
+from fpt.training.evaluation import evaluate
+from fpt.training.lifecycle import load_run, resume, train
+from fpt.training.loop import Trainer
+from fpt.training.run_dir import RunDir
 
 
 def _config(backbone, **overrides):
@@ -115,7 +118,7 @@ def test_target_accuracy_stops_early_and_reports_the_step(tiny_gpt2, tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_gpt2, tmp_path, monkeypatch):
-    import fpt.trainer as train_module
+    import fpt.training.loop as train_module
 
     real = train_module.task_loss
     calls = {"n": 0}
@@ -253,7 +256,7 @@ def test_one_ctrl_c_reaching_a_rank_three_times_is_one_request(tiny_gpt2, tmp_pa
 
 
 def test_max_minutes_stops_with_a_checkpoint_and_the_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path):
-    from fpt.training import TimeLimitReached
+    from fpt.training.loop import TimeLimitReached
 
     uninterrupted, _ = train(_config(tiny_gpt2), out=tmp_path / "straight", progress=False)
     with pytest.raises(TimeLimitReached, match="step 1 of 10: --max-minutes 1e-06 reached"):

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from fpt.backbones import load_backbone
-from fpt.config import TrainConfig
-from fpt.training import build
+from fpt.training.build import build
+from fpt.training.config import TrainConfig
 
 
 def _trained(model):
@@ -74,7 +74,7 @@ def test_a_vit_folder_whose_weights_do_not_fit_is_one_line_without_a_load_report
     import json
     import shutil
 
-    from fpt.errors import FptError
+    from fpt.core.errors import FptError
 
     wide = shutil.copytree(tiny_vit, tmp_path / "wide")
     config = json.loads((wide / "config.json").read_text())

@@ -17,15 +17,37 @@ or piece by piece:
 
 __version__ = "0.1.0"
 
+# the scikit-learn estimators need the sklearn extra: imported when first asked for (the import below
+# is for readers of the source, the API reference among them)
+from typing import TYPE_CHECKING  # noqa: E402
+
 from fpt.backbones import list_backbones, load_backbone, register_backbone  # noqa: E402
-from fpt.config import TrainConfig  # noqa: E402
-from fpt.errors import FptError  # noqa: E402
-from fpt.model import FrozenPretrainedTransformer, TrainableModel  # noqa: E402
-from fpt.policy import GROUPS, POLICIES, format_group_table  # noqa: E402
+from fpt.core.errors import FptError  # noqa: E402
+from fpt.models.ends import TrainableModel
+from fpt.models.policy import GROUPS, POLICIES, format_group_table  # noqa: E402
+from fpt.models.transformer import FrozenPretrainedTransformer
 from fpt.tasks import create_task, list_tasks, register_task  # noqa: E402
-from fpt.training import Trainer, evaluate, load_run, predict, resume, train  # noqa: E402
+from fpt.training.config import TrainConfig  # noqa: E402
+from fpt.training.evaluation import evaluate, predict
+from fpt.training.lifecycle import load_run, resume, train
+from fpt.training.loop import Trainer
+
+if TYPE_CHECKING:
+    from fpt.serve.estimators import FPTClassifier, FPTRegressor
+_ESTIMATORS = ("FPTClassifier", "FPTRegressor")
+
+
+def __getattr__(name: str):
+    if name in _ESTIMATORS:
+        from fpt.serve import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module 'fpt' has no attribute {name!r}")
+
 
 __all__ = [
+    "FPTClassifier",
+    "FPTRegressor",
     "GROUPS",
     "POLICIES",
     "FptError",

@@ -15,11 +15,11 @@ from typing import Callable
 import torch
 from torch import nn
 
-import fpt.backbones.controls as controls
+import fpt.backbones.control_bodies as controls
 import fpt.backbones.surgery as surgery
 from fpt.backbones.vit import ViTBody, is_vit
-from fpt.devices import attention_kernel
-from fpt.errors import FptError
+from fpt.core.devices import attention_kernel
+from fpt.core.errors import FptError
 
 # Longer sequences than any attention here could take in memory: their position table alone is GBs.
 MAX_SEQ_LEN = 1 << 20
@@ -49,7 +49,7 @@ class Backbone:
     attention_dropout: float | None = None
     attention: str | None = None  # causal | bidirectional as set at load time (None: as pretrained)
     run: Callable | None = None  # the body, or its torch.compile'd call
-    body: str = controls.BACKBONE  # or a control that replaced the blocks (fpt.backbones.controls)
+    body: str = controls.BACKBONE  # or a control that replaced the blocks (fpt.backbones.control_bodies)
     positions: str | None = None  # a control's: where its positions come from, in words
 
     def __call__(self, **kwargs):
@@ -57,7 +57,7 @@ class Backbone:
             return (self.run or self.model)(**kwargs)
 
     def _attention_kernel(self, embeds: torch.Tensor) -> contextlib.AbstractContextManager:
-        """fpt.devices.attention_kernel, where the kernel may change from call to call: not in a
+        """fpt.core.devices.attention_kernel, where the kernel may change from call to call: not in a
         body that recomputes its blocks in backward (the recompute, outside this call, would take
         the other kernel and fail) nor in a compiled one (torch.compile does not see the choice)."""
         compiled = isinstance(self.run, surgery.CompiledBackbone) and self.run.active

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fpt.errors import MISSING_BACKBONE, FptError
+from fpt.core.errors import MISSING_BACKBONE, FptError
 
 if TYPE_CHECKING:  # torch and transformers load lazily: finding the cache should stay instant
     import torch

@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from fpt import runtime
-from fpt.errors import FptError
+from fpt.core import runtime
+from fpt.core.errors import FptError
 
 COMPUTES = ("fp32", "fbgemm")
 GROUP_SIZE = 128

@@ -17,25 +17,22 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
-import fpt.backbones.controls as controls
+import fpt.backbones.control_bodies as controls
 import fpt.backbones.surgery as surgery
-from fpt.backbones.body import (  # noqa: F401  (MAX_SEQ_LEN, UnusedTokenTable, backbone_from_config: importable here)
-    MAX_SEQ_LEN,
+from fpt.backbones.body import (
     Backbone,
-    UnusedTokenTable,
     adapt,
-    backbone_from_config,
     drop_unused_parts,
     frozen_backbone,
     weights_hash,
     with_small_vocabulary,
 )
-from fpt.backbones.export import bit_backbone_path, load_exported_backbone
-from fpt.backbones.registry import BackboneEntry, get_backbone_entry
+from fpt.backbones.catalog import BackboneEntry, get_backbone_entry
+from fpt.backbones.families import native_attention
+from fpt.backbones.saved_body import bit_backbone_path, load_exported_backbone
 from fpt.backbones.vit import ViTBody
-from fpt.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
-from fpt.families import native_attention
-from fpt.paths import user_path
+from fpt.core.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
+from fpt.core.paths import user_path
 
 INITS = ("pretrained", "random", "stats", "bit")
 
@@ -280,7 +277,7 @@ def load_backbone(
     both None: as published); `attention` "causal" masks an encoder's self-attention as GPT-2's
     ("bidirectional" is what an encoder does anyway; None: as pretrained); `checkpointing`
     recomputes blocks in backward; `compile` runs the body through torch.compile. `body` other
-    than "backbone" replaces the blocks with a control (fpt.backbones.controls), seeded by `seed`,
+    than "backbone" replaces the blocks with a control (fpt.backbones.control_bodies), seeded by `seed`,
     keeping the position table as loaded.
     """
     from transformers.utils import logging as hf_logging

@@ -16,9 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fpt import runtime
-from fpt.errors import FptError
-from fpt.families import (
+from fpt.backbones.families import (
     ATTENTIONS,
     BIDIRECTIONAL,
     CausalSwitch,
@@ -28,6 +26,8 @@ from fpt.families import (
     native_attention,
     position_table_path,
 )
+from fpt.core import runtime
+from fpt.core.errors import FptError
 
 # int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32; int8-bf16: the
 # same storage, products in bf16 (the fast one where bf16 is native). fbgemm's int8 products are not offered:
@@ -55,7 +55,7 @@ def check_precision(precision: str) -> None:
 def compute_dtype(precision: str) -> torch.dtype:
     """The dtype of --precision NAME (the one lookup of that name); auto must be resolved first."""
     if precision == AUTO:
-        raise FptError("--precision auto is resolved before a model is built (fpt.build.resolve_precision)")
+        raise FptError("--precision auto is resolved before a model is built (fpt.training.build.resolve_precision)")
     if precision not in PRECISIONS:
         raise FptError(f"unknown --precision {precision!r}; choose one of {', '.join(PRECISION_CHOICES)}")
     if PRECISIONS[precision] == torch.bfloat16 and not torch.backends.mkldnn.is_available():

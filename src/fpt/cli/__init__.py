@@ -13,7 +13,6 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from fpt import distributed
 from fpt.cli.parser import build_parser
 from fpt.cli.runs import (
     cmd_attention,
@@ -27,8 +26,9 @@ from fpt.cli.runs import (
 )
 from fpt.cli.sweeps import cmd_reproduce, cmd_sweep
 from fpt.cli.train import cmd_info, cmd_train
-from fpt.errors import FptError, StopRequested
-from fpt.runtime import PARENT_PID_ENV, die_with_parent
+from fpt.core.errors import FptError, StopRequested
+from fpt.core.runtime import PARENT_PID_ENV, die_with_parent
+from fpt.training import distributed
 
 __all__ = ["COMMANDS", "build_parser", "entry", "main"]
 
@@ -52,8 +52,8 @@ COMMANDS = {
 def _record_failure(kind: str, message: str) -> None:
     """Inside a sweep cell, say what kind of failure this was (the file the sweep named, read by
     it afterwards); a failure to write it must not hide the failure being reported."""
+    from fpt.core.paths import write_json
     from fpt.experiments.sweep import FAILURE_RECORD_ENV
-    from fpt.paths import write_json
 
     target = os.environ.get(FAILURE_RECORD_ENV)
     if target:

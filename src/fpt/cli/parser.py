@@ -1,5 +1,5 @@
 """The `fpt` parsers. The `fpt train` options are generated from TrainConfig's fields (their help
-and choices are written once, in fpt.config), the task options from fpt.tasks.TASK_OPTIONS; a
+and choices are written once, in fpt.training.config), the task options from fpt.tasks.TASK_OPTIONS; a
 usage mistake is one line, and no option may be abbreviated (`--npro 2` is not `--nproc 2`)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import dataclasses
 from pathlib import Path
 
 from fpt import __version__
-from fpt.config import TrainConfig
-from fpt.devices import DEVICE_CHOICES
-from fpt.errors import FptError
+from fpt.core.devices import DEVICE_CHOICES
+from fpt.core.errors import FptError
 from fpt.experiments.paper import REPRODUCIBLE
 from fpt.tasks import TASK_OPTIONS
+from fpt.training.config import TrainConfig
 
 
 class Parser(argparse.ArgumentParser):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -13,12 +13,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     confusion matrix for a single-label classifier, sampled forecasts for a forecast; with --shuffle, each
     split again with its inputs' order shuffled) and write RUN_DIR/evaluation.json. Raises FptError while
     another process trains the run."""
-    from fpt.config import check_threads
+    from fpt.core.scores import describe
     from fpt.experiments.plots import plot_confusion
-    from fpt.runs import RunDir
-    from fpt.scores import describe
     from fpt.tasks.forecasting import ForecastTask
-    from fpt.training import evaluate, load_run
+    from fpt.training.config import check_threads
+    from fpt.training.evaluation import evaluate
+    from fpt.training.lifecycle import load_run
+    from fpt.training.run_dir import RunDir
 
     check_threads(args.threads)
     shuffle_seed = _shuffle_option(args)
@@ -66,8 +67,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 def _draw_forecasts(run_dir, config, task, model, split: str):
     """RUN_DIR/forecast_<split>.png: four windows of the series' last channel (ETTh's oil
     temperature, the target of the field's univariate tables) spread over the split."""
-    from fpt.evaluation import forecast_samples
     from fpt.experiments.plots import plot_forecasts
+    from fpt.training.evaluation import forecast_samples
 
     channel = task.notes["channels"] - 1
     samples = forecast_samples(model, task, split, channel)
@@ -93,7 +94,7 @@ def _shuffle_option(args: argparse.Namespace) -> int | None:
 
 def _change(ordered: dict, shuffled: dict) -> str:
     """The shuffled score minus the ordered one, on the headline metric: "accuracy -0.4120"."""
-    from fpt.scores import headline_metric
+    from fpt.core.scores import headline_metric
 
     metric = headline_metric(ordered)
     name = metric.upper() if metric == "mse" else metric
@@ -132,7 +133,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
     """`fpt attention RUN_DIR`: write a PNG of layer --layer's attention, averaged over heads and --examples
     held-out inputs, and print its path. Raises FptError for a run with no attention (a baseline, --body none)."""
     from fpt.experiments.plots import mean_attention, plot_attention
-    from fpt.training import load_run
+    from fpt.training.lifecycle import load_run
 
     if args.examples < 1:
         raise FptError(f"--examples must be at least 1, got {args.examples}")
@@ -164,9 +165,9 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
     default place: where --init bit reads it. Raises FptError for a baseline, a --body control or a run whose
     position table grew past the backbone's."""
     from fpt.backbones import bit_backbone_path, export_backbone
-    from fpt.runs import RunDir
-    from fpt.scores import headline_metric, metric_label
-    from fpt.training import load_run
+    from fpt.core.scores import headline_metric, metric_label
+    from fpt.training.lifecycle import load_run
+    from fpt.training.run_dir import RunDir
 
     if args.out is not None and args.out.is_dir():
         raise FptError(f"--out {args.out} is a directory; give the path of a .safetensors file")
@@ -215,8 +216,8 @@ def cmd_export_backbone(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     """`fpt export RUN_DIR --format peft|hf --out DIR`: write the run as a PEFT adapter or a whole saved model
-    (fpt.export.export_run) and print where."""
-    from fpt.export import export_run
+    (fpt.serve.export.export_run) and print where."""
+    from fpt.serve.export import export_run
 
     print(f"{args.format} export of {args.run_dir}: {export_run(args.run_dir, args.format, args.out)}")
 
@@ -225,18 +226,19 @@ def cmd_predict(args: argparse.Namespace) -> None:
     """`fpt predict RUN_DIR --input FILE`: a run's (or an `fpt export --format hf` directory's) class
     probabilities for each input, in input order, to .csv (.jsonl for several labels per example), with the
     accuracy if the input has labels; a forecast's predicted steps instead. Output checked before any work."""
-    from fpt.prediction import (
+    from fpt.serve.predict import (
         accuracy,
         check_output,
         check_replaceable,
         is_saved_model,
         load_saved_model,
-        predict_probabilities,
         read_inputs,
         training_files,
         write_predictions,
     )
-    from fpt.training import eval_batch_for, load_run
+    from fpt.training.evaluation import eval_batch_for
+    from fpt.training.inference import predict_probabilities
+    from fpt.training.lifecycle import load_run
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -249,7 +251,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
     if args.out is not None:  # once the task names its training data; before any prediction
         check_replaceable(args.out, [args.input, *training_files(task)], args.force)
     if task.spec.regression:  # a forecast: windows from an .npz, or the steps after a CSV series
-        from fpt.prediction import predict_forecast
+        from fpt.serve.predict import predict_forecast
 
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
         print("\n".join(predict_forecast(model, task, args.input, out, eval_batch_for(task, args.batch_size))))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from fpt.cli.parser import tracker_from_args
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 # What the last step of a sweep or reproduction imports to write its tables and pictures, loaded as
 # it starts: a run of hours then ends on the code it began with, and fpt changed or upgraded under it
@@ -33,7 +33,7 @@ def _load_end_of_run_modules() -> None:
 
 
 def _refuse_under_torchrun(command: str) -> None:
-    from fpt.distributed import launched
+    from fpt.training.distributed import launched
 
     if launched():
         raise FptError(
@@ -68,9 +68,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """`fpt sweep SPEC`: run (or continue) the spec's cells, print and write their table; 1 where
     some failed. Cells its `max_minutes` (or --max-minutes) stopped are said on stderr: the same
     command continues them."""
-    from fpt.experiments.spec import load_spec
     from fpt.experiments.sweep import STOPPED, run_sweep, sweep_outcome, write_sweep_report
-    from fpt.training import check_max_minutes
+    from fpt.experiments.sweep_spec import load_spec
+    from fpt.training.lifecycle import check_max_minutes
 
     _refuse_under_torchrun("sweep")
     _load_end_of_run_modules()
@@ -100,8 +100,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """`fpt reproduce TABLES`: the ready-made sweeps beside the paper's tables; 1 where some runs failed."""
     from fpt.experiments.rate_search import parse_lr_search
     from fpt.experiments.reproduce import Reproduction, run_reproduction
-    from fpt.experiments.spec import yaml_value
     from fpt.experiments.sweep import sweep_outcome
+    from fpt.experiments.sweep_spec import yaml_value
 
     _refuse_under_torchrun("reproduce")
     _load_end_of_run_modules()

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from fpt.cli.parser import tracker_from_args
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.tasks import TASK_OPTIONS
 
 
@@ -17,8 +17,8 @@ def _config_file(path: Path | None) -> dict:
     """`fpt train --config FILE.yaml`: train and task options by name, each of its option's type."""
     if path is None:
         return {}
-    from fpt.config import coerce_option
-    from fpt.experiments.spec import read_yaml
+    from fpt.experiments.sweep_spec import read_yaml
+    from fpt.training.config import coerce_option
 
     data = read_yaml(path, "config file")[0]
     if not isinstance(data, dict):
@@ -31,13 +31,13 @@ def _config_file(path: Path | None) -> dict:
 
 
 def _train_option_names() -> set[str]:
-    from fpt.config import TrainConfig
+    from fpt.training.config import TrainConfig
 
     return ({f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}) | set(TASK_OPTIONS)
 
 
 def _config_from_args(args: argparse.Namespace):
-    from fpt.config import TrainConfig
+    from fpt.training.config import TrainConfig
 
     given = {k: v for k, v in vars(args).items() if k in _train_option_names() and v is not None}
     if getattr(args, "train_groups", None):
@@ -49,7 +49,7 @@ def _config_from_args(args: argparse.Namespace):
 
 def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options that would change a resumed run: only --steps may (to extend it)."""
-    from fpt.config import TrainConfig
+    from fpt.training.config import TrainConfig
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads", "device"}
     given = [
@@ -61,7 +61,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
 
 
 def _report(summary: dict, run_dir: Path) -> None:
-    from fpt.scores import describe
+    from fpt.core.scores import describe
 
     final = summary["final"]
     reached = summary["target_reached_at_step"]
@@ -80,10 +80,10 @@ def _report(summary: dict, run_dir: Path) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int | None:
     """`fpt train`: a new run, a --resume, or --nproc ranks under the launcher (its exit status returned)."""
-    from fpt.config import check_threads
-    from fpt.distributed import check_backend, is_main_process, launch
     from fpt.tracking import TRACKING_PARENT_ENV
-    from fpt.training import check_max_minutes, resume, train
+    from fpt.training.config import check_threads
+    from fpt.training.distributed import check_backend, is_main_process, launch
+    from fpt.training.lifecycle import check_max_minutes, resume, train
 
     check_threads(args.threads)
     check_max_minutes(args.max_minutes)
@@ -127,10 +127,10 @@ def cmd_train(args: argparse.Namespace) -> int | None:
 def _check_before_launch(args: argparse.Namespace) -> None:
     """What `--nproc N` can check in this process, so a usage mistake is one line here rather than
     one per rank under torchrun's report: the options, the batch split, the device, the run dir."""
-    from fpt.checkpoint import load_checkpoint
-    from fpt.devices import resolve_device
-    from fpt.distributed import check_launch
-    from fpt.runs import RunDir
+    from fpt.core.devices import resolve_device
+    from fpt.training.checkpoint import load_checkpoint
+    from fpt.training.distributed import check_launch
+    from fpt.training.run_dir import RunDir
 
     check_launch(args.nproc)
     if args.resume is not None:
@@ -159,9 +159,9 @@ def _without_nproc(argv: list[str]) -> list[str]:
 
 def cmd_info(args: argparse.Namespace) -> None:
     """`fpt info`: builds the model a run would train and prints its groups, trained or frozen, and precision."""
-    from fpt.policy import format_group_table
-    from fpt.runtime import bf16_note
-    from fpt.training import build
+    from fpt.core.runtime import bf16_note
+    from fpt.models.policy import format_group_table
+    from fpt.training.build import build
 
     config = _config_from_args(args)
     asked = config.precision
@@ -174,7 +174,7 @@ def cmd_info(args: argparse.Namespace) -> None:
             f"task {config.task}, policy {config.policy}"
         )
         if config.body != "backbone":
-            from fpt.backbones.controls import describe_body
+            from fpt.backbones.control_bodies import describe_body
 
             print(describe_body(config.body, model.backbone, model.backbone_info.positions))
     print(format_group_table(model.group_rows))

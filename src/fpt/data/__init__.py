@@ -8,7 +8,7 @@ Each module knows one format and returns plain numpy arrays (no torch):
 a CSV of a date column and numeric columns: ETTh1/ETTh2 and a user's own); ``fetch`` is
 `fpt data get`. ``safe_pickle`` is the restricted unpickler the CIFAR and TAPE readers share;
 ``pad_rows`` pads token rows for ListOps and TAPE. Every mistake a user can make raises
-:class:`fpt.errors.FptError` with one line naming the file and the fix.
+:class:`fpt.core.errors.FptError` with one line naming the file and the fix.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fpt.core.errors import FptError
 from fpt.data.safe_pickle import safe_loads
-from fpt.errors import FptError
 
 RECORD_BYTES = 1 + 3 * 32 * 32
 SPLIT_FILES = {

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fpt.errors import FptError
-from fpt.paths import data_dir as default_data_dir
-from fpt.paths import user_path
+from fpt.core.errors import FptError
+from fpt.core.paths import data_dir as default_data_dir
+from fpt.core.paths import user_path
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision's mirror of yann.lecun.com

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 # IDX dtype code -> big-endian numpy dtype.
 IDX_DTYPES: dict[int, np.dtype] = {

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fpt.core.errors import FptError
 from fpt.data.lra_tsv import CLOSE, OPERATORS, SPLITS, write_listops_tsv
-from fpt.errors import FptError
 
 P_OPERATOR = 0.25
 # Candidate roots drawn per numpy batch: ~8% become samples; bigger costs memory, not speed.

@@ -14,9 +14,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from fpt.core.errors import FptError
+from fpt.core.paths import atomic_write
 from fpt.data import pad_rows
-from fpt.errors import FptError
-from fpt.paths import atomic_write
 
 HEADER = ["Source", "Target"]
 SPLITS = ("train", "val", "test")

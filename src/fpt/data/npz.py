@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 _SAVE_HINT = "save with np.savez(path, x=..., y=..., mask=...)"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 
 # The installed numpy's own reconstruction functions, taken from how it pickles: their
 # module moved (numpy.core -> numpy._core in numpy 2), files name either.

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fpt.errors import FptError
-from fpt.paths import user_path
+from fpt.core.errors import FptError
+from fpt.core.paths import user_path
 
 # Cells that spreadsheets and pandas write for "no measurement" (compared lower-cased).
 MISSING = frozenset({"", "nan", "na", "n/a", "nat", "null", "none", "?", "-"})

@@ -16,9 +16,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fpt.core.errors import MISSING_DATA, FptError, require
 from fpt.data import pad_rows
 from fpt.data.safe_pickle import safe_loads
-from fpt.errors import MISSING_DATA, FptError, require
 
 SPLITS = ("train", "valid", "test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")
 N_FOLDS = 1195

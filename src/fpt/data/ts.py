@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fpt.errors import FptError
-from fpt.paths import user_path
+from fpt.core.errors import FptError
+from fpt.core.paths import user_path
 
 ARCHIVE_URL = "https://www.timeseriesclassification.com/"
 INSTALL = "pip install sktime"

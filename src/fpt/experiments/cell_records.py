@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fpt.errors import FptError
-from fpt.experiments.spec import Cell, SweepSpec, train_args
-from fpt.paths import write_json
-from fpt.runs import RunDir
+from fpt.core.errors import FptError
+from fpt.core.paths import write_json
+from fpt.experiments.sweep_spec import Cell, SweepSpec, train_args
+from fpt.training.run_dir import RunDir
 
 
 def cell_run(sweep_dir: Path, cell: Cell) -> RunDir:
@@ -33,7 +33,7 @@ def cell_record(sweep_dir: Path, cell: Cell) -> Path:
 
 def recipe_of(args: list[str]) -> dict:
     """What the cell's --recipe sets, as this fpt defines it (unresolved: the same on every machine)."""
-    from fpt.config import RECIPES
+    from fpt.training.config import RECIPES
 
     name = train_flags(args).get("--recipe", "paper")
     return {"name": name, **RECIPES.get(name, {})}

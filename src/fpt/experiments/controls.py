@@ -23,7 +23,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
+from fpt.core.paths import nearest_existing
+from fpt.core.scores import headline_metric, is_regression, places
 from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS, task_heading
 from fpt.experiments.rate_search import (
     PROBES,
@@ -35,9 +37,7 @@ from fpt.experiments.rate_search import (
     training_share,
 )
 from fpt.experiments.shuffled import current_shuffle_file
-from fpt.paths import nearest_existing
-from fpt.runs import RunDir
-from fpt.scores import headline_metric, is_regression, places
+from fpt.training.run_dir import RunDir
 
 # task options that say where the data lies or checksum it, not what the task is: the same task either way
 TASK_OPTIONS_SAME = ("data_dir", "sha256")
@@ -309,7 +309,7 @@ NOTES = (
     "from metrics.jsonl, the evaluation at the end of each interval included; on the CPU unless the "
     "cell names another device. The none and attention "
     "controls keep the backbone's layer norms outside its blocks (MiniLM's embedding layer norm), as fpt's "
-    "own arm and block do (fpt.backbones.controls)."
+    "own arm and block do (fpt.backbones.control_bodies)."
 )
 
 
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_writable(path: Path) -> None:
     """Refuse, before anything is read or drawn, a file that could not be written where it is named
-    (missing folders are made, as fpt.paths.atomic_write makes them)."""
+    (missing folders are made, as fpt.core.paths.atomic_write makes them)."""
     if path.is_dir():
         raise FptError(f"{path} is a folder: name a file to write")
     ancestor = nearest_existing(path.parent)
@@ -457,7 +457,7 @@ def _write_outputs(runs: list[ArmRun], text: str, args: argparse.Namespace) -> N
     """main's picture (--chart) and Markdown (--out, else printed), each written whole or not at all;
     a refusal the checks could not foresee (a full disk, say) is an FptError naming the file, and may
     leave the picture new beside an old table (readme_tables.py --check names such a pair)."""
-    from fpt.paths import write_text
+    from fpt.core.paths import write_text
 
     outputs = [(args.out, lambda: write_text(args.out, text))] if args.out else []
     if args.chart:

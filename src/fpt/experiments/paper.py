@@ -125,7 +125,7 @@ VARIANTS: dict[str, dict] = {
     "fpt+feedforward": {"policy": "fpt+feedforward"},
     "fpt+last-attention": {"policy": "fpt+last-attention"},
     "linear": {"model": "linear"},  # DLinear (Zeng et al. 2023), a forecast's baseline
-    # issue 32's controls (fpt.backbones.controls): the blocks replaced, every parameter trained
+    # issue 32's controls (fpt.backbones.control_bodies): the blocks replaced, every parameter trained
     "none": {"body": "none"},  # Tan et al.'s "w/o LLM"
     "attention": {"body": "attention"},  # "LLM2Attn"
     "block": {"body": "block"},  # "LLM2Trsf"

@@ -15,15 +15,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from fpt.build import ATTENTION_BYTES_BUDGET  # noqa: E402
-from fpt.errors import FptError  # noqa: E402
+from fpt.core.errors import FptError  # noqa: E402
+from fpt.core.paths import atomic_write  # noqa: E402
+from fpt.core.scores import is_regression, places  # noqa: E402
 from fpt.experiments.paper import CONTROLS_TITLE, PAPER_STEPS, TASK_COLUMNS, task_heading  # noqa: E402
 from fpt.experiments.tables import column_heading, failure_text, steps_data, table_data  # noqa: E402
-from fpt.model import FrozenPretrainedTransformer  # noqa: E402
-from fpt.paths import atomic_write  # noqa: E402
-from fpt.runs import RunDir, is_subset  # noqa: E402
-from fpt.scores import is_regression, places  # noqa: E402
+from fpt.models.transformer import FrozenPretrainedTransformer  # noqa: E402
 from fpt.tasks import Task  # noqa: E402
+from fpt.training.build import ATTENTION_BYTES_BUDGET  # noqa: E402
+from fpt.training.run_dir import RunDir, is_subset  # noqa: E402
 
 
 @torch.inference_mode()
@@ -355,7 +355,7 @@ def steps_chart(rows: list[dict], path: Path, title: str, row_key: str = "varian
 
 
 def plot_forecasts(samples: dict, path: Path, title: str) -> Path:
-    """One panel per sampled window (fpt.evaluation.forecast_samples): the end of its look-back,
+    """One panel per sampled window (fpt.training.evaluation.forecast_samples): the end of its look-back,
     its true future and the forecast, on the scaled values the metrics read, each with its MSE."""
     count, horizon = samples["truth"].shape
     shown = min(samples["lookback"].shape[1], 2 * horizon)  # enough past to see the level and the rhythm

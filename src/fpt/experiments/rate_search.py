@@ -19,15 +19,15 @@ import math
 import shutil
 from pathlib import Path
 
-from fpt.errors import DIVERGED, FptError
+from fpt.core.errors import DIVERGED, FptError
+from fpt.core.paths import write_json
+from fpt.core.scores import headline_metric, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged
 from fpt.experiments.paper import CONTROL_ARMS, FEW_SHOT
-from fpt.experiments.spec import SweepSpec
-from fpt.paths import write_json
-from fpt.runs import RunDir
-from fpt.scores import headline_metric, is_regression
+from fpt.experiments.sweep_spec import SweepSpec
 from fpt.tasks.base import is_test_split
 from fpt.tasks.registry import task_label
+from fpt.training.run_dir import RunDir
 
 PROBES = "rate-probes"  # OUT/rate-probes/: the runs a rate was chosen from; tables leave them out
 OWN_RATE = "-lr"  # OUT/<task>-<arm>-lr: an arm trained at its own rate

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from fpt.config import MAX_THREADS
-from fpt.errors import FptError, StopRequested, require
-from fpt.experiments.sweep import Cell, CellTracking, SweepSpec, cell_run, failed_row, run_cell
-from fpt.runtime import thread_budget
+from fpt.core.errors import FptError, StopRequested, require
+from fpt.core.runtime import thread_budget
+from fpt.experiments.cell_records import cell_run
+from fpt.experiments.sweep import CellTracking, failed_row, run_cell
+from fpt.experiments.sweep_spec import Cell, SweepSpec
+from fpt.training.config import MAX_THREADS
 
 PIP = "pip install 'fpt[ray]'"
 # The object store only carries the cells' small rows: Ray's minimum is 75 MiB, its default a
@@ -97,7 +99,7 @@ def _cell_on_worker(
 ) -> dict:
     """One cell inside a Ray worker: torch limited to the task's CPUs, and relative paths (the
     sweep folder, data_dir, npz:PATH) read as the command that started the sweep read them."""
-    from fpt.runtime import set_threads
+    from fpt.core.runtime import set_threads
 
     set_threads(cpus)
     try:

@@ -14,10 +14,10 @@ import html
 import re
 from pathlib import Path
 
-from fpt.errors import FptError
-from fpt.paths import write_text
-from fpt.runs import RunDir
-from fpt.scores import is_regression
+from fpt.core.errors import FptError
+from fpt.core.paths import write_text
+from fpt.core.scores import is_regression
+from fpt.training.run_dir import RunDir
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 70em; color: #222; }
@@ -106,8 +106,8 @@ def _older_than_summary(evaluation: dict, summary: dict) -> bool:
 
 
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
-    from fpt.config import TrainConfig
     from fpt.experiments.plots import learning_curves
+    from fpt.training.config import TrainConfig
 
     run = RunDir.existing(run_dir)
     config, summary = run.read_config(), run.read_summary() or {}
@@ -165,7 +165,7 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
 
 
 def _sweep_sections(sweep_dir: Path) -> tuple[str, list[str]]:
-    from fpt.jsonfile import read_json_object
+    from fpt.core.jsonfile import read_json_object
 
     spec = read_json_object(sweep_dir / "spec.json", "fpt sweep") if (sweep_dir / "spec.json").exists() else {}
     title = f"fpt sweep: {spec.get('name', sweep_dir.name)}"

@@ -14,8 +14,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpt.config import coerce_option
-from fpt.errors import TOO_SHALLOW, FptError
+from fpt.core.errors import TOO_SHALLOW, FptError
 from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
 from fpt.experiments.rate_search import (
     PROBES,
@@ -27,20 +26,18 @@ from fpt.experiments.rate_search import (
     probe_spec,
     search_rates,
 )
-from fpt.experiments.sweep import (
+from fpt.experiments.sweep import Executor, LocalExecutor, failed_runs_section, run_sweep, write_results_csv
+from fpt.experiments.sweep_spec import (
     GRID_ONLY_KEYS,
     MAX_CELLS,
     MAX_PARALLEL,
-    Executor,
-    LocalExecutor,
     SweepSpec,
     check_cell_options,
-    failed_runs_section,
     option_names,
-    run_sweep,
-    write_results_csv,
 )
-from fpt.tracking import Tracker, warn
+from fpt.tracking import Tracker
+from fpt.tracking.sinks import warn
+from fpt.training.config import coerce_option
 
 
 @dataclass
@@ -231,7 +228,7 @@ def same_dropout(options: dict) -> dict:
     """The dropout of the recipe in `options`, to give every run of the controls table: a recipe's
     dropout reaches only a frozen body (TrainConfig.from_recipe), so without it the controls that
     train blocks (attention, block, full) would run another recipe than fpt. Rates given with --set win."""
-    from fpt.config import TrainConfig
+    from fpt.training.config import TrainConfig
 
     frozen = TrainConfig.from_recipe(options.get("recipe", "paper"))
     pinned = {"dropout": frozen.dropout}
@@ -273,9 +270,9 @@ def run_reproduction(
     """Run every sweep of the plan under OUT/<task>/, write OUT/results.csv, OUT/<table>.md with
     its chart OUT/<table>.png (ours beside the paper; for controls, each arm's score per task),
     OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
-    from fpt.config import TRANSFORMER_ONLY_OPTIONS
+    from fpt.core.paths import write_text
     from fpt.experiments.plots import learning_curves
-    from fpt.paths import write_text
+    from fpt.training.config import TRANSFORMER_ONLY_OPTIONS
 
     plan.check()
     # an arm's own rate (--lr-search) is chosen on validation first

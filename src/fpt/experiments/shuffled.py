@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fpt.errors import FptError
-from fpt.runs import RunDir
+from fpt.core.errors import FptError
+from fpt.training.run_dir import RunDir
 
 SHUFFLE_FILE = "shuffled.json"  # a run's scores on ordered and shuffled test inputs
 SHUFFLE_SEED = 0
@@ -28,9 +28,10 @@ def shuffle_evaluation(run_dir: Path, seed: int = SHUFFLE_SEED) -> dict:
     """Score a finished run on its test split(s) (its watched split where it has none), ordered and
     with every input's order shuffled (fpt.tasks.shuffle); write and return the run's shuffled.json.
     A file already made at the run's last step and seed is returned as it is."""
-    from fpt.paths import write_json
+    from fpt.core.paths import write_json
     from fpt.tasks.shuffle import ShuffledTask, what_is_shuffled
-    from fpt.training import evaluate, load_run
+    from fpt.training.evaluation import evaluate
+    from fpt.training.lifecycle import load_run
 
     summary = RunDir(run_dir).read_summary()
     if summary is None:

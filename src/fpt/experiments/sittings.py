@@ -9,10 +9,10 @@ import json
 import time
 from pathlib import Path
 
-from fpt.devices import gpu_names
-from fpt.errors import FptError
-from fpt.runs import RunDir
-from fpt.runtime import bf16_note, cpu_model, usable_cores
+from fpt.core.devices import gpu_names
+from fpt.core.errors import FptError
+from fpt.core.runtime import bf16_note, cpu_model, usable_cores
+from fpt.training.run_dir import RunDir
 
 SITTINGS = "sittings.jsonl"
 
@@ -20,7 +20,7 @@ SITTINGS = "sittings.jsonl"
 def reached_step(run: RunDir) -> int:
     """Where a resume of `run` starts: its checkpoint's step (a stop on SIGTERM or at --max-minutes
     saves one between evaluations), else its last evaluation's, else 0."""
-    from fpt.checkpoint import checkpoint_step
+    from fpt.training.checkpoint import checkpoint_step
 
     try:  # a damaged file is the resume's to report; here it only leaves the step unknown (0)
         if run.has_checkpoint:

@@ -39,29 +39,21 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
+from fpt.core.paths import atomic_write, write_json
+from fpt.core.runtime import PARENT_PID_ENV, thread_budget, usable_cores
+from fpt.core.scores import REGRESSION_METRICS, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
 from fpt.experiments.sittings import log_sitting, reached_step
-from fpt.experiments.spec import (  # noqa: F401 (re-exported: fpt.experiments.sweep is where they are found)
-    GRID_ONLY_KEYS,
-    MAX_CELLS,
-    MAX_PARALLEL,
+from fpt.experiments.sweep_spec import (
     Cell,
     SweepSpec,
-    check_cell_options,
-    load_spec,
-    option_names,
-    read_yaml,
     train_args,
-    yaml_value,
 )
 from fpt.experiments.sweep_stop import STOPPED_EXITS, SweepStop
 from fpt.experiments.tables import SCORE_PREFIX, split_order
-from fpt.paths import atomic_write, write_json
-from fpt.runs import RunDir
-from fpt.runtime import PARENT_PID_ENV, thread_budget, usable_cores
-from fpt.scores import REGRESSION_METRICS, is_regression
 from fpt.tracking import Tracker
+from fpt.training.run_dir import RunDir
 
 # Set for a cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it).
 FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
@@ -79,7 +71,7 @@ def _cell_status(run: RunDir) -> str:
 
 
 def failed_row(cell: Cell, run: RunDir, kind: str, error: str) -> dict:
-    """The results row of a cell that failed: `kind` as fpt.errors names it, `error` its one line."""
+    """The results row of a cell that failed: `kind` as fpt.core.errors names it, `error` its one line."""
     return {**cell.values, "status": "failed", "failure": kind, "error": error, "run_dir": str(run.path)}
 
 
@@ -156,7 +148,7 @@ def _run_train(
 ) -> dict | None:
     """The cell's `fpt train` (or `--resume`), its output appended to `log`; None once it
     succeeded, else its failed row, or its stopped row where `stop` was asked for. The child dies
-    with this process (fpt.runtime.die_with_parent)."""
+    with this process (fpt.core.runtime.die_with_parent)."""
     if _cell_status(run) == "resumable":
         command = ["train", "--resume", str(run.path)]
     elif cell.runs is not None and run.read_metrics():  # the spec's folder is not the sweep's to clear
@@ -386,9 +378,9 @@ def machine_description(parallel: int) -> str:
 
 def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
     """results.md (the table of a user's own sweep), chart.png and curves.png; returns the table's text."""
+    from fpt.core.paths import write_text
     from fpt.experiments.plots import learning_curves, table_chart
     from fpt.experiments.tables import markdown_table, row_metric, split_title
-    from fpt.paths import write_text
 
     options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
     seeds = len({str(cell.values.get("seed", 0)) for cell in spec.cells()})

@@ -7,7 +7,7 @@ stop at once, from their last checkpoints, as a run does when asked twice.
 
 Without this, a Ctrl-C ended the sweep's wait but its thread pool went on to begin every queued
 cell, and a SIGTERM ended the sweep at once, its running cell stopped by the parent-death signal
-(fpt.runtime.die_with_parent) with no sitting logged.
+(fpt.core.runtime.die_with_parent) with no sitting logged.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import subprocess
 import threading
 import time
 
-from fpt.errors import StopRequested
-from fpt.runtime import SAME_REQUEST_S, STOP_SIGNALS, install_stop_handlers, restore_handlers
+from fpt.core.errors import StopRequested
+from fpt.core.runtime import SAME_REQUEST_S, STOP_SIGNALS, install_stop_handlers, restore_handlers
 
 # how a cell's `fpt train` ends when a stop request reached it: 128 + the signal (fpt.cli.main), or
 # killed by the signal itself before its own handler was installed

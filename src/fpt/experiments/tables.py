@@ -14,13 +14,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from fpt.errors import DIVERGED, MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
+from fpt.core.errors import DIVERGED, MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
+from fpt.core.scores import is_regression
 from fpt.experiments.convergence import Convergence, convergence, describe
 from fpt.experiments.paper import PAPER, PAPER_SCORED_VALIDATION, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER
-from fpt.runs import RunDir, whole_split
-from fpt.scores import is_regression
+from fpt.training.run_dir import RunDir, whole_split
 
-# A failed run's failure kind (failure.json, fpt.errors) -> what its table cell says instead of a number.
+# A failed run's failure kind (failure.json, fpt.core.errors) -> what its table cell says instead of a number.
 FAILURE_TEXTS = {
     MISSING_DATA: "data or weights not on this machine",
     MISSING_BACKBONE: "data or weights not on this machine",

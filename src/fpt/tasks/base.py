@@ -10,8 +10,8 @@ from typing import Iterator
 
 import torch
 
-from fpt.errors import FptError
-from fpt.taskspec import TaskSpec  # the contract lives below fpt.tasks; importable here as before
+from fpt.core.errors import FptError
+from fpt.tasks.spec import TaskSpec  # the contract lives below fpt.tasks; importable here as before
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
 from fpt.tasks.registry import register_task
 

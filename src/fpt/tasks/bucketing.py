@@ -11,7 +11,7 @@ from typing import Iterator
 
 import torch
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.tasks.arrays import ArrayTask
 from fpt.tasks.base import Batch, Task, step_generator
 

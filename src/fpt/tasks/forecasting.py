@@ -14,7 +14,7 @@ Autoformer, DLinear, PatchTST, One Fits All): `--task ett:ETTh1` (or ETTh2) and
 - Channel independence: each channel of each window is one example through the shared model
   (7 examples per ETTh window). Examples are ordered window by window, channels within.
 - The model patches each window (16 steps, stride 8, configurable) and normalises it per window
-  (fpt.heads.WindowScale); the head reads every token (fpt.heads.default_pooling).
+  (fpt.models.ends.WindowScale); the head reads every token (fpt.models.ends.default_pooling).
 
 Training batches follow one seeded permutation of the (window, channel) examples per epoch, so a
 batch depends on (seed, step) alone and a resumed run sees the batches it would have seen.
@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fpt.core.errors import MISSING_DATA, FptError
+from fpt.core.paths import data_dir as default_data_dir
+from fpt.core.paths import user_path
 from fpt.data.series_csv import SeriesTable, read_series_csv
-from fpt.errors import MISSING_DATA, FptError
-from fpt.paths import data_dir as default_data_dir
-from fpt.paths import user_path
 from fpt.tasks.arrays import ArrayTask
 from fpt.tasks.base import Batch, TaskSpec, series_tokens, training_share
 from fpt.tasks.registry import register_task

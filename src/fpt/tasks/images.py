@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
-from fpt.errors import MISSING_DATA, FptError
-from fpt.paths import data_dir as default_data_dir
-from fpt.paths import user_path
+from fpt.core.errors import MISSING_DATA, FptError
+from fpt.core.paths import data_dir as default_data_dir
+from fpt.core.paths import user_path
 from fpt.tasks.arrays import ArrayTask, Split, carve_validation
 from fpt.tasks.base import TaskSpec
 from fpt.tasks.registry import register_task

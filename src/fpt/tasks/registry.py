@@ -8,7 +8,7 @@ import inspect
 import typing
 from typing import Callable
 
-from fpt.errors import FptError, check_type
+from fpt.core.errors import FptError, check_type
 from fpt.tasks.base import Task
 
 _TASKS: dict[str, Callable[..., Task]] = {}

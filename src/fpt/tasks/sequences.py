@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpt.errors import MISSING_DATA, FptError
-from fpt.paths import data_dir as default_data_dir
-from fpt.paths import user_path
+from fpt.core.errors import MISSING_DATA, FptError
+from fpt.core.paths import data_dir as default_data_dir
+from fpt.core.paths import user_path
 from fpt.tasks.arrays import ArrayTask, Split, check_labels
 from fpt.tasks.base import TaskSpec
 from fpt.tasks.registry import register_task

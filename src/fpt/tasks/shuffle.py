@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from fpt.errors import FptError
+from fpt.core.errors import FptError
 from fpt.tasks.base import Batch, Task, TaskSpec
 from fpt.tasks.bucketing import LengthBucketedTask
 

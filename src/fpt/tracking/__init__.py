@@ -2,7 +2,7 @@
 Weights & Biases (`--report-to mlflow,tensorboard,wandb`, Hugging Face Trainer's names).
 
 metrics.jsonl stays the record of truth; a tracker only mirrors it, fed from one place
-(fpt.training.Trainer.fit): the flattened config once, one call per evaluation (never per step),
+(fpt.Trainer.fit): the flattened config once, one call per evaluation (never per step),
 the summary and the run's files at the end.
 
 - DIR/tracking.json keeps each tracked run's id and the last step it holds. A resumed run continues
@@ -22,22 +22,15 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from fpt.errors import FptError
-from fpt.paths import write_json
-from fpt.scores import is_subset
-from fpt.tracking.sinks import (  # noqa: F401  (importable from fpt.tracking, as before)
-    DEFAULT_PROJECT,
-    MLFLOW_RETRIES,
+from fpt.core.errors import FptError
+from fpt.core.paths import write_json
+from fpt.core.scores import is_subset
+from fpt.tracking.sinks import (
     SINKS,
     SUBSET_PREFIX,
-    MLflowSink,
     Sink,
-    TensorBoardSink,
-    WandbSink,
-    check_store,
     flatten,
     numbers,
-    offline_steps_held,
     warn,
 )
 

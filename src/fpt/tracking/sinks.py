@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from fpt.errors import FptError, require
+from fpt.core.errors import FptError, require
 
 SUBSET_PREFIX = "subset_"  # the names of scores of a subset of a split (--eval-subset)
 DEFAULT_PROJECT = "fpt"  # the MLflow experiment and W&B project when neither flag nor variable names one

@@ -1,0 +1,128 @@
+"""Parameter groups and freeze policies: which parameters train.
+
+Every parameter of a model is put in exactly one group: input, output, layernorm, position,
+attention (last-attention for the last block's, so it can be trained alone) or feedforward, by
+its family's rules (fpt.backbones.families); a parameter no rule claims falls back to its module's type.
+A parameter that nothing classifies is an error that lists it: fpt never freezes (or trains)
+something silently. A policy is a named set of trained groups.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from torch import nn
+
+from fpt.backbones.families import group_by_module_type, group_rules
+from fpt.core.errors import FptError
+
+GROUPS = ("input", "output", "layernorm", "position", "attention", "last-attention", "feedforward")
+"""The seven groups every backbone parameter is put in; `last-attention` is the last block's attention,
+so that it can be trained alone."""
+
+POLICIES: dict[str, frozenset[str]] = {
+    "fpt": frozenset({"input", "output", "layernorm", "position"}),
+    "full": frozenset(GROUPS),
+    "output-only": frozenset({"output"}),
+    "output+input": frozenset({"output", "input"}),
+    "output+position": frozenset({"output", "position"}),
+    "output+layernorm": frozenset({"output", "layernorm"}),
+    # "Finetuning more" (the paper's CIFAR-10 ablation)
+    "fpt+feedforward": frozenset({"input", "output", "layernorm", "position", "feedforward"}),
+    "fpt+last-attention": frozenset({"input", "output", "layernorm", "position", "feedforward", "last-attention"}),
+}
+"""The named policies (`--policy NAME`): each the set of groups it trains; every other group is frozen."""
+
+
+def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
+    """Map every parameter name of a backbone to its group, or raise listing the unclassified."""
+    rules = group_rules(family)
+    owners = {}
+    for module_name, module in backbone.named_modules():
+        for param_name, _ in module.named_parameters(recurse=False):
+            full = f"{module_name}.{param_name}" if module_name else param_name
+            owners[full] = (module, module_name, param_name)
+
+    groups, unclassified = {}, []
+    for name, _ in backbone.named_parameters():
+        group = next((g for g, rx in rules if rx.search(name)), None)
+        if group is None:
+            group = group_by_module_type(*owners[name])
+        if group is None:
+            unclassified.append(name)
+        else:
+            groups[name] = group
+    _split_last_attention(groups)
+    if unclassified:
+        shown = ", ".join(unclassified[:8]) + (" ..." if len(unclassified) > 8 else "")
+        raise FptError(
+            f"{len(unclassified)} parameters of this {family!r} backbone fit no group ({shown}); "
+            f"add a Family for {family!r} to fpt.backbones.families.FAMILIES"
+        )
+    return groups
+
+
+def _split_last_attention(groups: dict[str, str]) -> None:
+    """Move the attention parameters of the last block (the highest block number) to last-attention."""
+    block = {
+        name: int(m.group(1))
+        for name, group in groups.items()
+        if group == "attention" and (m := re.search(r"(?:^|\.)(\d+)\.", name))
+    }
+    if block:
+        last = max(block.values())
+        for name, index in block.items():
+            if index == last:
+                groups[name] = "last-attention"
+
+
+def parse_policy(policy: str) -> frozenset[str]:
+    """A policy name (fpt, full, output-only, ...) or a comma list of groups -> trained groups."""
+    if policy in POLICIES:
+        return POLICIES[policy]
+    groups = {g.strip() for g in policy.split(",") if g.strip()}
+    unknown = sorted(groups - set(GROUPS))
+    if not groups or unknown:
+        raise FptError(
+            f"unknown policy or group {', '.join(unknown) or policy!r}: use a policy "
+            f"({', '.join(POLICIES)}) or a comma list of groups ({', '.join(GROUPS)})"
+        )
+    if "attention" in groups:  # "attention" means every block's
+        groups.add("last-attention")
+    return frozenset(groups)
+
+
+@dataclass
+class GroupRow:
+    """One row of `fpt info`'s table: a parameter group, its parameter count, whether the policy trains it."""
+
+    group: str
+    params: int
+    trained: bool
+
+
+def apply_policy(param_groups: dict[str, str], model: nn.Module, trained: frozenset[str]) -> list[GroupRow]:
+    """Set requires_grad on every parameter by its group; return one row per group for a table."""
+    counts = {g: 0 for g in GROUPS}
+    for name, param in model.named_parameters():
+        group = param_groups[name]
+        param.requires_grad_(group in trained)
+        counts[group] += param.numel()
+    return [GroupRow(g, counts[g], g in trained) for g in GROUPS]
+
+
+def format_group_table(rows: list[GroupRow]) -> str:
+    """The `fpt info` table: group, parameters, trained or frozen, percent of all parameters."""
+    total = sum(r.params for r in rows) or 1
+    trained = sum(r.params for r in rows if r.trained)
+    lines = [f"{'group':<14} {'params':>14} {'state':<8} {'% of total':>10}"]
+    for r in rows:
+        state = "trained" if r.trained else "frozen"
+        lines.append(f"{r.group:<14} {r.params:>14,} {state:<8} {100 * r.params / total:>9.3f}%")
+    lines.append(f"{'total':<14} {total:>14,} {'':<8} {100.0:>9.3f}%")
+    lines.append(f"{'trained':<14} {trained:>14,} {'':<8} {100 * trained / total:>9.3f}%")
+    # the paper quotes the trained share without the position table (< 0.1% for GPT-2)
+    no_positions = sum(r.params for r in rows if r.trained and r.group != "position")
+    lines.append(f"{'  w/o pos.':<14} {no_positions:>14,} {'':<8} {100 * no_positions / total:>9.3f}%")
+    return "\n".join(lines)

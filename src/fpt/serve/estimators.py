@@ -1,0 +1,294 @@
+"""scikit-learn estimators: a frozen pretrained transformer behind `fit(X, y)` and `predict(X)`.
+
+    from fpt.serve.estimators import FPTClassifier
+    clf = FPTClassifier(steps=300).fit(X_train, y_train)   # X: (n, features) or (n, channels, time)
+    clf.predict(X_test), clf.predict_proba(X_test), clf.score(X_test, y_test)
+
+They drop into `Pipeline`, `GridSearchCV` and `cross_val_score`, and take the panels sktime and aeon
+use for time series. Underneath is fpt's own trainer on an in-memory task (fpt.Trainer):
+the same model, policy, schedule and evaluation as `fpt train`. Rows become tokens as `--task ucr`
+makes them: a 2-D X is one series per row (its features in order), a 3-D X is (n, channels, time);
+each token is `patch_size` consecutive steps of every channel (default: one step per token up to 64
+steps, then the fewest steps per token that keep 64 tokens).
+
+Scale X as for any neural network (a StandardScaler in front); the regressor scales y itself.
+Nothing is written to disk unless `out` names a folder for the training record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from fpt.core.errors import FptError, require
+from fpt.core.runtime import set_threads
+from fpt.tasks.arrays import ArrayTask, Split
+from fpt.tasks.base import Batch, TaskSpec
+from fpt.tasks.sequences import SequenceTask
+from fpt.tasks.ucr import MAX_DEFAULT_TOKENS, to_tokens
+from fpt.training.build import build_model
+from fpt.training.config import RECIPES, TrainConfig
+from fpt.training.inference import predict_probabilities, predict_values
+from fpt.training.loop import Trainer
+from fpt.training.run_dir import RunDir
+
+# Training rows evaluated at the end of fit (and every eval_every steps): the Trainer always scores
+# a held-out split, and fit(X, y) has none, so it scores (at most) this many of the training rows.
+EVAL_ROWS = 1024
+PREDICT_BATCH = 256  # rows per forward pass in predict: the results do not depend on it
+
+
+class FPTInputError(FptError, ValueError):
+    """Input an estimator cannot take: fpt's one error type, and a ValueError as scikit-learn's
+    conventions (and its estimator checks) expect from an estimator given bad data."""
+
+
+def _from_nested(X):
+    """A sktime nested DataFrame (a pandas Series in every cell) as a 3-D (n, channels, time) array;
+    anything else as it came."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - without pandas no DataFrame can have come
+        return X
+    if isinstance(X, pd.DataFrame) and X.size and isinstance(X.iat[0, 0], pd.Series):
+        convert = require("sktime.datatypes", "pip install -e '.[timeseries]'").convert_to
+        return convert(X, to_type="numpy3D")
+    return X
+
+
+class _FPTEstimator(BaseEstimator):
+    """What the classifier and the regressor share: parameters, tokens, the training run."""
+
+    def __init__(
+        self,
+        backbone: str = "minilm",
+        steps: int = 500,
+        batch_size: int = 32,
+        lr: float | None = None,
+        policy: str = "fpt",
+        patch_size: int | None = None,
+        pooling: str | None = None,
+        recipe: str = "fast",
+        precision: str | None = None,
+        seed: int = 0,
+        device: str = "auto",
+        threads: int | None = None,
+        eval_every: int | None = None,
+        out: str | None = None,
+        progress: bool = False,
+    ):
+        self.backbone = backbone
+        self.steps = steps
+        self.batch_size = batch_size
+        self.lr = lr
+        self.policy = policy
+        self.patch_size = patch_size
+        self.pooling = pooling
+        self.recipe = recipe
+        self.precision = precision
+        self.seed = seed
+        self.device = device
+        self.threads = threads
+        self.eval_every = eval_every
+        self.out = out
+        self.progress = progress
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True  # (n, channels, time) panels, as sktime and aeon pass them
+        return tags
+
+    # --- rows -> tokens ----------------------------------------------------------------------
+
+    def _tokens(self, X: np.ndarray, fitting: bool) -> torch.Tensor:
+        """X (n, features) or (n, channels, time), already validated -> float tokens (n, L, D)."""
+        if X.ndim > 3:
+            raise FPTInputError(f"X must be (n, features) or (n, channels, time), found {X.ndim} dimensions {X.shape}")
+        panel = X if X.ndim == 3 else X[:, None, :]
+        if fitting:
+            steps = panel.shape[2]
+            patch = self.patch_size if self.patch_size is not None else math.ceil(steps / MAX_DEFAULT_TOKENS)
+            if isinstance(patch, bool) or not isinstance(patch, (int, np.integer)) or not 1 <= patch <= steps:
+                raise FPTInputError(
+                    f"patch_size must be a whole number from 1 to {steps} (the time steps), got {patch}"
+                )
+            self.input_shape_ = tuple(X.shape[1:])
+            self.patch_size_ = int(patch)
+        elif tuple(X.shape[1:]) != self.input_shape_:
+            raise FPTInputError(
+                f"X rows are {tuple(X.shape[1:])}, but this estimator was fitted on {self.input_shape_}"
+            )
+        # time-major: (n, channels, time) -> series (time, channels), cut as --task ucr cuts them
+        tokens, _ = to_tokens(list(panel.transpose(0, 2, 1)), self.patch_size_, panel.shape[2])
+        return torch.from_numpy(tokens)
+
+    # --- training ----------------------------------------------------------------------------
+
+    def _config(self) -> TrainConfig:
+        given = {"backbone": self.backbone, "steps": self.steps, "batch_size": self.batch_size, "seed": self.seed}
+        given.update(policy=self.policy, device=self.device, threads=self.threads, pooling=self.pooling)
+        given["eval_every"] = self.eval_every if self.eval_every is not None else self.steps
+        if self.lr is not None:
+            given["lr"] = self.lr
+        if self.precision is not None:
+            given["precision"] = self.precision
+        warmup = RECIPES.get(self.recipe, {}).get("warmup_steps", 0)
+        if isinstance(self.steps, int) and warmup >= self.steps:
+            # the fast recipe warms up over 100 steps, which TrainConfig refuses for a run that short:
+            # a short fit warms up over its first tenth instead
+            given["warmup_steps"] = self.steps // 10
+        try:
+            config = TrainConfig.from_recipe(self.recipe, task=f"sklearn:{type(self).__name__}", **given)
+            config.validate()
+        except TypeError as exc:  # a parameter of the wrong type deep inside a comparison
+            raise FPTInputError(f"{type(self).__name__}: a parameter has the wrong type ({exc})") from None
+        return config
+
+    def _train(self, task: ArrayTask) -> None:
+        config = self._config()
+        if self.threads is not None:
+            set_threads(self.threads)
+        if self.out is not None:
+            RunDir.check_creatable(self.out)
+        with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
+            model = build_model(config, task)
+            run_dir = RunDir.create(self.out) if self.out is not None else None
+            trainer = None
+            try:
+                if run_dir is not None:
+                    run_dir.write_config(dataclasses.asdict(config))
+                trainer = Trainer(model, task, config, run_dir, progress=self.progress)
+                self.summary_ = trainer.fit()
+            except Exception:
+                if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
+                    run_dir.remove()  # as `fpt train`: a fit that failed before saving anything leaves nothing
+                raise
+            finally:
+                if run_dir is not None:
+                    run_dir.unlock()
+        self.model_ = model.eval()
+
+    def _batches(self, X) -> list[Batch]:
+        check_is_fitted(self, "model_")
+        X = validate_data(self, _from_nested(X), reset=False, allow_nd=True, dtype=(np.float64, np.float32))
+        tokens = self._tokens(X, fitting=False)
+        size = PREDICT_BATCH
+        return [Batch(tokens[start : start + size], torch.zeros(0)) for start in range(0, len(tokens), size)]
+
+
+class FPTClassifier(ClassifierMixin, _FPTEstimator):
+    """A frozen pretrained transformer (default: the packaged MiniLM) trained as a classifier.
+
+    Parameters (each as `fpt train`'s option of the same name; None: the recipe's or fpt's default):
+    backbone, steps, batch_size, lr, policy (which parameter groups train), patch_size (time steps or
+    features per token), pooling, recipe ("fast" or "paper"), precision, seed, device, threads,
+    eval_every (None: evaluate once, at the end), out (a folder for the training record: config.json,
+    metrics.jsonl, summary.json and the checkpoint; None: nothing is written), progress (a bar).
+
+    Fitted attributes: classes_, n_features_in_ (features, or channels of a 3-D X), input_shape_,
+    patch_size_, model_ (the trained fpt model), summary_ (the run's summary, as summary.json holds).
+    """
+
+    def fit(self, X, y):
+        """Train on X, (n, features) or (n, channels, time) or an sktime nested DataFrame, and labels y of any
+        type; returns self. Evaluations score the first 1,024 training rows (EVAL_ROWS): there is no held-out
+        split. Raises FPTInputError for a y of one class or an X of another shape."""
+        X, y = validate_data(self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32))
+        check_classification_targets(y)
+        self.classes_, labels = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise FPTInputError(
+                f"y holds 1 class ({self.classes_[0]!r}); a classifier needs examples of at least two classes"
+            )
+        tokens = self._tokens(X, fitting=True)
+        train = Split(tokens, torch.from_numpy(labels.astype(np.int64)))
+        shown = Split(train.x[:EVAL_ROWS], train.y[:EVAL_ROWS])
+        task = SequenceTask(
+            f"sklearn:{type(self).__name__}",
+            train,
+            {"train": shown},
+            "train",
+            num_classes=len(self.classes_),
+            seq_len=tokens.shape[1],
+            input_dim=tokens.shape[2],
+        )
+        self._train(task)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities (n, classes), columns in the order of classes_."""
+        batches = self._batches(X)  # first: an unfitted estimator fails there, with NotFittedError
+        probabilities = predict_probabilities(self.model_, batches)
+        return probabilities[:, 0].double().numpy()
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class of each row of X, (n,), as labels from classes_."""
+        best = self.predict_proba(X).argmax(1)  # first: an unfitted estimator fails there, with NotFittedError
+        return self.classes_[best]
+
+
+class _ValuesTask(ArrayTask):
+    """Regression on in-memory rows: float targets (N, outputs), scored by MSE and MAE."""
+
+    def __init__(self, name: str, train: Split, evals: dict[str, Split], spec: TaskSpec):
+        self.name, self.spec = name, spec
+        super().__init__(train, evals, "train")
+
+    def make_batch(self, split: Split, index: torch.Tensor, gen: torch.Generator | None) -> Batch:
+        return Batch(split.x[index], split.y[index])
+
+
+class FPTRegressor(RegressorMixin, _FPTEstimator):
+    """A frozen pretrained transformer trained as a regressor of one or several targets.
+
+    Parameters as FPTClassifier's. y is standardised for training (mean 0, std 1 per target) and
+    predictions are put back in y's units. Fitted attributes: n_outputs_, n_features_in_,
+    input_shape_, patch_size_, model_, summary_ (its MSE and MAE are on the standardised y).
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def fit(self, X, y):
+        """Train on X, shaped as FPTClassifier.fit takes it, and numeric targets y, (n,) or (n, outputs);
+        returns self. y is standardised per target for training. Raises FPTInputError for an X of another
+        shape."""
+        X, y = validate_data(
+            self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32), y_numeric=True, multi_output=True
+        )
+        self._single_output = y.ndim == 1
+        targets = y.reshape(len(y), -1).astype(np.float64)
+        self.n_outputs_ = targets.shape[1]
+        self._y_mean = targets.mean(0)
+        scale = targets.std(0)
+        self._y_scale = np.where(scale > 0, scale, 1.0)  # a constant target scales by 1, as StandardScaler's
+        tokens = self._tokens(X, fitting=True)
+        values = torch.from_numpy(((targets - self._y_mean) / self._y_scale).astype(np.float32))
+        train = Split(tokens, values)
+        spec = TaskSpec(
+            seq_len=tokens.shape[1],
+            num_classes=1,
+            input_dim=tokens.shape[2],
+            outputs_per_token=self.n_outputs_,
+            target="values",
+        )
+        task = _ValuesTask(
+            f"sklearn:{type(self).__name__}", train, {"train": Split(tokens[:EVAL_ROWS], values[:EVAL_ROWS])}, spec
+        )
+        self._train(task)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted targets in y's units: (n,) if fit had one-dimensional y, else (n, outputs)."""
+        batches = self._batches(X)  # first: an unfitted estimator fails there, with NotFittedError
+        values = predict_values(self.model_, batches).double().numpy()
+        values = values * self._y_scale + self._y_mean
+        return values[:, 0] if self._single_output else values

@@ -1,0 +1,165 @@
+"""Building: a task and a model from a TrainConfig, with the memory plan and the policy applied.
+
+Pure apart from `build_for_process`, which also makes the process settings a run needs
+(fpt.core.runtime); nothing here writes a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from fpt.backbones import load_backbone
+from fpt.backbones.surgery import AUTO, auto_precision, enable_checkpointing
+from fpt.core import runtime
+from fpt.core.devices import resolve_device
+from fpt.core.errors import FptError
+from fpt.models.baselines import Baseline, build_baseline
+from fpt.models.ends import TrainableModel, default_pooling
+from fpt.models.transformer import FrozenPretrainedTransformer
+from fpt.tasks import Task, create_task
+from fpt.tasks.bucketing import LengthBucketedTask
+from fpt.training.config import LONG_INPUT, TrainConfig
+from fpt.training.distributed import SINGLE, World
+
+
+def build_task(config: TrainConfig) -> Task:
+    """The task of a config: its options, --train-fraction and --bucket-window applied."""
+    task = create_task(config.task, **config.task_options)
+    check_target(config, task)
+    if config.train_fraction is not None:  # before bucketing: the share is of the split as stored
+        task.keep_training_share(config.train_fraction)
+    return task if config.bucket_window is None else LengthBucketedTask(task, config.bucket_window)
+
+
+def check_target(config: TrainConfig, task: Task) -> None:
+    """A stopping target of the task's own kind: the other one would never be met, silently."""
+    if task.spec.regression and config.target_accuracy is not None:
+        raise FptError(f"--target-accuracy is for classifiers; {config.task} is a forecast: stop it with --target-mse")
+    if not task.spec.regression and config.target_mse is not None:
+        raise FptError(f"--target-mse is for forecasts; {config.task} is a classifier: stop it with --target-accuracy")
+
+
+def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
+    """Task + model from a config, with the policy applied. Writes nothing, changes no process setting."""
+    config.validate()
+    task = build_task(config)
+    return task, build_model(config, task)
+
+
+def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task, TrainableModel]:
+    """build(), after the process settings a run needs (threads, subnormals, heap threshold), with
+    --precision auto resolved and the pick said once, on stdout, by rank 0."""
+    config.validate(world.size)
+    said = resolve_precision(config, world)
+    if said is not None and world.is_main:
+        print(said, flush=True)
+    runtime.configure_process(config.threads, config.precision)  # before the task: threads read its files
+    task = build_task(config)
+    if task.variable_length:
+        runtime.limit_heap_fragmentation()
+    return task, build_model(config, task)
+
+
+def resolve_precision(config: TrainConfig, world: World = SINGLE) -> str | None:
+    """Replace --precision auto in `config` by what it picks on the config's device (fp32 for a
+    baseline, which computes in fp32 whatever it is given), so that config.json records a dtype
+    and a resume elsewhere keeps it; the line that says so, or None where nothing was picked.
+    Under torchrun every rank takes rank 0's pick: the ranks must compute alike, and one
+    answer needs no rule for nodes that differ."""
+    if config.precision != AUTO:
+        return None
+    if config.model != "fpt":
+        config.precision = "fp32"
+        return None
+    config.precision, why = world.agree(lambda: auto_precision(resolve_device(config.device)))
+    return f"precision auto -> {config.precision}: {why}; --precision fp32 or bf16 sets it"
+
+
+def build_model(config: TrainConfig, task: Task) -> TrainableModel:
+    """The model of a config, on its --device (the frozen weights move once; batches each step);
+    --precision auto is resolved first, silently (build_for_process says it)."""
+    resolve_precision(config)
+    device = resolve_device(config.device)
+    if config.precision == "fp16" and device.type != "cuda":
+        raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
+    model = _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
+    return model.to(device)
+
+
+# With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
+# probabilities per layer: a step of CIFAR-10 LRA (1024 tokens, batch 16, MiniLM) peaked at 17.3 GB.
+# Where that happens, activation checkpointing (exact: dropout masks are replayed) keeps one block's
+# attention at a time (a 4.78 GiB peak, benchmarks/results/memory.json), and micro-batches keep that
+# block's attention within this budget (same gradients in expectation; the dropout masks are drawn
+# per micro-batch).
+ATTENTION_BYTES_BUDGET = 2.5e9
+_BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, the dropout mask and a temporary
+
+
+def plan_memory(
+    config: TrainConfig, spec, heads: int, layers: int = 1, can_checkpoint: bool = True, device_type: str = "cpu"
+) -> None:
+    """Fill `config.checkpointing` (None: auto) and, with it, an automatic --micro-batch-size.
+
+    Only where attention keeps its probabilities: CUDA's fused kernels apply dropout themselves.
+    A body that cannot recompute its blocks (e.g. a ViT) gets micro-batches sized for all layers.
+    """
+    attention = config.dropout if config.attention_dropout is None else config.attention_dropout
+    long_with_dropout = attention > 0 and spec.seq_len >= LONG_INPUT and device_type != "cuda"
+    if config.checkpointing is None:
+        config.checkpointing = long_with_dropout and can_checkpoint
+        if long_with_dropout and config.micro_batch_size is None and layers:  # --body none: no attention
+            stored_layers = 1 if config.checkpointing else layers
+            per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT * stored_layers
+            fits = max(1, int(ATTENTION_BYTES_BUDGET // per_example))
+            config.micro_batch_size = fits if fits < config.batch_size else None
+
+
+def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
+    backbone = load_backbone(
+        config.backbone,
+        init=config.init,
+        seed=config.seed,
+        layers=config.layers,
+        seq_len=task.spec.seq_len,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        attention=config.attention,
+        compile=config.compile,
+        body=config.body,
+    )
+    body = backbone.model.config
+    plan_memory(
+        config,
+        task.spec,
+        getattr(body, "num_attention_heads", 1),
+        getattr(body, "num_hidden_layers", 1),
+        getattr(backbone.model, "supports_gradient_checkpointing", False),
+        resolve_device(config.device).type,
+    )
+    if config.checkpointing:
+        enable_checkpointing(backbone.model)
+    torch.manual_seed(config.seed)  # the new input and output layers
+    config.pooling = config.pooling or default_pooling(task.spec)  # recorded in config.json as it ran
+    if config.body != "backbone":
+        config.policy = "full"  # a control trains every parameter it has; recorded as it ran
+    return FrozenPretrainedTransformer(
+        backbone,
+        task.spec,
+        policy=config.policy,
+        pooling=config.pooling,
+        dropout=config.dropout,
+        extra_positions=config.extra_positions,
+        precision=config.precision,
+    )
+
+
+def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
+    match = None
+    if config.model == "cnn-matched":  # as many parameters as the FPT of this config trains
+        fpt_model = _build_transformer(dataclasses.replace(config, model="fpt"), task)  # a copy: plan_memory fills it
+        match = sum(p.numel() for p in fpt_model.parameters() if p.requires_grad)
+    torch.manual_seed(config.seed)
+    return build_baseline(config.model, task, dropout=config.dropout, match_params=match)

@@ -1,0 +1,365 @@
+"""TrainConfig: everything that defines a run, the single source of defaults, help texts and
+choices for the CLI (its `fpt train` options are generated from the fields), sweeps and
+config.json; `validate` checks numbers here and names through each one's own lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from fpt.backbones import INITS, check_init
+from fpt.backbones.control_bodies import BACKBONE, BODIES, check_body
+from fpt.backbones.families import ATTENTIONS
+from fpt.backbones.surgery import AUTO, PRECISION_CHOICES, check_attention, check_dropout_rates, check_precision
+from fpt.core.devices import DEVICE_CHOICES, check_device_name
+from fpt.core.errors import FptError, check_type
+from fpt.models.policy import POLICIES, parse_policy
+from fpt.tasks import check_task_option_types, list_tasks, task_option_types
+from fpt.tasks.bucketing import check_bucket_window
+
+# Options only transformer models take: refused for a baseline --model, and left out of a sweep's
+# baseline cells when the sweep sets them for every cell.
+TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile", "body")
+
+
+LR_SCHEDULES = ("constant", "cosine")
+# The names fpt.models.baselines and fpt.models.transformer define, as data here so that this module sits below both
+# (tests/test_config_schema.py keeps them equal): fewer levels for a reader to climb.
+MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched", "linear")
+POOLINGS = ("last", "mean", "flatten")
+LONG_INPUT = (
+    512  # tokens from which attention dropout turns --checkpointing on by default (fpt.training.build.plan_memory)
+)
+
+# Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what `fpt reproduce` uses.
+# "fast": measured to reach the same accuracy in less wall time on our CPUs (benchmarks/converge.py,
+# benchmarks/README.md "How the fast recipe was chosen"); the trained parameters are few, so they take a larger,
+# decaying rate, and no dropout: a frozen body underfits, and dropout 0 scored 1.6-2.0 points higher on MNIST and
+# Fashion-MNIST validation splits. Precision auto, as by default (bf16 only where the device computes it natively:
+# emulated on a CPU, it was up to 20x slower than fp32), said here because the recipe was measured with it.
+RECIPES: dict[str, dict] = {
+    "paper": {},
+    "fast": {
+        "lr": 3e-3,
+        "lr_schedule": "cosine",
+        "warmup_steps": 100,
+        "batch_size": 32,
+        "eval_subset": 2000,
+        "precision": AUTO,
+        "dropout": 0.0,
+    },
+}
+# What a recipe sets only where the transformer's attention and feed-forward weights are all
+# frozen, the regime it was measured in: a baseline, or a policy that trains body weights, keeps
+# the default dropout.
+_FROZEN_BODY_ONLY = ("dropout",)
+_BODY_GROUPS = frozenset({"attention", "last-attention", "feedforward"})
+
+
+def recipe_defaults(recipe: str) -> dict:
+    """The options a recipe sets, the same on every machine (its precision auto is resolved where
+    the model is built: fpt.training.build.resolve_precision)."""
+    if recipe not in RECIPES:
+        raise FptError(f"unknown --recipe {recipe!r}; choose {' or '.join(RECIPES)}")
+    return dict(RECIPES[recipe])
+
+
+def option(default=None, help: str = "", choices=None, group: str = "train", **kwargs):
+    """A TrainConfig field with what `fpt train --help` says of it, written once: `help`, the
+    `choices` (a tuple, a mapping of names to what each is, or a function listing them) and the
+    `group` ("model": also an `fpt info` option; "train"; None: not a command-line option)."""
+    if "default_factory" not in kwargs:
+        kwargs["default"] = default
+    return field(metadata={"help": help, "choices": choices, "group": group}, **kwargs)
+
+
+# The help of the two options with long explanations (kept here, beside their fields' meaning)
+_PRECISION_HELP = (
+    "auto: bf16 where the device computes it natively (a CPU with AVX512-BF16 or AMX, a CUDA GPU of compute "
+    "capability 8.0 or later), else fp32 (MPS too: unmeasured there); the pick is printed and config.json records "
+    "it, so a resume keeps it anywhere. bf16: frozen weights in bfloat16, bf16 matmuls, a MiniLM step 1.6-1.7x "
+    "fp32's on an AMD EPYC with AVX512-BF16 (benchmarks/results/int8/), unmeasured on GPUs, half the memory, changes "
+    "numerics; fp16: CUDA only, with a loss scaler; int8: the frozen attention and feed-forward weights stored "
+    "in int8 (a quarter of fp32's memory), products in fp32 (0.9-1.0x fp32's step); int8-bf16: the same "
+    "storage, products in bf16 (where bf16 is native: 1.5-1.7x int8's step). Trained weights and Adam stay fp32"
+)
+_RECIPE_HELP = (
+    "the named defaults that fill the options not given (given ones win): paper (Adam 1e-3 constant, "
+    "batch 16, dropout 0.1: the paper's) | fast (Adam 3e-3, warm-up then cosine, batch 32, no dropout on a "
+    "frozen body: measured to reach the same accuracy in less time; see benchmarks/README.md); both precision auto"
+)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; saved as config.json and enough to rebuild it. Each field's
+    metadata is its `fpt train` option (see `option`)."""
+
+    task: str = option("bit-xor", "npz:PATH: your own arrays", list_tasks, "model")
+    task_options: dict = option(help="e.g. {'n_bits': 1000, 'patch_size': 50}", group=None, default_factory=dict)
+    train_fraction: float | None = option(
+        help="dataset tasks: train on the first fraction F of the training split, in its stored order (a "
+        "forecast: the earliest windows), floor(F x N) examples; validation and test unchanged (few-shot: "
+        "the published setting is 0.1)",
+        group="model",
+    )
+    model: str = option(
+        "fpt",
+        "fpt: a frozen transformer; the others fully trained baselines: cnn for image tasks, cnn-matched sized "
+        "to the FPT's trained count, -frozen: LSTM layers left at random init",
+        MODELS,
+        "model",
+    )
+    backbone: str = option("minilm", "registered name, local directory or hub id", group="model")
+    init: str = option("pretrained", "bit: trained on Bit Memory, see `fpt export-backbone`", INITS, "model")
+    policy: str = option("fpt", "or a comma list of groups (fpt.models.policy.GROUPS)", tuple(POLICIES), "model")
+    body: str = option(
+        "backbone",
+        "a control keeps the backbone's position table and trains every parameter it has",
+        BODIES,
+        "model",
+    )
+    layers: int | None = option(
+        help="keep only the first K transformer blocks (--init random: build K, as many as asked)", group="model"
+    )
+    pooling: str | None = option(
+        help="last: the last-k tokens, the paper's; flatten: every token, the forecasts'; unset: the task's",
+        choices=POOLINGS,
+        group="model",
+    )
+    attention: str | None = option(
+        help="unset: as pretrained (MiniLM/BERT bidirectional, GPT-2/Llama causal); causal masks an encoder as "
+        "GPT-2 is, so only the last token sees the whole input",
+        choices=ATTENTIONS,
+        group="model",
+    )
+    extra_positions: bool = option(False, "add a learned position table (for RoPE backbones)", group="model")
+    dropout: float = option(0.1, "dropout in the backbone and the new layers", group="model")
+    attention_dropout: float | None = option(
+        help="dropout on attention probabilities (unset: --dropout); 0 lets CPU attention use its fused "
+        "kernel, several times faster on long inputs such as ListOps",
+        group="model",
+    )
+    steps: int = option(2000, "optimiser steps")
+    batch_size: int = option(16, "examples per step (the global batch, split among --nproc processes)")
+    micro_batch_size: int | None = option(
+        help="split each batch into micro-batches (less memory; the same gradients up to dropout masks)"
+    )
+    lr: float = option(1e-3, "Adam learning rate")
+    grad_clip: float = option(1.0, "gradient-norm clip")
+    eval_every: int = option(100, "evaluate and checkpoint every N steps")
+    eval_batch_size: int = option(256, "examples per evaluation batch (fewer for long sequences)")
+    target_accuracy: float | None = option(help="stop once held-out accuracy reaches this fraction")
+    target_mse: float | None = option(help="a forecast: stop once held-out MSE is at most this")
+    keep_best: bool = option(
+        False,
+        "end with the weights of the best held-out evaluation (lowest MSE, highest accuracy), not the last "
+        "step's, and score the test split with them: early stopping's choice, made on validation alone; every "
+        "evaluation then scores the whole held-out split (--eval-subset is not used)",
+    )
+    patience: int | None = option(
+        help="with --keep-best: stop once this many evaluations in a row have not beaten the best"
+    )
+    seed: int = option(0, "seeds the new layers, the batches and dropout", group="model")
+    # a function of the step alone: a resumed run needs no scheduler state
+    lr_schedule: str = option("constant", "cosine: to 0 at --steps, after --warmup-steps", LR_SCHEDULES)
+    warmup_steps: int = option(0, "the rate rises linearly from lr/N to lr over these N steps")
+    eval_subset: int | None = option(
+        help="evaluate the first N held-out examples in between (recorded as split[:N]; a forecast: every k-th "
+        "window, all its channels, at least one window, split[::k windows]); the whole split at the end"
+    )
+    recipe: str = option("paper", _RECIPE_HELP)
+    # Speed (benchmarks/perf.py). Exact: checkpointing, bucket_window, threads; opt-in numerics: precision, compile.
+    precision: str = option(AUTO, _PRECISION_HELP, PRECISION_CHOICES, "model")
+    checkpointing: bool | None = option(
+        help="recompute each block in backward: same numbers, much less memory, about 1.4x step time; unset: on "
+        f"(with micro-batches) where attention dropout meets inputs of {LONG_INPUT} tokens or more",
+        group="model",
+    )
+    compile: bool = option(False, "torch.compile the backbone (eager where unavailable)", group="model")
+    bucket_window: int | None = option(
+        help="batch variable-length sequences of similar length, per window of N batches", group="model"
+    )
+    threads: int | None = option(help="torch intra-op threads (unset: one per core this process may use)")
+    device: str = option(
+        "auto", "auto: CUDA if there is one, else MPS, else the CPU", tuple(DEVICE_CHOICES.split(" | ")), "model"
+    )
+
+    def validate(self, world_size: int = 1) -> None:
+        """Check every value; `world_size`: the number of ranks the global batch is split among."""
+        for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
+            if getattr(self, key) < 1:
+                raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
+        if self.batch_size % world_size:
+            raise FptError(
+                f"--batch-size {self.batch_size} (the global batch) does not split evenly among "
+                f"{world_size} processes; use a multiple of {world_size}"
+            )
+        if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
+            raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise FptError(f"--lr must be a positive number, got {self.lr}")
+        check_dropout_rates(self.dropout, self.attention_dropout)
+        if not self.grad_clip > 0:
+            raise FptError(f"--grad-clip must be positive, got {self.grad_clip}")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise FptError(f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy}")
+        if self.target_mse is not None and not (self.target_mse > 0 and math.isfinite(self.target_mse)):
+            raise FptError(f"--target-mse must be a positive number, got {self.target_mse}")
+        if self.patience is not None and (self.patience < 1 or not self.keep_best):
+            raise FptError(f"--patience needs --keep-best and at least 1 evaluation, got {self.patience}")
+        if self.train_fraction is not None and not 0 < self.train_fraction <= 1:
+            raise FptError(f"--train-fraction is a fraction in (0, 1], got {self.train_fraction}")
+        if not 0 <= self.seed < 2**63:
+            raise FptError(f"--seed must be in 0..2^63-1, got {self.seed}")
+        check_threads(self.threads)
+        check_bucket_window(self.bucket_window)
+        check_device_name(self.device)
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise FptError(f"unknown --lr-schedule {self.lr_schedule!r}; choose {' or '.join(LR_SCHEDULES)}")
+        if self.warmup_steps < 0 or (self.warmup_steps and self.warmup_steps >= self.steps):
+            raise FptError(
+                f"--warmup-steps must be at least 0 and below --steps ({self.steps}), got "
+                f"{self.warmup_steps}" + (f" (from --recipe {self.recipe})" if self.recipe != "paper" else "")
+            )
+        if self.eval_subset is not None and self.eval_subset < 1:
+            raise FptError(f"--eval-subset must be at least 1, got {self.eval_subset}")
+        if self.recipe not in RECIPES:
+            raise FptError(f"unknown --recipe {self.recipe!r}; choose {' or '.join(RECIPES)}")
+        self._check_names()
+
+    def _check_names(self) -> None:
+        """Names, through each one's own lookup, so a typo fails before a backbone is loaded."""
+        parse_policy(self.policy)
+        check_body(self.body)
+        if self.body != BACKBONE and self.policy not in ("fpt", "full"):
+            raise FptError(
+                f"--body {self.body} trains every parameter it has (its layers are fresh); "
+                f"--policy {self.policy} is for the backbone's own blocks: leave --policy unset"
+            )
+        if self.body != BACKBONE and self.layers is not None:
+            raise FptError(
+                f"--layers keeps some of the backbone's blocks; --body {self.body} replaces them all: "
+                "leave --layers unset"
+            )
+        check_init(self.init)
+        if self.pooling is not None:
+            check_choice("pooling", self.pooling, POOLINGS)
+        check_attention(self.attention)
+        check_precision(self.precision)
+        self._check_int8()
+        check_choice("model", self.model, MODELS)
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        # a baseline's auto is recorded as fp32, what it computes in (and the default before auto)
+        neutral = {k: (defaults[k], False, "fp32" if k == "precision" else False) for k in TRANSFORMER_ONLY_OPTIONS}
+        if self.model != "fpt" and any(getattr(self, k) not in neutral[k] for k in TRANSFORMER_ONLY_OPTIONS):
+            flags = ", ".join(f"--{k}" for k in TRANSFORMER_ONLY_OPTIONS)
+            raise FptError(f"{flags} apply to transformer models, not --model {self.model}")
+
+    def _check_int8(self) -> None:
+        """int8 stores frozen layers only; a control trains every layer it has, a compiled graph is untested."""
+        if not self.precision.startswith("int8"):
+            return
+        if self.body != BACKBONE:
+            raise FptError(
+                f"--precision {self.precision} stores frozen weights, and --body {self.body} trains all it has: "
+                "drop one"
+            )
+        if self.compile:
+            raise FptError(
+                f"--precision {self.precision} with --compile is untested (a custom backward): drop one of them"
+            )
+
+    @classmethod
+    def from_recipe(cls, recipe: str = "paper", **options) -> "TrainConfig":
+        """A config whose options not given come from the named recipe, then from the defaults
+        (the way to use a recipe from Python: TrainConfig(recipe=...) only records the name).
+        A baseline model takes none of the recipe's transformer-only options (e.g. bf16), and
+        neither it nor a policy or a control body that trains attention or feed-forward weights
+        takes its dropout."""
+        defaults = recipe_defaults(recipe)
+        baseline = options.get("model", "fpt") != "fpt"
+        if baseline:
+            defaults = {k: v for k, v in defaults.items() if k not in TRANSFORMER_ONLY_OPTIONS}
+        policy = options.get("policy", "fpt")  # a wrong type is refused by validate, in one line
+        trains_layers = options.get("body", BACKBONE) in ("attention", "block")
+        if baseline or trains_layers or (isinstance(policy, str) and parse_policy(policy) & _BODY_GROUPS):
+            defaults = {k: v for k, v in defaults.items() if k not in _FROZEN_BODY_ONLY}
+        return cls(**{**defaults, **options, "recipe": recipe})
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "config") -> "TrainConfig":
+        """A config from JSON-like data, every key known and every value of its field's type. A
+        config written before --device existed ran on the CPU, and resumes there."""
+        if not isinstance(data, dict):
+            raise FptError(f"{where}: a config is a mapping of option names to values, not a {type(data).__name__}")
+        data = {"device": "cpu", **data}
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise FptError(f"{where}: unknown keys {', '.join(unknown)}")
+        for key, value in data.items():
+            check_option_type(key, value, where)
+        check_task_option_types(data.get("task_options", {}), f"{where}: task_options")
+        return cls(**data)
+
+
+def _field_types() -> dict[str, tuple[type, ...]]:
+    """Field name -> the Python types its value may have (from the annotations: "int | None" ...)."""
+    kinds = {
+        "int": (int,),
+        "float": (int, float),
+        "str": (str,),
+        "bool": (bool,),
+        "dict": (dict,),
+        "None": (type(None),),
+    }
+    return {
+        f.name: tuple(t for part in f.type.split("|") for t in kinds[part.strip()])
+        for f in dataclasses.fields(TrainConfig)
+    }
+
+
+_FIELD_TYPES = _field_types()
+
+
+def check_choice(option: str, value, choices) -> None:
+    """Refuse a `value` of --OPTION that is not one of `choices`, naming them."""
+    if value not in choices:
+        raise FptError(f"unknown --{option.replace('_', '-')} {value!r}; choose one of {', '.join(choices)}")
+
+
+MAX_THREADS = 1024  # torch takes a C int; more threads than any machine's cores is a typo
+
+
+def check_threads(threads: int | None) -> None:
+    """--threads unset (torch's default) or 1 to MAX_THREADS."""
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise FptError(f"--threads must be 1 to {MAX_THREADS}, got {threads}")
+
+
+def option_types(key: str) -> tuple[type, ...]:
+    """The types a value of `fpt train` option or task option `key` may have."""
+    return _FIELD_TYPES[key] if key in _FIELD_TYPES else task_option_types(key)
+
+
+def check_option_type(key: str, value, where: str) -> None:
+    """Refuse a value of option `key` (read from `where`) that is not of the option's type."""
+    check_type(value, option_types(key), f"{where}: {key}")
+
+
+def coerce_option(key: str, value, where: str):
+    """A value from YAML or the command line, as its option's type: "1e-3" is a float for --lr
+    (YAML 1.1 reads exponents without a dot as text); anything else must already have the type."""
+    allowed = option_types(key)
+    if isinstance(value, str) and str not in allowed:
+        for kind in (int, float):
+            if kind in allowed:
+                try:
+                    value = kind(value)
+                    break
+                except ValueError:
+                    continue
+    check_option_type(key, value, where)
+    return value

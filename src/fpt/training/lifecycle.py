@@ -1,0 +1,261 @@
+"""A run's lifecycle: the entry points `train()`, `resume()` and `load_run()`, which make the
+process settings (fpt.core.runtime), join the process group of a torchrun job and own the run
+directory (fpt.training.run_dir). Building a task and a model is fpt.training.build's, the loop
+fpt.training.loop's, scoring fpt.training.evaluation's; the names users need are at the top, `fpt.*`."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+import torch
+
+from fpt.core.errors import FptError
+from fpt.models.ends import TrainableModel
+from fpt.tasks import Task, task_options
+from fpt.tracking import Tracker
+from fpt.training import distributed
+from fpt.training.build import (
+    build_for_process,
+)
+from fpt.training.checkpoint import Checkpoint, load_checkpoint
+from fpt.training.config import TrainConfig
+from fpt.training.distributed import SINGLE, World
+from fpt.training.evaluation import device_of, eval_batch_for
+from fpt.training.loop import Trainer
+from fpt.training.run_dir import RunDir
+
+
+def train(
+    config: TrainConfig,
+    out: Path | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, float], None] | None = None,
+    ddp_backend: str | None = None,
+    tracker: Tracker | None = None,
+    max_minutes: float | None = None,
+) -> tuple[dict, Path]:
+    """Build everything, make the run directory (only once all inputs proved good), train.
+
+    A run that fails before its first checkpoint leaves no directory behind. Ctrl-C or SIGTERM
+    stops it after the step under way with a checkpoint (StopRequested), and a resume goes on
+    exactly from there; one killed outright resumes from its last evaluation; so does one whose
+    `max_minutes` ran out (TimeLimitReached). Under torchrun every rank calls this; rank 0 alone
+    makes and writes the directory, and all return its path.
+    """
+    check_max_minutes(max_minutes)
+    return _in_process_group(
+        ddp_backend, lambda world: _train(config, out, progress, on_step, world, tracker, max_minutes)
+    )
+
+
+def check_max_minutes(max_minutes: float | None) -> None:
+    """--max-minutes unset or a positive finite number (checked before anything is built)."""
+    if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
+        raise FptError(f"--max-minutes must be a positive number, got {max_minutes}")
+
+
+def _in_process_group(ddp_backend: str | None, work: Callable[[World], tuple[dict, Path]]) -> tuple[dict, Path]:
+    """`work(world)` inside the process group of a torchrun job (or in this process alone)."""
+    world = distributed.start(ddp_backend)
+    try:
+        result = work(world)
+    except BaseException:
+        distributed.stop(world, finished=False)
+        raise
+    distributed.stop(world)
+    return result
+
+
+def _train(
+    config: TrainConfig,
+    out: Path | None,
+    progress: bool,
+    on_step: Callable[[int, float], None] | None,
+    world: World,
+    tracker: Tracker | None,
+    max_minutes: float | None = None,
+) -> tuple[dict, Path]:
+    config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
+    label = config.backbone if config.model == "fpt" else config.model
+
+    def creatable_path() -> Path:  # rank 0 names it (the default has the time in it) for all ranks
+        path = Path(out or RunDir.default_path(config.task, label))
+        RunDir.check_creatable(path)  # before the backbone is loaded
+        return path
+
+    path = world.agree(creatable_path)
+    task, model = build_for_process(config, world)
+    config.task_options.update(getattr(task, "pinned_options", {}))  # e.g. a forecast's file hash
+    world.check_same("backbone weights", model.weights_hash)
+    device = device_of(model)
+    # what ran, so a resume stays there unless told otherwise (each rank of a GPU job takes its own GPU)
+    config.device = device.type if world.distributed and device.type == "cuda" else str(device)
+    made: list[RunDir] = []
+    new_folders = [folder for folder in Path(path).parents if not folder.exists()]  # e.g. runs/ itself
+    world.agree(lambda: made.append(RunDir.create(path)))
+    run_dir = made[0] if made else None
+    trainer = None
+    with _writing(run_dir, tracker):
+        try:
+            if run_dir is not None:
+                run_dir.write_config(dataclasses.asdict(config))
+            tracked = tracker if world.is_main else None
+            trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracked)
+            return trainer.fit(max_minutes), path
+        except Exception:
+            if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
+                _remove_run(run_dir, new_folders)
+            raise
+
+
+@contextlib.contextmanager
+def _writing(run_dir: RunDir | None, tracker: Tracker | None) -> Iterator[None]:
+    """While a run trains (rank 0: it holds the directory's lock): close the tracker, then unlock."""
+    try:
+        yield
+    finally:
+        if run_dir is not None:
+            if tracker is not None:
+                tracker.close()
+            run_dir.unlock()
+
+
+def _remove_run(run_dir: RunDir, new_folders: list[Path]) -> None:
+    """A run that failed before its first checkpoint leaves nothing: its directory, and the
+    folders made for it (e.g. runs/) where they are still empty."""
+    run_dir.remove()
+    for folder in new_folders:  # the deepest first
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+class LoadedRun(NamedTuple):
+    """A run rebuilt from its directory; unpacks as (config, task, model, trainer)."""
+
+    config: TrainConfig
+    task: Task
+    model: TrainableModel
+    trainer: Trainer
+
+    def predict(self, x, mask=None, batch_size: int = 256) -> torch.Tensor:
+        """Class probabilities (N, outputs, classes) for rows `x` in the task's stored form (images
+        uint8 (N, H, W[, C]), token ids (N, L) with an optional mask, or the bit tasks' inputs); a
+        forecast run's values (N, horizon) for windows x (N, lookback)."""
+        import numpy as np
+
+        from fpt.training.inference import check_rows, predict_probabilities, predict_values, to_batches
+
+        x, mask = np.asarray(x), None if mask is None else np.asarray(mask)
+        check_rows(x, mask, None, self.task, "predict")
+        outputs = predict_values if self.task.spec.regression else predict_probabilities
+        return outputs(self.model, to_batches(self.task, x, mask, eval_batch_for(self.task, batch_size)))
+
+
+def _read_run(run_dir: Path, lock: bool) -> tuple[RunDir, dict, Checkpoint | None]:
+    """A run's directory (locked, to write to it), config and checkpoint (None before the first)."""
+    run = RunDir.existing(run_dir)
+    if lock:
+        run.lock()
+    try:
+        checkpoint = load_checkpoint(run.checkpoint_path) if run.has_checkpoint or not lock else None
+        return run, run.read_config(), checkpoint
+    except BaseException:
+        run.unlock()
+        raise
+
+
+def load_run(
+    run_dir: Path, lock: bool = False, device: str | None = None, world: World = SINGLE, threads: int | None = None
+) -> LoadedRun:
+    """Rebuild a run from its directory and load its checkpoint (`lock`: to train on, see
+    RunDir.lock; `device`: another device than the run's own, e.g. a GPU run continued on a CPU;
+    `threads`: other torch threads than the run's own, e.g. a sweep cell's one scored on more).
+    Ranks of a distributed run get what rank 0 read: only it needs to see the directory."""
+    read: list[RunDir] = []
+
+    def read_on_main() -> tuple[dict, Checkpoint | None]:
+        run, data, checkpoint = _read_run(run_dir, lock)
+        read.append(run)
+        return data, checkpoint
+
+    data, checkpoint = world.agree(read_on_main)
+    run = read[0] if read else None
+    try:
+        config = TrainConfig.from_dict(data, where=str(Path(run_dir) / RunDir.CONFIG))
+        if device is not None:
+            config.device = device
+        if threads is not None:
+            config.threads = threads
+        task, model = build_for_process(config, world)
+        world.check_same("backbone weights", model.weights_hash)
+        trainer = Trainer(model, task, config, run, progress=False, world=world)
+        # resuming a run killed before its first checkpoint starts again at step 0, exactly as it
+        # first did: the model was just built from the same config and seed
+        if checkpoint is not None:
+            trainer.load(checkpoint, Path(run_dir) / RunDir.CHECKPOINT, resuming=lock)
+        if not lock:  # read, not trained on: a --keep-best run's result is its best weights
+            trainer.restore_best()
+    except BaseException:
+        if run is not None:
+            run.unlock()
+        raise
+    return LoadedRun(config, task, model, trainer)
+
+
+def resume(
+    run_dir: Path,
+    steps: int | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, float], None] | None = None,
+    device: str | None = None,
+    ddp_backend: str | None = None,
+    tracker: Tracker | None = None,
+    threads: int | None = None,
+    max_minutes: float | None = None,
+) -> tuple[dict, Path]:
+    """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
+    torchrun with as many ranks as it was trained with), for at most `max_minutes` this time."""
+    if steps is not None and steps < 1:
+        raise FptError(f"--steps must be at least 1, got {steps}")
+    check_max_minutes(max_minutes)
+    return _in_process_group(
+        ddp_backend,
+        lambda world: _resume(run_dir, steps, progress, on_step, device, tracker, world, threads, max_minutes),
+    )
+
+
+def _resume(
+    run_dir: Path,
+    steps: int | None,
+    progress: bool,
+    on_step: Callable[[int, float], None] | None,
+    device: str | None,
+    tracker: Tracker | None,
+    world: World,
+    threads: int | None,
+    max_minutes: float | None = None,
+) -> tuple[dict, Path]:
+    config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world, threads=threads)
+    with _writing(trainer.run_dir, tracker):
+        if steps is not None and steps != config.steps and config.lr_schedule != "constant":
+            raise FptError(
+                f"this run's {config.lr_schedule} schedule decays to 0 at step {config.steps}; --steps "
+                f"{steps} would change its learning rate from here on; train a new run to that length"
+            )
+        if steps is not None and steps < trainer.step:
+            raise FptError(f"this run is at step {trainer.step:,}; --steps {steps} would end it before where it is")
+        if steps is not None:
+            config.steps = steps
+        if trainer.run_dir is not None:
+            if steps is not None:  # only the length: --device and --threads hold for this sitting alone
+                trainer.run_dir.write_config({**trainer.run_dir.read_config(), "steps": steps})
+            kept = trainer.run_dir.truncate_metrics(trainer.step)
+            if trainer.elapsed_before is None:  # a checkpoint from before they held the time: its evaluation's
+                trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
+            trainer.tracker = tracker  # rank 0's alone
+        trainer.progress, trainer.on_step = progress and world.is_main, on_step
+        return trainer.fit(max_minutes), Path(run_dir)
