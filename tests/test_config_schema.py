@@ -9,10 +9,6 @@ import pytest
 
 from fpt.cli import build_parser
 from fpt.core.errors import FptError
-from fpt.models.baselines import MODELS
-from fpt.models.ends import POOLINGS
-from fpt.training.config import MODELS as CONFIG_MODELS
-from fpt.training.config import POOLINGS as CONFIG_POOLINGS
 from fpt.training.config import TrainConfig
 
 
@@ -20,10 +16,6 @@ def _train_help() -> str:
     parser = build_parser()
     (commands,) = [a for a in parser._actions if a.dest == "command"]  # noqa: SLF001  argparse keeps them here
     return commands.choices["train"].format_help()
-
-
-def test_the_choices_config_keeps_as_data_equal_their_owners():
-    assert CONFIG_MODELS == MODELS and CONFIG_POOLINGS == POOLINGS
 
 
 def test_every_option_field_is_an_fpt_train_option_with_its_own_help():

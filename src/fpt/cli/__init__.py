@@ -27,7 +27,7 @@ from fpt.cli.runs import (
 from fpt.cli.sweeps import cmd_reproduce, cmd_sweep
 from fpt.cli.train import cmd_info, cmd_train
 from fpt.core.errors import FptError, StopRequested
-from fpt.core.runtime import PARENT_PID_ENV, die_with_parent
+from fpt.core.runtime import PARENT_PID_ENV, watch_parent
 from fpt.training import distributed
 
 __all__ = ["COMMANDS", "build_parser", "entry", "main"]
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parent = os.environ.pop(PARENT_PID_ENV, None)  # a sweep's cell: dies with its sweep (not passed on)
     if parent and parent.isdigit():
-        die_with_parent(int(parent))
+        watch_parent(int(parent))
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(argv)

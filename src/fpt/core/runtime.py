@@ -192,22 +192,42 @@ def restore_handlers(previous: dict[int, object]) -> None:
 
 # Set for a child process that must not outlive its parent (a sweep's cell): the parent's pid.
 PARENT_PID_ENV = "FPT_DIE_WITH_PARENT"
-_PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent: int) -> None:
-    """SIGTERM this process when `parent` dies, even by kill -9 (a training then stops at its
-    next step with a checkpoint, so a rerun of the sweep resumes it). Linux: the kernel's
-    parent-death signal; elsewhere a thread watching the parent's pid."""
-    libc_name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
-    libc = ctypes.CDLL(libc_name, use_errno=True) if libc_name else None
-    if libc is None or libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+def watch_parent(
+    parent: int,
+    also: int | None = None,
+    poll_s: float = 0.5,
+    say: str | None = None,
+    kill_after_s: float | None = None,
+) -> None:
+    """The one watch of a parent: SIGTERM this process once `parent` is gone (this process re-parented,
+    even after a kill -9) or `also`, a further process to outlive no longer than (a launcher with
+    torchrun's agent between them), is; a training then stops after its step with a checkpoint, so a
+    rerun resumes it. `say`: a line printed first; `kill_after_s`: SIGKILL that long after, for a
+    process that must not linger. A thread polling pids rather than prctl(PR_SET_PDEATHSIG): it works
+    beyond Linux, and it sees a parent that died before the watch began."""
 
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(1.0)
-            os.kill(os.getpid(), signal.SIGTERM)
+    def gone() -> bool:
+        if os.getppid() != parent:
+            return True
+        if also is not None and also != parent:
+            try:
+                os.kill(also, 0)
+            except ProcessLookupError:
+                return True
+            except OSError:  # alive, owned by another user
+                pass
+        return False
 
-        threading.Thread(target=watch, name="fpt-parent-watch", daemon=True).start()
-    if os.getppid() != parent:  # it died before the signal was asked for
+    def watch() -> None:
+        while not gone():
+            time.sleep(poll_s)
+        if say:
+            print(say, file=sys.stderr)
         os.kill(os.getpid(), signal.SIGTERM)
+        if kill_after_s is not None:
+            time.sleep(kill_after_s)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="fpt-parent-watch", daemon=True).start()

@@ -148,7 +148,7 @@ def _run_train(
 ) -> dict | None:
     """The cell's `fpt train` (or `--resume`), its output appended to `log`; None once it
     succeeded, else its failed row, or its stopped row where `stop` was asked for. The child dies
-    with this process (fpt.core.runtime.die_with_parent)."""
+    with this process (fpt.core.runtime.watch_parent)."""
     if _cell_status(run) == "resumable":
         command = ["train", "--resume", str(run.path)]
     elif cell.runs is not None and run.read_metrics():  # the spec's folder is not the sweep's to clear

@@ -7,7 +7,7 @@ stop at once, from their last checkpoints, as a run does when asked twice.
 
 Without this, a Ctrl-C ended the sweep's wait but its thread pool went on to begin every queued
 cell, and a SIGTERM ended the sweep at once, its running cell stopped by the parent-death signal
-(fpt.core.runtime.die_with_parent) with no sitting logged.
+(fpt.core.runtime.watch_parent) with no sitting logged.
 """
 
 from __future__ import annotations

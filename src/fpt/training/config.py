@@ -14,6 +14,8 @@ from fpt.backbones.families import ATTENTIONS
 from fpt.backbones.surgery import AUTO, PRECISION_CHOICES, check_attention, check_dropout_rates, check_precision
 from fpt.core.devices import DEVICE_CHOICES, check_device_name
 from fpt.core.errors import FptError, check_type
+from fpt.models.baselines import MODELS
+from fpt.models.ends import POOLINGS
 from fpt.models.policy import POLICIES, parse_policy
 from fpt.tasks import check_task_option_types, list_tasks, task_option_types
 from fpt.tasks.bucketing import check_bucket_window
@@ -24,13 +26,8 @@ TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile"
 
 
 LR_SCHEDULES = ("constant", "cosine")
-# The names fpt.models.baselines and fpt.models.transformer define, as data here so that this module sits below both
-# (tests/test_config_schema.py keeps them equal): fewer levels for a reader to climb.
-MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched", "linear")
-POOLINGS = ("last", "mean", "flatten")
-LONG_INPUT = (
-    512  # tokens from which attention dropout turns --checkpointing on by default (fpt.training.build.plan_memory)
-)
+# tokens from which attention dropout turns --checkpointing on by default (fpt.training.build.plan_memory)
+LONG_INPUT = 512
 
 # Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what `fpt reproduce` uses.
 # "fast": measured to reach the same accuracy in less wall time on our CPUs (benchmarks/converge.py,

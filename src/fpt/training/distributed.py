@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from typing import Callable, NoReturn, TypeVar
 
@@ -25,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from fpt.core.errors import FptError
-from fpt.core.runtime import usable_cores
+from fpt.core.runtime import usable_cores, watch_parent
 
 T = TypeVar("T")
 
@@ -96,40 +95,22 @@ _guarded = threading.Event()
 def guard_rank(poll_s: float = 0.5) -> None:
     """Tie this rank to its launcher (once per process). The rank leaves the terminal's process group,
     so one Ctrl-C reaches the launcher alone, which forwards one request (see `launch`); and a
-    watchdog thread stops the rank when the launcher dies (kill -9), as SIGTERM would (the step under
-    way finishes, a checkpoint is saved), then kills it ORPHAN_GRACE_S later, so no rank keeps
-    training, or holding the run's lock, without its launcher. Why a thread on the parent's pid
-    rather than prctl(PR_SET_PDEATHSIG): it works beyond Linux and sees a launcher that died before
-    the rank got here."""
+    watch (fpt.core.runtime.watch_parent) stops the rank when the launcher dies (kill -9), as SIGTERM
+    would (the step under way finishes, a checkpoint is saved), then kills it ORPHAN_GRACE_S later, so
+    no rank keeps training, or holding the run's lock, without its launcher."""
     if _guarded.is_set() or "TORCHELASTIC_RUN_ID" not in os.environ:  # a rank started by hand keeps its terminal
         return
     _guarded.set()
     with contextlib.suppress(OSError):  # already a session leader (torch >= 2.5 starts ranks so)
         os.setsid()
-    parent = os.getppid()
     launcher = os.environ.get(LAUNCHER_PID_ENV, "")
-
-    def gone() -> bool:
-        if os.getppid() != parent:  # re-parented: the launcher (or torchrun's agent) is dead
-            return True
-        if launcher.isdigit() and int(launcher) != parent:  # a process between them: watch the launcher too
-            try:
-                os.kill(int(launcher), 0)
-            except ProcessLookupError:
-                return True
-            except OSError:
-                pass
-        return False
-
-    def watch() -> None:
-        while not gone():
-            time.sleep(poll_s)
-        print(f"fpt: rank {os.environ.get('RANK', '?')}: the launcher is gone; stopping as on SIGTERM", file=sys.stderr)
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(ORPHAN_GRACE_S)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="fpt-launcher-watchdog", daemon=True).start()
+    watch_parent(
+        os.getppid(),
+        also=int(launcher) if launcher.isdigit() else None,
+        poll_s=poll_s,
+        say=f"fpt: rank {os.environ.get('RANK', '?')}: the launcher is gone; stopping as on SIGTERM",
+        kill_after_s=ORPHAN_GRACE_S,
+    )
 
 
 @dataclass(frozen=True)
