@@ -4,6 +4,7 @@ only where ../shared/data/ett holds it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,8 @@ GOOD_HEAD = "date,a,b\n2020-01-01 00:00,1,2\n"
             ["column 'b'", "line 3", "'NA'", "fill or drop the gap first"],
         ),
         (GOOD_HEAD + "2020-01-01 01:00,1,inf\n", ["column 'b'", "'inf'", "not a finite number"]),
+        (GOOD_HEAD + "2020-01-01 01:00,1e39,2\n", ["column 'a'", "'1e39' on line 3", "float32", "rescale"]),
+        (GOOD_HEAD + "2020-01-01 01:00,1,-1e300\n", ["column 'b'", "'-1e300' on line 3", "float32"]),
         ("date,a,a\n2020-01-01,1,2\n2020-01-02,3,4\n", ["'a' appears twice", "rename one"]),
         ("date,,b\n2020-01-01,1,2\n2020-01-02,3,4\n", ["column 2 of the header has no name"]),
         ("date;a;b\n2020-01-01;1;2\n", ["separated by ';'", "commas"]),
@@ -141,6 +144,12 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
     raises_naming(lambda: read_series_csv(path, columns=["date", "OT"]), "'date' is the date column")
     raises_naming(lambda: read_series_csv(path, columns=[]), "at least one")
     raises_naming(lambda: read_series_csv(path, date_column="OT", columns=["HUFL"]), "'OT'", "does not parse")
+
+
+def test_a_pipe_is_refused_without_reading_it(tmp_path):
+    fifo = tmp_path / "series.csv"
+    os.mkfifo(fifo)  # opening it to read would block until a writer came
+    raises_naming(lambda: read_series_csv(fifo), fifo, "not a regular file")
 
 
 def test_not_utf8_is_refused(tmp_path):

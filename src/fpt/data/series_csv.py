@@ -69,6 +69,8 @@ def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         raise FptError(f"{path}: no such file; give the path of a CSV file with {FORMAT_HINT}")
     if path.is_dir():
         raise FptError(f"{path} is a folder; give the path of a CSV file inside it")
+    if not path.is_file():  # a FIFO or a device would block the read, or never end
+        raise FptError(f"{path} is not a regular file (a pipe or a device?); save the series to a CSV file first")
     rows, lines = [], []
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: Excel's byte-order mark
@@ -207,7 +209,7 @@ def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int]) ->
     if column is not None:
         bad = np.flatnonzero(~np.isfinite(column))
         if not bad.size:
-            return column
+            return _within_float32(path, name, column, texts, lines)
         k = int(bad[0])
     else:
         k = next(k for k, text in enumerate(texts) if not _is_finite_number(text))
@@ -225,6 +227,22 @@ def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int]) ->
         f"{path}: column {name!r} is not numeric: line {line} holds {text!r}; "
         "fix the value or leave the column out (--columns)"
     )
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _within_float32(path: Path, name: str, column: np.ndarray, texts: list[str], lines: list[int]) -> np.ndarray:
+    """The column, refused where a value is finite here but not in float32, where the model computes
+    (past 3.4e38 it becomes infinite; its square, in the scaler, overflows long before)."""
+    big = np.flatnonzero(np.abs(column) > FLOAT32_MAX)
+    if big.size:
+        k = int(big[0])
+        raise FptError(
+            f"{path}: column {name!r} holds {texts[k].strip()[:20]!r} on line {lines[k]}, beyond float32's range "
+            "(|v| > 3.4e38) the model computes in; rescale the column (e.g. to other units) or drop the row"
+        )
+    return column
 
 
 def _is_number(text: str) -> bool:
