@@ -90,7 +90,10 @@ def test_a_peft_adapter_on_the_base_model_gives_the_runs_logits(tiny_backbones, 
 )
 def test_runs_an_adapter_cannot_express_are_refused_and_export_whole_instead(tiny_gpt2, tmp_path, capsys, extra, why):
     run = _train(tiny_gpt2, tmp_path / "run", *extra)
-    capsys.readouterr()
+    trained = capsys.readouterr().err
+    # a task longer than the pretrained positions is said when training starts, and only then
+    grown = "the task's 140 tokens exceed the 128 positions" in trained and "interpolated, not pretrained" in trained
+    assert grown == ("--n-bits" in extra), trained
     assert main(["export", str(run), "--format", "peft", "--out", str(tmp_path / "peft")]) == 2
     error = capsys.readouterr().err
     assert why in error and "use --format hf" in error and error.count("\n") == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import sys
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
@@ -27,6 +28,21 @@ from fpt.training.distributed import SINGLE, World
 from fpt.training.evaluation import device_of, eval_batch_for
 from fpt.training.loop import Trainer
 from fpt.training.run_dir import RunDir
+
+
+def warn_grown_positions(model: TrainableModel, backbone: str) -> None:
+    """Say, when a run starts, that its inputs are longer than the positions the backbone learned: the
+    rows past them are interpolated (fpt.backbones.surgery.extend_positions), not pretrained."""
+    grown = getattr(model, "extended_positions", None)
+    if grown is not None:
+        published, used = grown
+        print(
+            f"fpt: warning: the task's {used} tokens exceed the {published} positions {backbone} was pretrained "
+            f"on; those past {published} are interpolated, not pretrained (a larger --patch-size or a shorter "
+            "input keeps within them)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def train(
@@ -89,6 +105,8 @@ def _train(
 
     path = world.agree(creatable_path)
     task, model = build_for_process(config, world)
+    if world.is_main:
+        warn_grown_positions(model, config.backbone)
     config.task_options.update(getattr(task, "pinned_options", {}))  # e.g. a forecast's file hash
     world.check_same("backbone weights", model.weights_hash)
     device = device_of(model)
