@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers import ETT_COLUMNS, raises_naming, write_ett_csv
 
+from fpt.core.errors import FptError
 from fpt.data.series_csv import SeriesTable, read_series_csv
 
 SHARED_ETT = Path(__file__).parents[2] / "shared" / "data" / "ett"
@@ -144,6 +145,15 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
     raises_naming(lambda: read_series_csv(path, columns=["date", "OT"]), "'date' is the date column")
     raises_naming(lambda: read_series_csv(path, columns=[]), "at least one")
     raises_naming(lambda: read_series_csv(path, date_column="OT", columns=["HUFL"]), "'OT'", "does not parse")
+
+
+def test_a_bad_cell_is_quoted_in_at_most_a_line_and_the_fix_fits_the_file(tmp_path):
+    path = csv_file(tmp_path, GOOD_HEAD + "2020-01-01 01:00,1," + "x" * 100_000 + "\n")
+    with pytest.raises(FptError) as caught:
+        read_series_csv(path, bad_value_fix="delete the file and fetch it again")
+    message = str(caught.value)
+    assert len(message) < 300 and "100,000 characters" in message and message.endswith("fetch it again")
+    assert "--columns" not in message
 
 
 def test_a_pipe_is_refused_without_reading_it(tmp_path):

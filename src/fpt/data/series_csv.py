@@ -40,11 +40,18 @@ class SeriesTable:
     path: Path
 
 
-def read_series_csv(path: str | Path, date_column: str | None = None, columns: list[str] | None = None) -> SeriesTable:
+def read_series_csv(
+    path: str | Path,
+    date_column: str | None = None,
+    columns: list[str] | None = None,
+    bad_value_fix: str = "fix the value or leave the column out (--columns)",
+) -> SeriesTable:
     """Read a CSV of a date column and numeric columns.
 
     date_column None: the column named "date" (any case), else the first column if all of it
     parses as dates. columns: keep only these (in file order); None keeps every other column.
+    bad_value_fix: what a message about a cell that is not a number tells the user to do (a file
+    fpt downloaded is fetched again, not edited).
     """
     path = user_path(path)
     header, rows, lines = _read_rows(path)
@@ -56,7 +63,7 @@ def read_series_csv(path: str | Path, date_column: str | None = None, columns: l
         dates = _parse_dates(path, header[date_index], [row[date_index] for row in rows], lines)
     values = np.empty((len(rows), len(keep)), dtype=np.float64)
     for j, i in enumerate(keep):
-        values[:, j] = _parse_numbers(path, header[i], [row[i] for row in rows], lines)
+        values[:, j] = _parse_numbers(path, header[i], [row[i] for row in rows], lines, bad_value_fix)
     return SeriesTable(dates, values, [header[i] for i in keep], path)
 
 
@@ -138,7 +145,7 @@ def _date_column(
         k = moments.index(None)
         raise FptError(
             f"{path}: no date column (none is named 'date', and the first, {header[0]!r}, holds "
-            f"{texts[k]!r} on line {lines[k]}); name the date column 'date' in the header "
+            f"{_quoted(texts[k])} on line {lines[k]}); name the date column 'date' in the header "
             "or pass --date-column NAME"
         )
     return 0, _increasing(path, header[0], moments, texts, lines)
@@ -184,7 +191,9 @@ def _parse_dates(path: Path, name: str, texts: list[str], lines: list[int]) -> n
         k = moments.index(None)
         if texts[k].strip().lower() in MISSING:
             raise FptError(f"{path}: line {lines[k]} has no date in column {name!r}; fill or drop the gap first")
-        raise FptError(f"{path}: line {lines[k]}: date {texts[k]!r} in column {name!r} does not parse; {DATE_HINT}")
+        raise FptError(
+            f"{path}: line {lines[k]}: date {_quoted(texts[k])} in column {name!r} does not parse; {DATE_HINT}"
+        )
     return _increasing(path, name, moments, texts, lines)
 
 
@@ -195,13 +204,13 @@ def _increasing(path: Path, name: str, moments: list[datetime], texts: list[str]
     if back.size:
         k = int(back[0]) + 1
         raise FptError(
-            f"{path}: line {lines[k]}: date {texts[k]!r} in column {name!r} is not after "
-            f"{texts[k - 1]!r} on line {lines[k - 1]}; sort the rows by date and drop repeated times"
+            f"{path}: line {lines[k]}: date {_quoted(texts[k])} in column {name!r} is not after "
+            f"{_quoted(texts[k - 1])} on line {lines[k - 1]}; sort the rows by date and drop repeated times"
         )
     return dates
 
 
-def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int]) -> np.ndarray:
+def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int], fix: str) -> np.ndarray:
     try:  # Python's float() for every cell: the same rules here as in the search for a bad cell below
         column = np.fromiter(map(float, texts), dtype=np.float64, count=len(texts))
     except ValueError:
@@ -215,18 +224,16 @@ def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int]) ->
         k = next(k for k, text in enumerate(texts) if not _is_finite_number(text))
     text, line = texts[k], lines[k]
     if text.strip().lower() in MISSING:
-        cell = "an empty cell" if not text.strip() else repr(text)
+        cell = "an empty cell" if not text.strip() else _quoted(text)
         raise FptError(
             f"{path}: column {name!r} has a missing value on line {line} ({cell}); fill or drop the gap first"
         )
     if _is_number(text):  # inf, -inf
         raise FptError(
-            f"{path}: column {name!r} holds {text!r} on line {line}, not a finite number; replace it or drop the row"
+            f"{path}: column {name!r} holds {_quoted(text)} on line {line}, not a finite number; "
+            "replace it or drop the row"
         )
-    raise FptError(
-        f"{path}: column {name!r} is not numeric: line {line} holds {text!r}; "
-        "fix the value or leave the column out (--columns)"
-    )
+    raise FptError(f"{path}: column {name!r} is not numeric: line {line} holds {_quoted(text)}; {fix}")
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -243,6 +250,11 @@ def _within_float32(path: Path, name: str, column: np.ndarray, texts: list[str],
             "(|v| > 3.4e38) the model computes in; rescale the column (e.g. to other units) or drop the row"
         )
     return column
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    """A cell as a message quotes it: at most `limit` characters of it (a cell can be megabytes)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def _is_number(text: str) -> bool:

@@ -269,7 +269,7 @@ def ett(
             f"no {dataset}.csv in {folder}: run `fpt data get ett` or pass --data-dir DIR holding it", kind=MISSING_DATA
         )
     digest = check_unchanged(path, sha256)
-    table = read_series_csv(path)
+    table = read_series_csv(path, bad_value_fix="delete the file and fetch it again with `fpt data get ett`")
     return build_forecast(f"ett:{dataset}", table, lookback, horizon, patch_size, patch_stride, ett=True, sha256=digest)
 
 
