@@ -9,11 +9,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTROLS_CHART = "benchmarks/results/controls/controls.png"  # readme_tables.CONTROLS_CHART
+CONTROLS_CHART = "benchmarks/results/controls/controls.png"  # tablegen.controls.CONTROLS_CHART
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +24,13 @@ def readme_tables():
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def tablegen(readme_tables):
+    """The table families (benchmarks/tablegen/), importable once readme_tables.py has put its folder on sys.path."""
+    names = ("common", "controls", "headline", "precision", "time_series")
+    return SimpleNamespace(**{name: importlib.import_module(f"tablegen.{name}") for name in names})
 
 
 @pytest.fixture(scope="module")
@@ -85,30 +93,26 @@ def test_writing_refuses_while_a_run_it_may_quote_is_untracked(readme_tables, tm
     assert (tmp_path / "README.md").read_text() == "unchanged"
 
 
-def test_a_probe_shuffled_score_counts_only_at_the_run_last_step(readme_tables, tmp_path):
-    from types import SimpleNamespace
-
+def test_a_probe_shuffled_score_counts_only_at_the_run_last_step(tablegen, tmp_path):
     run = SimpleNamespace(path=tmp_path, split="test", steps=1000)
-    assert readme_tables._shuffled_evaluation(run) is None  # never scored on shuffled tokens
+    assert tablegen.controls._shuffled_evaluation(run) is None  # never scored on shuffled tokens
     scored = {"shuffled": {"splits": {"test": {"accuracy": 0.25}}}}
     (tmp_path / "evaluation.json").write_text(json.dumps({**scored, "step": 1000}))
-    assert readme_tables._shuffled_evaluation(run) == 25.0
+    assert tablegen.controls._shuffled_evaluation(run) == 25.0
     (tmp_path / "evaluation.json").write_text(json.dumps({**scored, "step": 500}))  # an earlier checkpoint's
-    assert readme_tables._shuffled_evaluation(run) is None
+    assert tablegen.controls._shuffled_evaluation(run) is None
 
 
-def test_a_head_probe_that_differs_from_its_none_run_beyond_the_head_is_refused(readme_tables, tmp_path):
-    from types import SimpleNamespace
-
+def test_a_head_probe_that_differs_from_its_none_run_beyond_the_head_is_refused(tablegen, tmp_path):
     config = {"task": "mnist", "seed": 0, "steps": 13000, "pooling": "last", "threads": 1}
     runs = {}
     for name, changes in {"none": {}, "probe": {"pooling": "flatten", "threads": None}, "longer": {"steps": 9}}.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({**config, **changes}))
         runs[name] = SimpleNamespace(path=tmp_path / name, seed=0)
-    readme_tables._check_probe(runs["probe"], [runs["none"]])  # the head and threads alone: accepted
+    tablegen.controls._check_probe(runs["probe"], [runs["none"]])  # the head and threads alone: accepted
     with pytest.raises(SystemExit, match="differs from .*none in steps"):
-        readme_tables._check_probe(runs["longer"], [runs["none"]])
+        tablegen.controls._check_probe(runs["longer"], [runs["none"]])
 
 
 def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
@@ -137,8 +141,10 @@ def _copy_tree(tmp_path: Path, charts: bool = True) -> Path:
     return tmp_path
 
 
-def test_the_controls_chart_is_drawn_with_its_table_and_the_check_names_it_missing(readme_tables, tmp_path, capsys):
-    assert readme_tables.CONTROLS_CHART == CONTROLS_CHART
+def test_the_controls_chart_is_drawn_with_its_table_and_the_check_names_it_missing(
+    readme_tables, tablegen, tmp_path, capsys
+):
+    assert tablegen.controls.CONTROLS_CHART == CONTROLS_CHART
     root = _copy_tree(tmp_path, charts=False)
     assert readme_tables.main(["--check", "--root", str(root)]) == 1  # the table links a picture not there
     assert f"{CONTROLS_CHART}: missing; the controls table shows it" in capsys.readouterr().err
@@ -199,9 +205,9 @@ def test_the_speed_table_divides_the_medians_it_shows(rendered):
     assert "| 757 ms | 1.06x |" in row
 
 
-def test_time_to_accuracy_is_the_first_held_out_step_at_the_threshold_times_the_idle_median(readme_tables, rendered):
+def test_time_to_accuracy_is_the_first_held_out_step_at_the_threshold_times_the_idle_median(tablegen, rendered):
     # Bit Memory fp32, seed 0: held-out 98.71% at step 600, 99.40% at 700, so 700 steps to 99%
-    record = readme_tables._json(readme_tables.RESULTS / "int8" / "fast_recipe_steps_zen4.json")
+    record = tablegen.common._json(tablegen.common.RESULTS / "int8" / "fast_recipe_steps_zen4.json")
     step_ms = next(r["wall_ms"] for r in record["rows"] if (r["task"], r["variant"]) == ("bit-memory-fast", "fp32"))
     rows = [line for line in rendered["time-to-accuracy"].splitlines() if line.endswith("VNNI), 2 threads |")]
     row = next(line for line in rows if line.startswith("| Bit Memory (99%) | `fp32`"))
@@ -210,7 +216,7 @@ def test_time_to_accuracy_is_the_first_held_out_step_at_the_threshold_times_the_
     assert "| not in 5,000 |" in next(line for line in rows if "| `bf16` | 0 |" in line and "4x4" in line)
 
 
-def test_time_to_accuracy_counts_a_tie_and_never_a_test_record(readme_tables):
+def test_time_to_accuracy_counts_a_tie_and_never_a_test_record(tablegen):
     records = [
         {"step": 100, "split": "val[:2000]", "accuracy": 0.97},
         {"step": 150, "split": "test", "accuracy": 0.99},
@@ -218,24 +224,24 @@ def test_time_to_accuracy_counts_a_tie_and_never_a_test_record(readme_tables):
         {"step": 300, "split": "val[:2000]", "accuracy": 0.98},
         {"step": 400, "split": "val", "accuracy": 0.985},
     ]
-    assert readme_tables.first_step_at(records, 0.98) == 300
-    assert readme_tables.first_step_at(records, 0.985) == 400
-    assert readme_tables.first_step_at(records, 0.99) is None
-    assert readme_tables.first_step_at(records[:1], 0.97) == 100
+    assert tablegen.precision.first_step_at(records, 0.98) == 300
+    assert tablegen.precision.first_step_at(records, 0.985) == 400
+    assert tablegen.precision.first_step_at(records, 0.99) is None
+    assert tablegen.precision.first_step_at(records[:1], 0.97) == 100
 
 
-def test_a_forecast_average_weighs_each_horizon_once_and_waits_for_all_four(readme_tables):
+def test_a_forecast_average_weighs_each_horizon_once_and_waits_for_all_four(tablegen):
     def runs(*mses: float) -> list[dict]:
         return [{"test": {"test": {"mse": mse, "mae": mse / 2}}} for mse in mses]
 
     # H=96's three seeds average to 0.3 first, so it counts once beside the other horizons' one seed
-    assert readme_tables._average_cell([runs(0.2, 0.3, 0.4), runs(0.5), runs(0.6), runs(0.8)]) == "0.550 / 0.275"
-    assert readme_tables._average_cell([runs(0.2), runs(0.5), runs(0.6), []]) == "-"
-    assert readme_tables._average_cell([runs(0.2), runs(0.5), runs(0.6), [{"test": None}]]) == "-"
+    assert tablegen.time_series._average_cell([runs(0.2, 0.3, 0.4), runs(0.5), runs(0.6), runs(0.8)]) == "0.550 / 0.275"
+    assert tablegen.time_series._average_cell([runs(0.2), runs(0.5), runs(0.6), []]) == "-"
+    assert tablegen.time_series._average_cell([runs(0.2), runs(0.5), runs(0.6), [{"test": None}]]) == "-"
 
 
-def test_a_headline_average_reads_every_seed_of_every_horizon_and_names_them(readme_tables, tmp_path, monkeypatch):
-    monkeypatch.setattr(readme_tables, "RESULTS", tmp_path)
+def test_a_headline_average_reads_every_seed_of_every_horizon_and_names_them(tablegen, tmp_path, monkeypatch):
+    monkeypatch.setattr(tablegen.time_series, "RESULTS", tmp_path)  # where the horizons' run folders are looked up
 
     def run(h: int, seed: int, mse: float | None) -> None:
         folder = tmp_path / f"fc/ETTh1-h{h}-seed{seed}"
@@ -244,13 +250,13 @@ def test_a_headline_average_reads_every_seed_of_every_horizon_and_names_them(rea
         if mse is not None:  # None: a run not finished, no summary.json
             (folder / "summary.json").write_text(json.dumps({"test": {"test": {"mse": mse, "mae": mse}}}))
 
-    row = readme_tables.Headline("ETTh1", "DLinear", (), average_of="fc/ETTh1-h{h}")
+    row = tablegen.headline.Headline("ETTh1", "DLinear", (), average_of="fc/ETTh1-h{h}")
     for h, seed, mse in ((96, 0, 0.2), (96, 1, 0.4), (192, 0, 0.5), (336, 0, 0.6), (720, 0, None)):
         run(h, seed, mse)
-    cells = readme_tables._average_headline(row)
+    cells = tablegen.headline._average_headline(row)
     assert cells[2] == "0.423 / 0.437 (One Fits All DLinear)"
     assert cells[3] == "- (seeds per horizon: 2, 1, 1, 0)"  # no average until H=720 has a finished run
     assert cells[5] == "`fc/ETTh1-h{96,192,336,720}-seed*`"
     (tmp_path / "fc/ETTh1-h720-seed0/summary.json").write_text('{"test": {"test": {"mse": 0.9, "mae": 0.9}}}')
     # each horizon's seeds first: (0.3 + 0.5 + 0.6 + 0.9) / 4 (the five runs pooled would give 0.52)
-    assert readme_tables._average_headline(row)[3] == "0.575 / 0.575 (seeds per horizon: 2, 1, 1, 1)"
+    assert tablegen.headline._average_headline(row)[3] == "0.575 / 0.575 (seeds per horizon: 2, 1, 1, 1)"
