@@ -47,7 +47,7 @@ def test_a_full_disk_while_checkpointing_keeps_the_last_good_checkpoint(tiny_gpt
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("fpt.training.checkpoint.save_file", full)
+    monkeypatch.setattr("safetensors.torch.save_file", full)
     with pytest.raises(FptError, match="No space left on device.*step 2 is kept"):
         training.resume(out, steps=4, progress=False)
     assert (out / RunDir.CHECKPOINT).read_bytes() == before
@@ -58,3 +58,32 @@ def test_a_closed_stdout_is_not_a_traceback():
     code = f"{sys.executable} -m fpt backbones | head -1"
     result = subprocess.run(code, shell=True, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.stdout.startswith("name") and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_refused_write_names_the_file_asked_for_and_leaves_nothing(tmp_path, monkeypatch):
+    import safetensors.torch
+    import torch
+    from safetensors import SafetensorError
+
+    from fpt.core.paths import atomic_write, save_safetensors
+
+    def refused(tmp):
+        raise OSError(28, "No space left on device", str(tmp))
+
+    with pytest.raises(OSError) as caught:
+        atomic_write(tmp_path / "out.csv", refused)
+    assert caught.value.filename == str(tmp_path / "out.csv") and "No space" in caught.value.strerror
+    assert not list(tmp_path.iterdir())  # no temporary file left behind
+
+    def too_large(tensors, filename, metadata=None):  # what safetensors raises under a file-size limit
+        open(filename, "wb").close()
+        raise SafetensorError("Error while serializing: I/O error: File too large (os error 27)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", too_large)
+    (tmp_path / "checkpoint.safetensors").write_bytes(b"the last good one")
+    with pytest.raises(OSError) as caught:
+        save_safetensors(tmp_path / "checkpoint.safetensors", {"w": torch.zeros(2)}, {"format": "pt"})
+    assert caught.value.filename == str(tmp_path / "checkpoint.safetensors")
+    assert caught.value.strerror == "File too large (os error 27)"
+    assert (tmp_path / "checkpoint.safetensors").read_bytes() == b"the last good one"
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.safetensors"]

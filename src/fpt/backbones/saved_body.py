@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from fpt.core.errors import MISSING_BIT_BACKBONE, FptError
-from fpt.core.paths import atomic_write, cache_dir
+from fpt.core.paths import cache_dir, save_safetensors
 
 EXPORT_FORMAT = "fpt-backbone-1"
 
@@ -31,10 +31,9 @@ def bit_backbone_recipe(name: str) -> str:
 
 def export_backbone(model: nn.Module, path: Path, metadata: dict[str, str]) -> None:
     """Write a backbone body's weights (fp32) as safetensors, atomically."""
-    from safetensors.torch import save_file
 
     tensors = {k: v.detach().float().contiguous() for k, v in model.state_dict().items() if v.is_floating_point()}
-    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": EXPORT_FORMAT, **metadata}))
+    save_safetensors(path, tensors, {"format": EXPORT_FORMAT, **metadata})
 
 
 @torch.no_grad()

@@ -81,10 +81,32 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as exc:  # name the file asked for, not the hidden temporary one the system refused
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def save_safetensors(path: str | Path, tensors: dict, metadata: dict[str, str]) -> Path:
+    """safetensors' save_file, atomically (`atomic_write`); a write the system refuses (a full disk, a
+    file-size limit) is an OSError naming `path` and its cause, as every other write's is: safetensors
+    raises its own error type for it, which would end in a traceback."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    def write(tmp: Path) -> None:
+        try:
+            save_file(tensors, str(tmp), metadata=metadata)
+        except SafetensorError as exc:
+            if "I/O error" not in str(exc):
+                raise
+            cause = str(exc).split("I/O error:", 1)[1].strip()
+            raise OSError(None, cause, str(tmp)) from None
+
+    return atomic_write(path, write)
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -21,7 +21,7 @@ from fpt.backbones.control_bodies import BACKBONE, ControlBody, control_groups
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.core.errors import FptError
 from fpt.core.jsonfile import read_json_object
-from fpt.core.paths import atomic_write, write_json
+from fpt.core.paths import save_safetensors, write_json
 from fpt.models.ends import (
     POOLINGS,
     InputEmbedder,
@@ -129,7 +129,6 @@ class FrozenPretrainedTransformer(nn.Module):
     def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> Path:
         """Write the whole model into `directory`: config.json (the backbone's Hugging Face config,
         `settings()` and `extra` under "fpt") and model.safetensors (every weight), each atomically."""
-        from safetensors.torch import save_file
 
         directory = Path(directory)
         if self.backbone_info.body != BACKBONE:
@@ -140,9 +139,7 @@ class FrozenPretrainedTransformer(nn.Module):
         config = json.loads(self.backbone.config.to_json_string(use_diff=False))
         config["fpt"] = {**self.settings(), **(extra or {})}
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        atomic_write(
-            directory / WEIGHTS_NAME, lambda tmp: save_file(tensors, str(tmp), metadata={"format": PRETRAINED_FORMAT})
-        )
+        save_safetensors(directory / WEIGHTS_NAME, tensors, {"format": PRETRAINED_FORMAT})
         write_json(directory / CONFIG_NAME, config)
         return directory
 

@@ -31,7 +31,7 @@ from fpt.backbones.surgery import attention_switch, compute_dtype, is_norm
 from fpt.backbones.vit import ViTBody
 from fpt.core.errors import FptError, require
 from fpt.core.jsonfile import read_json_object
-from fpt.core.paths import atomic_write, remove_stale_temporaries, temporary_name, write_json
+from fpt.core.paths import remove_stale_temporaries, save_safetensors, temporary_name, write_json
 from fpt.core.scores import reported
 from fpt.models.ends import InputEmbedder, OutputHead
 from fpt.models.transformer import (
@@ -128,7 +128,6 @@ def _write_peft(model: FrozenPretrainedTransformer, directory: Path, extra: dict
 
     Wraps the model's body in place: the model is not used afterwards."""
     peft = require("peft", PEFT_PIP)
-    from safetensors.torch import save_file
 
     body = model.backbone
     norms = [name for name, module in body.named_modules() if is_norm(module)]
@@ -147,7 +146,7 @@ def _write_peft(model: FrozenPretrainedTransformer, directory: Path, extra: dict
     layers = {
         k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k.startswith(("embedder.", "head."))
     }
-    atomic_write(directory / PEFT_LAYERS, lambda tmp: save_file(layers, str(tmp), metadata={"format": PEFT_FORMAT}))
+    save_safetensors(directory / PEFT_LAYERS, layers, {"format": PEFT_FORMAT})
     base = body.config.name_or_path or model.weights_name
     write_json(
         directory / PEFT_SETTINGS,

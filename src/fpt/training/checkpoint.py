@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from fpt.core.errors import FptError
-from fpt.core.paths import atomic_write
+from fpt.core.paths import save_safetensors
 
 FORMAT = "fpt-checkpoint-1"
 
@@ -133,7 +133,7 @@ def save_checkpoint(
         metadata["best"] = json.dumps(
             {"step": best.step, "result": best.result, "evaluations_since": best.evaluations_since}, allow_nan=False
         )
-    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+    save_safetensors(path, tensors, metadata)
 
 
 def _read_header(path: Path) -> dict[str, str]:
