@@ -20,6 +20,7 @@ LEVELS = {
     "backbones": 2,
     "tasks": 2,
     "models": 3,
+    "reference": 3,  # the field's reference methods (statsforecast, Naive2) run beside fpt, scored by tasks' metrics
     "tracking": 4,
     "training": 5,
     "serve": 6,

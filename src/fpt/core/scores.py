@@ -41,11 +41,26 @@ def places(metric: str, values: list[float]) -> int:
     return 2 if any(v < 100 and round(v, 1) >= 100 for v in values) else 1
 
 
+SERIES_METRICS = ("smape", "mase", "owa")  # a collection of series, in its own units (fpt.tasks.forecast_metrics)
+
+
 def describe(result: dict) -> str:
-    """ "accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result."""
+    """ "accuracy 0.9876" or "MSE 0.3821, MAE 0.4012", as evaluation lines print a result; a collection
+    of series adds its sMAPE, MASE and OWA ("; sMAPE 13.91, MASE 0.873, OWA 0.901")."""
     if is_regression(result):
-        return f"MSE {result['mse']:.4f}, MAE {result['mae']:.4f}"
+        text = f"MSE {result['mse']:.4f}, MAE {result['mae']:.4f}"
+        if "smape" in result:
+            text += f"; {describe_series(result)}"
+        return text
     return f"accuracy {result['accuracy']:.4f}"
+
+
+def describe_series(result: dict) -> str:
+    """ "sMAPE 13.91, MASE 0.873, OWA 0.901": a collection's scores in its series' own units."""
+    parts = [f"sMAPE {result['smape']:.2f}", f"MASE {result['mase']:.3f}"]
+    if result.get("owa") is not None:
+        parts.append(f"OWA {result['owa']:.3f}")
+    return ", ".join(parts)
 
 
 def reached(result: dict, target_accuracy: float | None, target_mse: float | None) -> bool:

@@ -344,6 +344,10 @@ def predict_forecast(model, task: Task, source: Path, out: Path, batch_size: int
     anything else is read as windows (an .npz with x and optional y)."""
     from fpt.core.scores import describe
 
+    if hasattr(unwrapped(task), "collection"):  # a run over many series: each continued past its end
+        from fpt.serve.future import predict_future
+
+        return predict_future(model, unwrapped(task), source, out)
     horizon = unwrapped(task).notes["horizon"]
     if source.suffix.lower() == ".csv":
         forecast = forecast_csv(model, task, source)

@@ -1,7 +1,7 @@
 """Tasks: the contract (base), dataset machinery (arrays), one module per family of tasks, length
 bucketing (bucketing) and the registry (registry); importing this package registers every task."""
 
-from fpt.tasks import bits, forecasting, images, sequences, ucr  # noqa: F401  (each module registers its tasks)
+from fpt.tasks import bits, collections, forecasting, images, sequences, ucr  # noqa: F401  (each module registers its tasks)
 from fpt.tasks.base import Batch, Task, TaskSpec
 from fpt.tasks.registry import (
     TASK_OPTIONS,

@@ -29,13 +29,19 @@ OPTION_HELP: dict[str, str] = {
     "mnist: shifts; fashion-mnist: shifts and mirroring)",
     "test_path": "npz: a second file used as the test split",
     "heldout_fraction": "npz without --test-path: share of the file held out",
-    "dataset": "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2",
+    "dataset": "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2; "
+    "m3: yearly, quarterly, monthly or other; m1, tourism: yearly, quarterly or monthly",
     "znorm": "ucr: z-normalise each series per channel",
     "lookback": "forecasts: time steps of input (ETTh: 336, One Fits All's)",
-    "horizon": "forecasts: time steps predicted (the published tables: 96, 192, 336, 720)",
+    "horizon": "forecasts: time steps predicted (the published tables: 96, 192, 336, 720); panel: required "
+    "(m1, m3, tourism: the competition's own)",
     "patch_stride": "forecasts: time steps between the starts of two patches (default 8)",
     "date_column": "forecast:FILE.csv: the column of dates (default: one named date, else the first)",
     "columns": "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)",
+    "id_column": "panel:FILE: the column naming each series (default unique_id)",
+    "time_column": "panel:FILE: the column of timestamps (default ds)",
+    "value_column": "panel:FILE: the column of values (default y)",
+    "freq": "panel:FILE: the series' pandas frequency (MS, QS, D, h; default: inferred)",
     "val_size": "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
     "and evaluate on it while training (choose settings there, not on test)",
 }
@@ -127,8 +133,8 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
-PATH_PREFIXES = ("npz", "forecast")  # --task PREFIX:PATH is that task reading PATH
-DATASET_PREFIXES = ("ett", "ucr")  # --task PREFIX:NAME is that task's dataset NAME
+PATH_PREFIXES = ("npz", "forecast", "panel")  # --task PREFIX:PATH is that task reading PATH
+DATASET_PREFIXES = ("ett", "ucr", "m1", "m3", "tourism")  # --task PREFIX:NAME is that task's dataset NAME
 
 
 def _registered_name(name: str, options: dict) -> tuple[str, dict]:

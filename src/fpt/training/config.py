@@ -158,6 +158,12 @@ class TrainConfig:
     patience: int | None = option(
         help="with --keep-best: stop once this many evaluations in a row have not beaten the best"
     )
+    baselines: bool = option(
+        True,
+        "once the test split is scored, the field's reference methods on the same split, through the same metric "
+        "code, printed and recorded beside fpt's score (a collection of series: Naive, SeasonalNaive, Naive2, "
+        "Theta, AutoETS from statsforecast); --no-baselines skips them",
+    )
     seed: int = option(0, "seeds the new layers, the batches and dropout", group="model")
     # a function of the step alone: a resumed run needs no scheduler state
     lr_schedule: str = option("constant", "cosine: to 0 at --steps, after --warmup-steps", LR_SCHEDULES)

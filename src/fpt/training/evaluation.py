@@ -87,8 +87,15 @@ def evaluate(
     def split_name() -> str:
         return (split or task.eval_split) + (spread[1] if spread else f"[:{limit}]" if cut else "")
 
-    score = _evaluate_values if task.spec.regression else _evaluate_labels
-    scores = score(model, batches, world, task.spec.num_classes, confusion)
+    if task.spec.regression:
+        # a collection of series is also scored in its series' own units (sMAPE, MASE, OWA), on the whole
+        # split from one process (the forecasts must be gathered in order: not on a subset, not across ranks)
+        per_series = hasattr(task, "series_scores") and spread is None and limit is None and not world.distributed
+        scores, kept = _evaluate_values(model, batches, world, keep=per_series)
+        if per_series:
+            scores.update(task.series_scores(split or task.eval_split, torch.cat(kept)))
+    else:
+        scores = _evaluate_labels(model, batches, world, task.spec.num_classes, confusion)
     return {"split": split_name(), **scores}  # named once the batches are drawn
 
 
@@ -143,18 +150,25 @@ def _evaluate_labels(model: TrainableModel, batches: Iterator[Batch], world: Wor
     return result
 
 
-def _evaluate_values(model: TrainableModel, batches: Iterator[Batch], world: World, *_) -> dict:
+def _evaluate_values(
+    model: TrainableModel, batches: Iterator[Batch], world: World, keep: bool = False
+) -> tuple[dict, list[torch.Tensor]]:
     """A regression task's split: mean squared and absolute error over every predicted value of
-    every example (a forecast's every step of every window; no batch dropped). The loss is the MSE."""
+    every example (a forecast's every step of every window; no batch dropped). The loss is the MSE.
+    With `keep`, also the predictions, batch by batch, on the CPU."""
     was_training = model.training
     model.eval()
     device = device_of(model)
     squared, absolute, values, examples = 0.0, 0.0, 0, 0
+    kept = []
     for index, batch in enumerate(batches):
         if index % world.size != world.rank:
             continue
         batch = batch.to(device)
-        error = model(batch.x, batch.mask).reshape(batch.y.shape).double() - batch.y.double()
+        predicted = model(batch.x, batch.mask).reshape(batch.y.shape).double()
+        if keep:
+            kept.append(predicted.cpu())
+        error = predicted - batch.y.double()
         squared += error.square().sum().item()
         absolute += error.abs().sum().item()
         values += batch.y.numel()
@@ -166,7 +180,7 @@ def _evaluate_values(model: TrainableModel, batches: Iterator[Batch], world: Wor
         ).tolist()
         squared, absolute, values, examples = totals[0], totals[1], round(totals[2]), round(totals[3])
     mse = squared / values
-    return {"loss": mse, "mse": mse, "mae": absolute / values, "examples": examples}
+    return {"loss": mse, "mse": mse, "mae": absolute / values, "examples": examples}, kept
 
 
 @torch.inference_mode()

@@ -30,6 +30,26 @@ from fpt.training.loop import Trainer
 from fpt.training.run_dir import RunDir
 
 
+def say_task_choices(task: Task) -> None:
+    """Say, when a run starts, what the task chose from the data where no option set it (a collection's
+    look-back and patches) and what it left out (series too short), so neither is a surprise later."""
+    notes = getattr(task, "notes", {})
+    if notes.get("chosen_from_data"):
+        print(
+            f"{task.name}: {notes['chosen_from_data']} (chosen from the data; --lookback, --patch-size and "
+            "--patch-stride set them)",
+            flush=True,
+        )
+    skipped = notes.get("skipped")
+    if skipped:
+        print(
+            f"fpt: warning: {task.name}: {skipped['count']} series shorter than {skipped['min_length']} observations "
+            f"left out (first: {', '.join(map(str, skipped['ids']))})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def warn_grown_positions(model: TrainableModel, backbone: str) -> None:
     """Say, when a run starts, that its inputs are longer than the positions the backbone learned: the
     rows past them are interpolated (fpt.backbones.surgery.extend_positions), not pretrained."""
@@ -106,6 +126,7 @@ def _train(
     path = world.agree(creatable_path)
     task, model = build_for_process(config, world)
     if world.is_main:
+        say_task_choices(task)
         warn_grown_positions(model, config.backbone)
     config.task_options.update(getattr(task, "pinned_options", {}))  # e.g. a forecast's file hash
     world.check_same("backbone weights", model.weights_hash)
@@ -123,11 +144,26 @@ def _train(
                 run_dir.write_config(dataclasses.asdict(config))
             tracked = tracker if world.is_main else None
             trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracked)
-            return trainer.fit(max_minutes), path
+            return _with_baselines(trainer, trainer.fit(max_minutes)), path
         except Exception:
             if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
                 _remove_run(run_dir, new_folders)
             raise
+
+
+def _with_baselines(trainer: Trainer, summary: dict) -> dict:
+    """The summary with the reference methods' scores on its test split beside fpt's (rank 0, where the
+    run asks for them and the task has any: fpt.training.reference_scores), written to summary.json too."""
+    if not (trainer.config.baselines and trainer.world.is_main and summary.get("test")):
+        return summary
+    from fpt.training.reference_scores import baseline_scores
+
+    beside = baseline_scores(trainer.task, summary)
+    if beside is not None:
+        summary["baselines"] = beside
+        if trainer.run_dir is not None:
+            trainer.run_dir.write_summary(summary)
+    return summary
 
 
 @contextlib.contextmanager
@@ -276,4 +312,4 @@ def _resume(
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
             trainer.tracker = tracker  # rank 0's alone
         trainer.progress, trainer.on_step = progress and world.is_main, on_step
-        return trainer.fit(max_minutes), Path(run_dir)
+        return _with_baselines(trainer, trainer.fit(max_minutes)), Path(run_dir)

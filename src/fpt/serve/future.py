@@ -1,0 +1,118 @@
+"""`fpt predict RUN --input TABLE` of a run over a long-format table (`--task panel:FILE`): the
+`horizon` steps after every series' last observation, in the series' own units and on its own
+calendar (each date continued at the table's frequency, a month at a time for a monthly table, not
+in steps of 31 days), written as a long-format table of its own (unique_id, ds, fpt) with a picture
+of the history's tail and the forecast of the first series.
+
+The table is read as the run's was (fpt.data.panel.read_panel, the run's column names and
+frequency); each look-back is scaled on itself, as in training (fpt.tasks.collections)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fpt.core.errors import FptError
+from fpt.core.paths import atomic_write
+from fpt.tasks.base import Batch
+from fpt.training.inference import predict_values
+
+PLOTTED = 4  # series drawn in the picture beside the table
+
+
+def future_forecasts(model, task, source: Path) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
+    """(the table read as a SeriesCollection, each series' forecast (horizon,), each series' forecast
+    dates or steps)."""
+    from fpt.data.panel import read_panel
+    from fpt.tasks.collections import window_scale
+
+    notes = task.notes
+    columns = notes.get("panel_columns")
+    if columns is None:
+        raise FptError(
+            f"{task.name} is a competition: its future is its test split, scored by `fpt evaluate RUN --splits test`"
+        )
+    horizon, lookback = notes["horizon"], notes["lookback"]
+    table = read_panel(source, horizon, freq=notes.get("freq"), min_length=horizon + 1, **columns)
+    x = torch.empty(len(table), lookback, dtype=torch.float64)
+    for row, history in enumerate(table.history):  # the last look-back of each series, padded as in training
+        values = torch.from_numpy(history[-lookback:])
+        x[row, : lookback - len(values)] = values[0]
+        x[row, lookback - len(values) :] = values
+    mean, scale = window_scale(x)
+    batches = [((x[i : i + 256] - mean[i : i + 256]) / scale[i : i + 256]).float() for i in range(0, len(x), 256)]
+    scaled = predict_values(model, [Batch(b, torch.zeros(0)) for b in batches]).double()
+    forecasts = list((scaled * scale + mean).numpy())
+    return table, forecasts, [_future_stamps(table, i, horizon) for i in range(len(table))]
+
+
+def _future_stamps(table, i: int, horizon: int) -> np.ndarray:
+    """The `horizon` stamps after series i's last: dates at the table's frequency (pandas' calendar
+    arithmetic: month ends stay month ends), or the integer steps after the last."""
+    if table.dates is None:
+        return np.arange(len(table.history[i]), len(table.history[i]) + horizon)
+    import pandas as pd
+
+    last = pd.Timestamp(table.dates[i][-1])
+    return pd.date_range(last, periods=horizon + 1, freq=table.freq)[1:].to_numpy()
+
+
+def write_future(out: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray]) -> Path:
+    """A long-format CSV: unique_id, ds, fpt (the forecast), one row per series and step."""
+    lines = ["unique_id,ds,fpt"]
+    for series, values, when in zip(table.ids, forecasts, stamps):
+        texts = (
+            [str(w) for w in when] if table.dates is None else list(np.datetime_as_string(when.astype("datetime64[s]")))
+        )
+        lines += [f"{series},{t.replace('T00:00:00', '').replace('T', ' ')},{v:.7g}" for t, v in zip(texts, values)]
+    if out.suffix.lower() != ".csv":
+        raise FptError(f"--out {out}: the future of a table of series is written as a long-format .csv")
+    return atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+
+
+def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray]) -> Path:
+    """The last few seasons of the first series and their forecasts, in their units and dates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = min(PLOTTED, len(table))
+    figure, axes = plt.subplots(shown, 1, figsize=(8, 2.2 * shown), squeeze=False)
+    for axis, i in zip(axes[:, 0], range(shown)):
+        tail = max(len(forecasts[i]) * 4, 24)
+        history = table.history[i][-tail:]
+        when = np.arange(len(table.history[i]))[-tail:] if table.dates is None else table.dates[i][-tail:]
+        axis.plot(when, history, color="0.3", linewidth=1, label="history")
+        # the forecast drawn on from the last observation, so the eye follows one line
+        axis.plot(
+            [when[-1], *stamps[i]], [history[-1], *forecasts[i]], color="tab:blue", linewidth=1.5, label="fpt forecast"
+        )
+        axis.set_title(str(table.ids[i]), fontsize=9, loc="left")
+        axis.tick_params(labelsize=8)
+    axes[0, 0].legend(fontsize=8, loc="upper left")
+    figure.tight_layout()
+    atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=110, format="png"))
+    plt.close(figure)
+    return path
+
+
+def predict_future(model, task, source: Path, out: Path) -> list[str]:
+    """`fpt predict` of a run over a table of series: the lines it prints."""
+    table, forecasts, stamps = future_forecasts(model, task, source)
+    written = write_future(out, table, forecasts, stamps)
+    picture = draw_future(Path(f"{out}.png"), table, forecasts, stamps)  # beside it, a name no input has
+    first, last = stamps[0][0], stamps[0][-1]
+    if table.dates is not None:
+        first, last = (str(np.datetime_as_string(d.astype("datetime64[D]"))) for d in (first, last))
+    lines = [
+        f"forecasts of {task.notes['horizon']} steps for {len(table)} series ({table.ids[0]}: {first} to {last}): "
+        f"{written}",
+        f"picture of the first {min(PLOTTED, len(table))}: {picture}",
+    ]
+    skipped = table.notes.get("skipped")
+    if skipped:
+        lines.append(f"{skipped['count']} series too short to forecast left out (first: {', '.join(skipped['ids'])})")
+    return lines
