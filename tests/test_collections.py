@@ -139,6 +139,10 @@ def test_a_panel_trains_and_is_scored_beside_the_baselines_on_the_same_split(tin
         beside["scores"]
     )
     assert beside["scores"]["Naive2"]["owa"] == pytest.approx(1.0)
+    intervals = summary["intervals"]  # split conformal on validation, its coverage checked on test
+    assert set(intervals["halfwidths"]) == {"80", "95"} and len(intervals["halfwidths"]["80"]) == 6
+    assert all(0 <= c <= 1 for c in intervals["test_coverage"].values())
+    assert "intervals (split conformal on validation): 80% cover" in out
     notes = summary["task_notes"]
     assert notes["series"] == 3 and notes["horizon"] == 6 and notes["period"] == 12
     # validation: the sMAPE of every evaluation is in metrics.jsonl, on the val split
@@ -157,7 +161,11 @@ def test_predict_continues_every_series_on_its_calendar_in_its_units(tiny_gpt2, 
     assert "forecasts of 6 steps for 4 series (shop0: 2019-01-01 to 2019-06-01)" in printed
     assert "1 series too short to forecast left out (first: shop3)" not in printed  # 10 > 6: it is forecast
     rows = [line.split(",") for line in out.read_text().splitlines()]
-    assert rows[0] == ["unique_id", "ds", "fpt"] and len(rows) == 1 + 4 * 6
+    assert rows[0] == ["unique_id", "ds", "fpt", "fpt-lo-80", "fpt-hi-80", "fpt-lo-95", "fpt-hi-95"]
+    assert len(rows) == 1 + 4 * 6
+    for row in rows[1:]:  # the intervals the run recorded, nested around the forecast
+        lo95, lo80, point, hi80, hi95 = (float(row[i]) for i in (5, 3, 2, 4, 6))
+        assert lo95 <= lo80 <= point <= hi80 <= hi95
     assert [r[1] for r in rows[1:7]] == [f"2019-0{m}-01" for m in range(1, 7)]  # month starts, not 31-day steps
     assert (tmp_path / "future.csv.png").read_bytes()[:4] == b"\x89PNG"
     # by hand: shop0's last 30 values, scaled on themselves, through the model, scaled back
@@ -173,6 +181,15 @@ def test_predict_continues_every_series_on_its_calendar_in_its_units(tiny_gpt2, 
         by_hand = model(((x - mean) / scale).float()).reshape(1, -1).double() * scale + mean
     written = np.array([float(r[2]) for r in rows[1:7]])
     np.testing.assert_allclose(written, by_hand[0].numpy(), rtol=1e-5)
+
+
+def test_conformal_half_widths_are_the_finite_sample_quantile_of_absolute_residuals():
+    from fpt.training.intervals import conformal_halfwidths
+
+    residuals = torch.tensor([[-1.0, 10.0], [2.0, -20.0], [-3.0, 30.0], [4.0, -40.0]])  # 4 series, 2 steps
+    widths = conformal_halfwidths(residuals, levels=(50, 80, 95))
+    assert widths[50] == [3.0, 30.0]  # ceil(5 x 0.5) = 3rd smallest |residual| of each step
+    assert widths[80] == widths[95] == [4.0, 40.0]  # ceil(5 x 0.8) = 4: the largest
 
 
 def test_no_baselines_leaves_them_out(tiny_gpt2, tmp_path, capsys):

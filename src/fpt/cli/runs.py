@@ -239,6 +239,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
     from fpt.training.evaluation import eval_batch_for
     from fpt.training.inference import predict_probabilities
     from fpt.training.lifecycle import load_run
+    from fpt.training.run_dir import RunDir
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -254,7 +255,10 @@ def cmd_predict(args: argparse.Namespace) -> None:
         from fpt.serve.predict import predict_forecast
 
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
-        print("\n".join(predict_forecast(model, task, args.input, out, eval_batch_for(task, args.batch_size))))
+        summary = None if is_saved_model(args.run_dir) else RunDir(args.run_dir).read_summary()
+        intervals = (summary or {}).get("intervals")  # a collection's, recorded when its test was scored
+        batch = eval_batch_for(task, args.batch_size)
+        print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals)))
         return
     batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
     probabilities = predict_probabilities(model, batches)

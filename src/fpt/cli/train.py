@@ -62,6 +62,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
 
 def _report(summary: dict, run_dir: Path) -> None:
     from fpt.core.scores import describe
+    from fpt.training.intervals import coverage_line
     from fpt.training.reference_scores import comparison_lines
 
     final = summary["final"]
@@ -76,6 +77,8 @@ def _report(summary: dict, run_dir: Path) -> None:
     )
     for split, result in (summary.get("test") or {}).items():
         print(f"{split} {describe(result)} on {result['examples']} examples (scored once, at the end)")
+    if "intervals" in summary:
+        print(coverage_line(summary["intervals"]))
     for line in comparison_lines(summary):  # the field's reference methods beside fpt, where there are any
         print(line)
     print(f"run directory: {run_dir}")

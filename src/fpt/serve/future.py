@@ -22,9 +22,9 @@ from fpt.training.inference import predict_values
 PLOTTED = 4  # series drawn in the picture beside the table
 
 
-def future_forecasts(model, task, source: Path) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
+def future_forecasts(model, task, source: Path) -> tuple[object, list[np.ndarray], list[np.ndarray], np.ndarray]:
     """(the table read as a SeriesCollection, each series' forecast (horizon,), each series' forecast
-    dates or steps)."""
+    dates or steps, each series' look-back scale (what an interval's half-width is in units of))."""
     from fpt.data.panel import read_panel
     from fpt.tasks.collections import window_scale
 
@@ -45,7 +45,7 @@ def future_forecasts(model, task, source: Path) -> tuple[object, list[np.ndarray
     batches = [((x[i : i + 256] - mean[i : i + 256]) / scale[i : i + 256]).float() for i in range(0, len(x), 256)]
     scaled = predict_values(model, [Batch(b, torch.zeros(0)) for b in batches]).double()
     forecasts = list((scaled * scale + mean).numpy())
-    return table, forecasts, [_future_stamps(table, i, horizon) for i in range(len(table))]
+    return table, forecasts, [_future_stamps(table, i, horizon) for i in range(len(table))], scale[:, 0].numpy()
 
 
 def _future_stamps(table, i: int, horizon: int) -> np.ndarray:
@@ -59,20 +59,33 @@ def _future_stamps(table, i: int, horizon: int) -> np.ndarray:
     return pd.date_range(last, periods=horizon + 1, freq=table.freq)[1:].to_numpy()
 
 
-def write_future(out: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray]) -> Path:
-    """A long-format CSV: unique_id, ds, fpt (the forecast), one row per series and step."""
-    lines = ["unique_id,ds,fpt"]
-    for series, values, when in zip(table.ids, forecasts, stamps):
+def interval_bounds(forecasts, scales, halfwidths: dict) -> dict[str, list[np.ndarray]]:
+    """{"fpt-lo-80": [...], "fpt-hi-80": [...], ...} (Nixtla's names): each forecast -+ the level's
+    half-width per step ahead, in the series' look-back scale."""
+    bounds = {}
+    for level, widths in halfwidths.items():
+        reach = [np.asarray(widths) * s for s in scales]
+        bounds[f"fpt-lo-{level}"] = [f - r for f, r in zip(forecasts, reach)]
+        bounds[f"fpt-hi-{level}"] = [f + r for f, r in zip(forecasts, reach)]
+    return bounds
+
+
+def write_future(out: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray], bounds: dict) -> Path:
+    """A long-format CSV: unique_id, ds, fpt (the forecast) and its interval bounds, a row per series and step."""
+    lines = [",".join(["unique_id", "ds", "fpt", *bounds])]
+    for i, (series, values, when) in enumerate(zip(table.ids, forecasts, stamps)):
         texts = (
             [str(w) for w in when] if table.dates is None else list(np.datetime_as_string(when.astype("datetime64[s]")))
         )
-        lines += [f"{series},{t.replace('T00:00:00', '').replace('T', ' ')},{v:.7g}" for t, v in zip(texts, values)]
+        for step, (t, v) in enumerate(zip(texts, values)):
+            cells = [f"{v:.7g}", *(f"{b[i][step]:.7g}" for b in bounds.values())]
+            lines.append(f"{series},{t.replace('T00:00:00', '').replace('T', ' ')},{','.join(cells)}")
     if out.suffix.lower() != ".csv":
         raise FptError(f"--out {out}: the future of a table of series is written as a long-format .csv")
     return atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
 
 
-def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray]) -> Path:
+def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray], bounds: dict) -> Path:
     """The last few seasons of the first series and their forecasts, in their units and dates."""
     import matplotlib
 
@@ -90,6 +103,12 @@ def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.
         axis.plot(
             [when[-1], *stamps[i]], [history[-1], *forecasts[i]], color="tab:blue", linewidth=1.5, label="fpt forecast"
         )
+        for level, alpha in (("95", 0.15), ("80", 0.3)):  # the wider band first, under the narrower
+            if f"fpt-lo-{level}" in bounds:
+                lower, upper = bounds[f"fpt-lo-{level}"][i], bounds[f"fpt-hi-{level}"][i]
+                axis.fill_between(
+                    stamps[i], lower, upper, color="tab:blue", alpha=alpha, linewidth=0, label=f"{level}%"
+                )
         axis.set_title(str(table.ids[i]), fontsize=9, loc="left")
         axis.tick_params(labelsize=8)
     axes[0, 0].legend(fontsize=8, loc="upper left")
@@ -99,11 +118,13 @@ def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.
     return path
 
 
-def predict_future(model, task, source: Path, out: Path) -> list[str]:
-    """`fpt predict` of a run over a table of series: the lines it prints."""
-    table, forecasts, stamps = future_forecasts(model, task, source)
-    written = write_future(out, table, forecasts, stamps)
-    picture = draw_future(Path(f"{out}.png"), table, forecasts, stamps)  # beside it, a name no input has
+def predict_future(model, task, source: Path, out: Path, intervals: dict | None = None) -> list[str]:
+    """`fpt predict` of a run over a table of series: the lines it prints. `intervals`: what the run
+    recorded (fpt.training.intervals), whose half-widths become each forecast's bounds."""
+    table, forecasts, stamps, scales = future_forecasts(model, task, source)
+    bounds = interval_bounds(forecasts, scales, intervals["halfwidths"]) if intervals else {}
+    written = write_future(out, table, forecasts, stamps, bounds)
+    picture = draw_future(Path(f"{out}.png"), table, forecasts, stamps, bounds)  # beside it, a name no input has
     first, last = stamps[0][0], stamps[0][-1]
     if table.dates is not None:
         first, last = (str(np.datetime_as_string(d.astype("datetime64[D]"))) for d in (first, last))

@@ -339,15 +339,18 @@ def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
 
-def predict_forecast(model, task: Task, source: Path, out: Path, batch_size: int) -> list[str]:
+def predict_forecast(
+    model, task: Task, source: Path, out: Path, batch_size: int, intervals: dict | None = None
+) -> list[str]:
     """`fpt predict` of a forecast run: the lines it prints. A .csv input is a series to continue;
-    anything else is read as windows (an .npz with x and optional y)."""
+    anything else is read as windows (an .npz with x and optional y). A run over a table of series
+    continues each (fpt.serve.future), with the `intervals` the run recorded."""
     from fpt.core.scores import describe
 
     if hasattr(unwrapped(task), "collection"):  # a run over many series: each continued past its end
         from fpt.serve.future import predict_future
 
-        return predict_future(model, unwrapped(task), source, out)
+        return predict_future(model, unwrapped(task), source, out, intervals)
     horizon = unwrapped(task).notes["horizon"]
     if source.suffix.lower() == ".csv":
         forecast = forecast_csv(model, task, source)

@@ -144,23 +144,33 @@ def _train(
                 run_dir.write_config(dataclasses.asdict(config))
             tracked = tracker if world.is_main else None
             trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracked)
-            return _with_baselines(trainer, trainer.fit(max_minutes)), path
+            return _after_test(trainer, trainer.fit(max_minutes)), path
         except Exception:
             if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
                 _remove_run(run_dir, new_folders)
             raise
 
 
-def _with_baselines(trainer: Trainer, summary: dict) -> dict:
-    """The summary with the reference methods' scores on its test split beside fpt's (rank 0, where the
-    run asks for them and the task has any: fpt.training.reference_scores), written to summary.json too."""
-    if not (trainer.config.baselines and trainer.world.is_main and summary.get("test")):
+def _after_test(trainer: Trainer, summary: dict) -> dict:
+    """The summary, once its test split is scored (rank 0), with what a forecaster reads beside the score:
+    the reference methods' scores on the same split where the run asks for them and the task has any
+    (fpt.training.reference_scores), and a collection's prediction intervals with their test coverage
+    (fpt.training.intervals); written to summary.json too."""
+    if not (trainer.world.is_main and summary.get("test")):
         return summary
-    from fpt.training.reference_scores import baseline_scores
+    added = {}
+    if hasattr(trainer.task, "collection"):
+        from fpt.training.intervals import conformal_intervals
 
-    beside = baseline_scores(trainer.task, summary)
-    if beside is not None:
-        summary["baselines"] = beside
+        added["intervals"] = conformal_intervals(trainer.model, trainer.task)
+    if trainer.config.baselines:
+        from fpt.training.reference_scores import baseline_scores
+
+        beside = baseline_scores(trainer.task, summary)
+        if beside is not None:
+            added["baselines"] = beside
+    if added:
+        summary.update(added)
         if trainer.run_dir is not None:
             trainer.run_dir.write_summary(summary)
     return summary
@@ -312,4 +322,4 @@ def _resume(
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
             trainer.tracker = tracker  # rank 0's alone
         trainer.progress, trainer.on_step = progress and world.is_main, on_step
-        return _with_baselines(trainer, trainer.fit(max_minutes)), Path(run_dir)
+        return _after_test(trainer, trainer.fit(max_minutes)), Path(run_dir)

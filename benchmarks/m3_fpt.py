@@ -1,0 +1,81 @@
+"""The frozen MiniLM on M3 (issue 60): each subset's budget chosen on validation (the horizon before
+each series' test), then three seeds scored on the competition's test split, beside statsforecast's
+baselines on the same split (benchmarks/m3_baselines.py writes those).
+
+    python benchmarks/m3_fpt.py --out benchmarks/results/m3       # search, then the seeds; resumable
+
+Each run is a run directory under OUT/SUBSET/ (config.json, metrics.jsonl, summary.json: what the
+tables read); a finished one is not trained again. Protocol: the fast recipe, precision auto, every
+choice made on validation sMAPE (seed 0), the test split scored once at the end of each run and read
+only for the final table. One process at a time, all cores to it (timings are comparable in one run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+SUBSETS = ("yearly", "quarterly", "monthly", "other")
+BUDGETS = (1000, 3000)  # steps tried on validation, seed 0
+SEEDS = (0, 1, 2)
+
+
+def run(out: Path, subset: str, steps: int, seed: int, threads: int) -> dict:
+    """A finished run's summary: trained here unless OUT already holds it."""
+    import fpt
+
+    path = out / subset / f"fast{steps}-seed{seed}"
+    if (path / "summary.json").is_file():
+        return json.loads((path / "summary.json").read_text())
+    config = fpt.TrainConfig.from_recipe(
+        "fast",
+        task=f"m3:{subset}",
+        backbone="minilm",
+        steps=steps,
+        warmup_steps=min(100, steps // 10),
+        eval_every=max(100, steps // 5),
+        seed=seed,
+        threads=threads,
+        baselines=False,  # scored once for all seeds by benchmarks/m3_baselines.py, on the same split
+    )
+    started = time.perf_counter()
+    summary, _ = fpt.train(config, out=path, progress=False)
+    print(
+        f"m3:{subset} {steps} steps seed {seed}: val sMAPE {summary['final']['smape']:.2f} "
+        f"({time.perf_counter() - started:.0f} s)",
+        flush=True,
+    )
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/m3"))
+    parser.add_argument("--subsets", default=",".join(SUBSETS))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--search-only", action="store_true", help="stop after the budgets' seed-0 runs")
+    args = parser.parse_args()
+    chosen = {}
+    for subset in args.subsets.split(","):
+        val = {steps: run(args.out, subset, steps, 0, args.threads)["final"]["smape"] for steps in BUDGETS}
+        chosen[subset] = {"steps": min(val, key=val.get), "val_smape": val}
+        print(f"m3:{subset}: {chosen[subset]['steps']} steps chosen on validation ({val})", flush=True)
+    if args.search_only:
+        return
+    results = {}
+    for subset, choice in chosen.items():
+        summaries = [run(args.out, subset, choice["steps"], seed, args.threads) for seed in SEEDS]
+        results[subset] = {
+            **choice,
+            "test": [{k: s["test"]["test"][k] for k in ("smape", "mase", "owa", "series")} for s in summaries],
+            "seconds": [s["wall_time_s"] for s in summaries],
+        }
+    record = {"machine": platform.processor() or platform.machine(), "threads": args.threads, "subsets": results}
+    (args.out / "results.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
