@@ -156,7 +156,9 @@ def _after_test(trainer: Trainer, summary: dict) -> dict:
     the reference methods' scores on the same split where the run asks for them and the task has any
     (fpt.training.reference_scores), and a collection's prediction intervals with their test coverage
     (fpt.training.intervals); written to summary.json too."""
-    if not (trainer.world.is_main and summary.get("test")):
+    from fpt.training.reference_scores import scored_tests
+
+    if not (trainer.world.is_main and scored_tests(summary)):
         return summary
     added = {}
     if hasattr(trainer.task, "collection"):

@@ -1,0 +1,92 @@
+"""The reference classifiers beside fpt's accuracy (fpt.reference.classification,
+fpt.training.reference_scores): trained on exactly fpt's training split, scored on the same split,
+and the plain sentence `fpt train` prints about which wins."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fpt.cli import main
+from fpt.reference.classification import _features, _series, majority, reference_accuracies
+from fpt.tasks.arrays import Split
+from fpt.tasks.ucr import to_tokens
+from fpt.training.reference_scores import comparison_lines
+
+
+def test_majority_is_the_training_splits_most_frequent_label_scored_on_test():
+    assert majority(np.array([0, 1, 1, 2]), np.array([1, 1, 0, 2])) == 0.5
+
+
+def test_series_come_back_from_their_tokens_and_token_ids_become_counts():
+    rng = np.random.default_rng(0)
+    series = [rng.normal(size=(10, 2)).astype(np.float32), rng.normal(size=(7, 2)).astype(np.float32)]
+    tokens, _ = to_tokens(series, patch_size=3, steps=10)
+    task = type("Ucr", (), {"notes": {"channels": 2}})()
+    back = _series(task, Split.from_numpy(tokens, np.array([0, 1])))
+    assert back.shape == (2, 2, 12)  # (N, channels, steps padded to whole tokens)
+    np.testing.assert_allclose(back[0, :, :10], series[0].T, rtol=1e-6)
+    np.testing.assert_allclose(back[1, :, :7], series[1].T, rtol=1e-6)
+    assert not back[1, :, 7:].any()
+    spec = type("Spec", (), {"vocab_size": 5})()
+    ids = Split(torch.tensor([[1, 1, 4, 0], [2, 3, 3, 3]]), torch.tensor([0, 1]), torch.tensor([3, 4]))
+    counts = _features(type("Tokens", (), {"spec": spec})(), ids)
+    np.testing.assert_array_equal(counts, [[0, 2, 0, 0, 1], [0, 0, 1, 3, 0]])  # padding after a row's length left out
+
+
+def _summary(ours: float, **theirs) -> dict:
+    return {
+        "test": {"test": {"accuracy": ours}},
+        "baselines": {
+            "split": "test",
+            "metric": "accuracy",
+            "seconds": 1.0,
+            "scores": {name: {"accuracy": value} for name, value in theirs.items()},
+            "missing": [],
+        },
+    }
+
+
+def test_the_sentence_says_plainly_who_wins_or_that_they_tie():
+    assert comparison_lines(_summary(0.72, MiniRocket=0.993, majority=0.5))[-1] == (
+        "MiniRocket beats fpt on this split (accuracy 99.30% against fpt's 72.00%)"
+    )
+    assert comparison_lines(_summary(0.95, probe=0.9))[-1].startswith("fpt beats every baseline on this split")
+    assert "scores as fpt does" in comparison_lines(_summary(0.5, majority=0.5))[-1]
+    assert comparison_lines({"test": {"test": {"accuracy": 0.5}}}) == []  # --no-baselines, or no reference
+
+
+def _npz(path, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 4, 3)).astype(np.float32)
+    y = (x[:, :, 0].sum(1) > 0).astype(np.int64)  # linearly separable on the raw features
+    np.savez(path, x=x, y=y)
+
+
+def test_an_npz_run_ends_beside_the_majority_label_and_a_linear_probe(tiny_gpt2, tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    _npz(tmp_path / "train.npz")
+    _npz(tmp_path / "test.npz", n=60, seed=1)
+    argv = ["train", "--task", f"npz:{tmp_path / 'train.npz'}", "--test-path", str(tmp_path / "test.npz")]
+    argv += ["--backbone", tiny_gpt2, "--steps", "2", "--no-progress", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "baselines on the same test split" in out and "linear probe: accuracy" in out
+    beside = json.loads((tmp_path / "run" / "summary.json").read_text())["baselines"]
+    assert beside["metric"] == "accuracy" and set(beside["scores"]) == {"majority label", "linear probe"}
+    assert beside["scores"]["linear probe"]["accuracy"] > 0.9  # the data is linearly separable
+
+
+@pytest.mark.slow  # MiniRocket's numba kernels compile on first use (about 30 s)
+def test_a_series_task_is_compared_with_minirocket(tmp_path):
+    pytest.importorskip("sktime")
+    pytest.importorskip("numba")
+    from fpt.tasks import create_task
+
+    task = create_task("ucr:GunPoint")  # bundled with sktime
+    scores, missing = reference_accuracies(task, "test")
+    assert not missing and set(scores) == {"majority label", "linear probe", "MiniRocket"}
+    assert scores["MiniRocket"] > 0.95 and scores["majority label"] < 0.6  # GunPoint: two balanced classes
