@@ -436,10 +436,10 @@ class Trainer:
         )
 
     def _start_meter(self) -> None:
-        """A speed meter for this sitting, with this machine's matmul peak measured (once per process,
-        under a second) only where progress is shown: without it MFU is unknown (None)."""
+        """A speed meter for this sitting, with this machine's matmul peak (measured once per machine, then
+        cached: fpt.training.speed.measured_peak), so every run records its MFU, shown or not."""
         dtype = getattr(self.model, "compute_dtype", torch.float32)  # a baseline computes in fp32
-        peak = measured_peak(dtype, self.device) if self.progress else None
+        peak = measured_peak(dtype, self.device)
         self.meter = SpeedMeter(peak, devices=self.world.size)
         self.model_flops = ModelFlops.of(self.model)
 

@@ -15,6 +15,7 @@ counted. MFU is the model FLOPs of the steps over their wall time and the measur
 from __future__ import annotations
 
 import functools
+import json
 import statistics
 import time
 from collections import deque
@@ -79,12 +80,39 @@ def _peak(dtype: torch.dtype, device: str, threads: int, budget_s: float) -> flo
     return best
 
 
+PEAKS_FILE = "peaks.json"  # in the fpt cache: one measured peak per machine, device, dtype and thread count
+
+
+def _machine_key(dtype: torch.dtype, device: str, threads: int) -> str:
+    from fpt.core.runtime import cpu_model
+
+    name = cpu_model() if torch.device(device).type == "cpu" else torch.cuda.get_device_name(torch.device(device))
+    return f"{name} | {device} | {str(dtype).removeprefix('torch.')} | {threads} threads | torch {torch.__version__}"
+
+
 def measured_peak(dtype: torch.dtype, device: torch.device | str = "cpu", budget_s: float = 0.3) -> float:
     """This machine's matmul FLOP/s in `dtype` (a model's compute dtype: int8 storage computes in fp32 or
-    bf16) on `device`, measured once per process (and per thread count) in about `budget_s` seconds, then
-    cached. Measured at the threads the run trains with, so MFU compares like with like; a CPU shared
-    with other work gives a lower peak, and so a higher MFU."""
-    return _peak(dtype, str(torch.device(device)), torch.get_num_threads(), budget_s)
+    bf16) on `device`, measured in about `budget_s` seconds the first time on a machine (per device,
+    dtype, thread count and torch), then read from the fpt cache (PEAKS_FILE), so every run records its
+    MFU whatever its output and no run pays for the measure twice. Measured at the threads the run
+    trains with, so MFU compares like with like; a CPU shared with other work at that first time gives
+    a lower peak, and so a higher MFU: delete the file to measure again."""
+    from fpt.core.paths import cache_dir, write_json
+
+    device, threads = str(torch.device(device)), torch.get_num_threads()
+    key, path = _machine_key(dtype, device, threads), cache_dir() / PEAKS_FILE
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), (int, float)) and known[key] > 0:
+        return float(known[key])
+    peak = _peak(dtype, device, threads, budget_s)
+    try:  # a read-only cache leaves the peak measured for this process alone
+        write_json(path, {**(known if isinstance(known, dict) else {}), key: peak})
+    except OSError:
+        pass
+    return peak
 
 
 def _matmul_weights(module: nn.Module) -> tuple[int, int]:
