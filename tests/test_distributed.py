@@ -367,3 +367,19 @@ def test_a_rank_whose_main_raises_still_leaves_through_exit_rank(failure, status
     cli.entry()
     said = capsys.readouterr().err
     assert statuses == [status] and ("Traceback" in said) == traced and ("RuntimeError: a bug" in said) == traced
+
+
+@pytest.mark.slow
+def test_an_error_every_rank_meets_is_said_once_and_one_rank_alone_meets_is_said_with_its_rank(tmp_path, capsys):
+    from fpt.training.distributed import RANK_LINES_ENV, _repeat_other_ranks
+
+    done = _run([sys.executable, "-m", "fpt", "train", "--task", f"npz:{tmp_path / 'none.npz'}", "--nproc", "2"])
+    errors = [line for line in done.stderr.splitlines() if line.startswith("fpt: error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "no such .npz file" in errors[0], done.stderr
+    assert RANK_LINES_ENV not in os.environ
+    # what the launcher repeats: a line rank 0 did not say, once, with the rank that said it
+    (tmp_path / "rank-0.txt").write_text("fpt: stopped at step 22\n")
+    (tmp_path / "rank-1.txt").write_text("fpt: stopped at step 22\nfpt: error: out of memory on cuda:1\n")
+    (tmp_path / "rank-2.txt").write_text("fpt: error: out of memory on cuda:1\n")
+    _repeat_other_ranks(tmp_path)
+    assert capsys.readouterr().err == "fpt: error: out of memory on cuda:1 (rank 1)\n"

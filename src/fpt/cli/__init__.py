@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         status = COMMANDS[args.command](args)
     except FptError as exc:
         if not exc.said_by_rank_0:  # under torchrun, an error every rank got from rank 0 is printed once
-            print(f"fpt: error: {exc}", file=sys.stderr)
+            distributed.say_last(f"fpt: error: {exc}")
         _record_failure(exc.kind, str(exc))
         return 2
     except BrokenPipeError:  # `fpt backbones | head -1`: the reader left; nothing more to say
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         _record_failure("usage", f"{exc.strerror or exc}{where}")
         return 2
     except StopRequested as exc:  # Ctrl-C, SIGTERM or --max-minutes during training: the checkpoint is saved
-        print(f"fpt: {exc}", file=sys.stderr)
+        distributed.say_last(f"fpt: {exc}")
         return 128 + exc.signum if exc.signum else 0
     except KeyboardInterrupt:
         print(

@@ -14,10 +14,13 @@ import contextlib
 import datetime
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, NoReturn, TypeVar
 
 import torch
@@ -87,6 +90,37 @@ def _check_rendezvous() -> tuple[str, int]:
 
 # The process that started this rank (torchrun's agent: `fpt train --nproc` runs it in-process).
 LAUNCHER_PID_ENV = "FPT_LAUNCHER_PID"
+# A folder `launch` makes where each rank leaves the lines it ends with (rank-N.txt): rank 0 prints its
+# own, the launcher prints another rank's only where it differs, so a line every rank says appears once.
+RANK_LINES_ENV = "FPT_RANK_LINES"
+
+
+def say_last(line: str) -> None:
+    """The line a process ends with (an error, a stop): printed on stderr, but under `fpt train --nproc`
+    by rank 0 alone, every rank's kept for the launcher (`_repeat_other_ranks`)."""
+    folder = os.environ.get(RANK_LINES_ENV) if launched() else None
+    if folder:
+        with contextlib.suppress(OSError):
+            with open(Path(folder) / f"rank-{_launch_number('RANK', '0')}.txt", "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+    if folder is None or is_main_process():
+        print(line, file=sys.stderr, flush=True)
+
+
+def _repeat_other_ranks(folder: Path) -> None:
+    """After the ranks ended: each line another rank said that rank 0 did not, once, naming the rank."""
+    said = {}
+    for path in sorted(folder.glob("rank-*.txt"), key=lambda p: int(p.stem.split("-")[1])):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            said[int(path.stem.split("-")[1])] = path.read_text(encoding="utf-8").splitlines()
+    shown = set(said.get(0, []))
+    for rank, lines in said.items():
+        for line in lines:
+            if line not in shown:
+                print(f"{line} (rank {rank})", file=sys.stderr)
+                shown.add(line)
+
+
 # After the launcher died, a rank has this long to finish its step and save (SIGTERM), then it is killed.
 ORPHAN_GRACE_S = 30.0
 _guarded = threading.Event()
@@ -398,6 +432,8 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
     # ranks share the cores instead of each spinning one thread per core against the others
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // nproc)))
     os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
+    lines = Path(tempfile.mkdtemp(prefix="fpt-ranks-"))
+    os.environ[RANK_LINES_ENV] = str(lines)
     # torchrun's warnings repeat what fpt says (a signal sent, a rank failed) in a log format
     elastic = logging.getLogger("torch.distributed.elastic")
     level = elastic.level
@@ -422,4 +458,7 @@ def launch(nproc: int, fpt_args: list[str]) -> int:
         if forwarder is not None:
             forwarder.restore()
         elastic.setLevel(level)
+        _repeat_other_ranks(lines)
+        shutil.rmtree(lines, ignore_errors=True)
+        os.environ.pop(RANK_LINES_ENV, None)
     return 0
