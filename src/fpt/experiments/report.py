@@ -105,6 +105,68 @@ def _older_than_summary(evaluation: dict, summary: dict) -> bool:
     return bool(summary) and isinstance(step, int) and not isinstance(step, bool) and step < summary["step"]
 
 
+def _results_section(splits: dict, summary: dict) -> str:
+    """Each scored split, first on the page: accuracy, or a forecast's MSE and MAE (and a collection's sMAPE,
+    MASE and OWA in its series' units); a forecast's test split as scored when the run ended."""
+    if any(is_regression(r) for r in splits.values()):
+        splits = {**splits, **{n: r for n, r in (summary.get("test") or {}).items() if n not in splits}}
+        series = any("smape" in r for r in splits.values())
+        header = ["split", "MSE", "MAE", *(["sMAPE", "MASE", "OWA"] if series else []), "examples"]
+        rows = [
+            [name, f"{r['mse']:.4f}", f"{r['mae']:.4f}"]
+            + ([f"{r['smape']:.2f}", f"{r['mase']:.3f}", _readable(r.get("owa"))] if series else [])
+            + [f"{r['examples']:,}"]
+            for name, r in splits.items()
+        ]
+        return "<h2>Results</h2>" + _table(header, rows, "results")
+    rows = [[n, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"] for n, r in splits.items()]
+    return "<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results")
+
+
+def _baselines_section(summary: dict) -> str:
+    """The reference methods on the same test split and the sentence on who wins; a collection's intervals."""
+    from fpt.training.intervals import coverage_line
+    from fpt.training.reference_scores import comparison_lines
+
+    lines = comparison_lines(summary)
+    parts = []
+    if lines:
+        rows = [line.strip().split(": ", 1) for line in lines[1:-1] if ": " in line]
+        parts.append(
+            f"<h2>Beside the baselines</h2><p>{html.escape(lines[-1])}.</p>" + _table(["method", "score"], rows)
+        )
+    if "intervals" in summary:
+        parts.append(f"<p>{html.escape(coverage_line(summary['intervals']))}.</p>")
+    return "".join(parts)
+
+
+def _facts_section(config: dict, summary: dict) -> str:
+    facts = [
+        ["steps", summary["step"]],
+        ["trained parameters", f"{summary['trained_params']:,}"],
+        ["all parameters", f"{summary['total_params']:,}"],
+        ["wall time (s)", summary["wall_time_s"]],
+    ]
+    if "best_step" in summary:  # --keep-best: which weights the result and the test score are of
+        facts.append(["weights kept (--keep-best)", f"the best evaluation's, at step {summary['best_step']:,}"])
+    if config.get("target_accuracy") is not None or config.get("target_mse") is not None:
+        reached = summary.get("target_reached_at_step")
+        facts.append(["target reached", "not reached" if reached is None else f"at step {reached:,}"])
+    return _table(["run", ""], facts, "summary")
+
+
+def _config_section(config: dict) -> str:
+    """Only the options that differ from TrainConfig's defaults (the task and its options always)."""
+    import dataclasses
+
+    from fpt.training.config import TrainConfig
+
+    defaults = dataclasses.asdict(TrainConfig())
+    shown = {k: v for k, v in config.items() if k in ("task", "task_options") or defaults.get(k, object()) != v}
+    options = [[key, _readable(value)] for key, value in sorted(shown.items())]
+    return "<h2>Options that differ from the defaults</h2>" + _table(["option", "value"], options, "config")
+
+
 def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
     from fpt.experiments.plots import learning_curves
     from fpt.training.config import TrainConfig
@@ -116,51 +178,32 @@ def _run_sections(run_dir: Path) -> tuple[str, list[str]]:
         f"fpt run: {checked.task} on {checked.backbone} "
         f"(policy {checked.policy}, init {checked.init}, lr {checked.lr:g})"
     )
-    options = [[key, _readable(value)] for key, value in sorted(config.items())]
-    sections = ["<h2>Configuration</h2>" + _table(["option", "value"], options, "config")]
     evaluation = run.read_evaluation() or {}
     stale = _older_than_summary(evaluation, summary)
     splits = {} if stale else evaluation.get("splits") or {}
     final = summary.get("final")
     if final and final["split"] not in splits:  # `fpt evaluate --splits test` left the watched split out
         splits = {final["split"]: final, **splits}
-    regression = any(is_regression(r) for r in splits.values())
-    if regression:  # a forecast's, lower is better; with its test split, scored once when the run ended
-        splits = {**splits, **{n: r for n, r in (summary.get("test") or {}).items() if n not in splits}}
-        rows = [[name, f"{r['mse']:.4f}", f"{r['mae']:.4f}", f"{r['examples']:,}"] for name, r in splits.items()]
-        sections.append("<h2>Results</h2>" + _table(["split", "MSE", "MAE", "examples"], rows, "results"))
-    else:
-        rows = [
-            [name, f"{100 * r['accuracy']:.2f}%", f"{r['loss']:.4f}", f"{r['examples']:,}"]
-            for name, r in splits.items()
-        ]
-        sections.append("<h2>Results</h2>" + _table(["split", "accuracy", "loss", "examples"], rows, "results"))
+    sections = [_results_section(splits, summary), _baselines_section(summary)]
     if stale:
         sections.append(
             f"<p class='note'>{html.escape(RunDir.EVALUATION)} scored step {evaluation['step']:,}, before the run "
             f"ended at step {summary['step']:,}; it is left out: run <code>fpt evaluate</code> again.</p>"
         )
     if summary:
-        facts = [
-            ["steps", summary["step"]],
-            ["trained parameters", f"{summary['trained_params']:,}"],
-            ["all parameters", f"{summary['total_params']:,}"],
-            ["wall time (s)", summary["wall_time_s"]],
-        ]
-        if config.get("target_accuracy") is not None or config.get("target_mse") is not None:
-            reached = summary.get("target_reached_at_step")
-            facts.append(["target reached", "not reached" if reached is None else f"at step {reached:,}"])
-        sections.append(_table(["run", ""], facts, "summary"))
+        sections.append(_facts_section(config, summary))
     figures = []
     curve = run_dir / "curve.png"
     row = {"task": checked.task, "status": "done", "run_dir": str(run_dir), "variant": run_dir.name}
     if learning_curves([row], curve):
-        metric = "MSE" if regression else "accuracy"
+        metric = "MSE" if any(is_regression(r) for r in splits.values()) else "accuracy"
         figures.append(_image(curve, f"{metric} during training, on the split watched then"))
     confusions = [] if stale else sorted(run_dir.glob("confusion_*.png"))  # drawn by that stale evaluation
-    for png in sorted(run_dir.glob("attention_layer*.png")) + confusions:
+    pictures = sorted(run_dir.glob("attention_layer*.png")) + confusions + sorted(run_dir.glob("forecast_*.png"))
+    for png in pictures + sorted(run_dir.glob("predictions-*.png")):
         figures.append(_image(png, png.stem.replace("_", " ")))
     sections.append("<h2>Figures</h2><div class='figures'>" + "".join(figures) + "</div>")
+    sections.append(_config_section(config))
     return title, sections
 
 
