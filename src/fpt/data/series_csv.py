@@ -21,6 +21,7 @@ import numpy as np
 
 from fpt.core.errors import FptError
 from fpt.core.paths import user_path
+from fpt.data import check_readable_file
 
 # Cells that spreadsheets and pandas write for "no measurement" (compared lower-cased).
 MISSING = frozenset({"", "nan", "na", "n/a", "nat", "null", "none", "?", "-"})
@@ -72,12 +73,7 @@ def read_series_csv(
 
 def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """The header (names stripped), the non-blank rows and each row's line number."""
-    if not path.exists():
-        raise FptError(f"{path}: no such file; give the path of a CSV file with {FORMAT_HINT}")
-    if path.is_dir():
-        raise FptError(f"{path} is a folder; give the path of a CSV file inside it")
-    if not path.is_file():  # a FIFO or a device would block the read, or never end
-        raise FptError(f"{path} is not a regular file (a pipe or a device?); save the series to a CSV file first")
+    check_readable_file(path, "a CSV file", "the series", FORMAT_HINT)
     rows, lines = [], []
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: Excel's byte-order mark
