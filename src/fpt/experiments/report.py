@@ -114,7 +114,11 @@ def _results_section(splits: dict, summary: dict) -> str:
         header = ["split", "MSE", "MAE", *(["sMAPE", "MASE", "OWA"] if series else []), "examples"]
         rows = [
             [name, f"{r['mse']:.4f}", f"{r['mae']:.4f}"]
-            + ([f"{r['smape']:.2f}", f"{r['mase']:.3f}", _readable(r.get("owa"))] if series else [])
+            + (
+                [f"{r['smape']:.2f}", f"{r['mase']:.3f}", "-" if r.get("owa") is None else f"{r['owa']:.3f}"]
+                if series
+                else []
+            )
             + [f"{r['examples']:,}"]
             for name, r in splits.items()
         ]

@@ -32,12 +32,13 @@ def baseline_forecasts(collection: SeriesCollection, models=BASELINES, histories
 
     Series too short for a model do not stop the run (statsforecast 2.1.1's behaviour, measured):
     SeasonalNaive on a history shorter than one period has no value for some seasons (statsforecast
-    returns NaN there), so such a series gets the Naive forecast (its last value), as does any series
-    a model gives a non-finite forecast. Theta refuses a
-    history of 3 values or fewer, AutoETS one of 6 or fewer ("tiny datasets"); such a series, and any
-    other that makes a model raise, gets statsforecast's Naive as `fallback_model`. Either way a
-    warning says how many series of which model fell back. Seasonal models on fewer than two periods
-    need no fallback: Theta then skips its seasonal adjustment, AutoETS its seasonal forms.
+    returns NaN there), so such a series gets the Naive forecast, its last value; so does a series
+    any model gives a non-finite forecast. Theta refuses a history of 3 values or fewer, AutoETS one
+    of 6 or fewer ("tiny datasets"); such a series, and any other that makes a model raise, gets
+    statsforecast's Naive as `fallback_model`. Either way a warning says how many series of which
+    model fell back. Seasonal models on short histories need no fallback: Theta tests for
+    seasonality only from 2 periods of data, AutoETS fits seasonal forms only to a history longer
+    than one period.
     """
     histories = _histories(collection, histories)
     unknown = [name for name in models if name not in KNOWN]
