@@ -81,7 +81,8 @@ def reference_accuracies(task, split: str) -> tuple[dict[str, float], list[str]]
         scores["linear probe"] = linear_probe(task, train, test)
     elif single:
         missing.append('linear probe: pip install "fpt[sklearn]"')
-    if task.notes.get("channels") is not None and "series_length" in task.notes:  # a ucr task
+    notes = getattr(task, "notes", {})
+    if notes.get("channels") is not None and "series_length" in notes:  # a ucr task
         if _available("sktime") and _available("sklearn") and _available("numba"):
             scores["MiniRocket"] = minirocket(task, train, test)
         else:
