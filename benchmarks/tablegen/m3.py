@@ -1,0 +1,74 @@
+"""The M3 table (issue 60): the frozen MiniLM, its budget chosen on validation, beside statsforecast's
+baselines and M4's Naive2 scored by the same metric code on the same split, and the published Theta.
+Reads the runs benchmarks/m3_fpt.py trains (results/m3/SUBSET/fastSTEPS-seedK) and the figures
+benchmarks/m3_baselines.py writes (results/m3_baselines/results.json)."""
+
+from __future__ import annotations
+
+import statistics
+
+from .common import RESULTS, _json, _markdown
+
+SUBSETS = ("yearly", "quarterly", "monthly", "other")
+BASELINES = ("Theta", "AutoETS", "Naive2", "SeasonalNaive", "Naive")
+
+
+def _chosen_runs(subset: str) -> tuple[int, list[dict]] | None:
+    """(steps, the summaries of its seeds) for the budget with the lower seed-0 validation sMAPE."""
+    folder = RESULTS / "m3" / subset
+    seed0 = {}
+    for run in sorted(folder.glob("fast*-seed0")):
+        if (run / "summary.json").is_file():
+            seed0[int(run.name.removeprefix("fast").split("-")[0])] = _json(run / "summary.json")["final"]["smape"]
+    if not seed0:
+        return None
+    steps = min(seed0, key=seed0.get)
+    runs = sorted(folder.glob(f"fast{steps}-seed*"))
+    return steps, [_json(run / "summary.json") for run in runs if (run / "summary.json").is_file()]
+
+
+def _mean_std(values: list[float], places: int) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{places}f} (n=1)"
+    return f"{statistics.mean(values):.{places}f} ± {statistics.stdev(values):.{places}f} (n={len(values)})"
+
+
+def m3_table() -> str:
+    """sMAPE (and OWA) per subset and over all 3,003 series, test split, every row on the same split."""
+    baselines = _json(RESULTS / "m3_baselines" / "results.json")
+    # all: every forecast value alike (series x horizon), as the published all-series figure averages
+    header = ["method", *(f"{s} ({baselines['subsets'][s]['series']})" for s in SUBSETS), "all (3003), sMAPE"]
+    chosen = {s: _chosen_runs(s) for s in SUBSETS}
+    rows = []
+    if all(chosen.values()):
+        seeds = min(len(runs) for _, runs in chosen.values())
+        cells, overall = [], []
+        for subset in SUBSETS:
+            steps, runs = chosen[subset]
+            smapes = [run["test"]["test"]["smape"] for run in runs]
+            owas = [run["test"]["test"]["owa"] for run in runs]
+            cells.append(f"{_mean_std(smapes, 2)} / {statistics.mean(owas):.3f}, {steps} steps")
+        for k in range(seeds):  # all: each seed's subsets weighted by their forecast values
+            weights = [baselines["subsets"][s]["series"] * baselines["subsets"][s]["horizon"] for s in SUBSETS]
+            values = [chosen[s][1][k]["test"]["test"]["smape"] for s in SUBSETS]
+            overall.append(sum(w * v for w, v in zip(weights, values)) / sum(weights))
+        rows.append(["fpt: frozen MiniLM, fast recipe, budget chosen on val", *cells, _mean_std(overall, 2)])
+    for name in BASELINES:
+        scores = [baselines["subsets"][s]["models"][name] for s in SUBSETS]
+        cells = [f"{score['smape']:.2f} / {score['owa']:.3f}" for score in scores]
+        rows.append(
+            [f"{name} (statsforecast)" if name != "Naive2" else "Naive2 (M4's)", *cells, _overall(baselines, name)]
+        )
+    published = baselines["published_theta_smape"]
+    rows.append(
+        [
+            "Theta, published (Makridakis & Hibon 2000)",
+            *(f"{published[s]:.2f}" for s in SUBSETS),
+            f"{published['all']:.2f}",
+        ]
+    )
+    return _markdown(header, rows)
+
+
+def _overall(baselines: dict, name: str) -> str:
+    return f"{baselines['overall']['models'][name]['smape_value_weighted']:.2f}"
