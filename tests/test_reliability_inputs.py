@@ -18,6 +18,7 @@ from fpt.core.errors import FptError
     [
         (dict(x=np.zeros((4, 3), dtype=np.int64), y=np.zeros(4, dtype=np.int64)), "at least two classes"),
         (dict(x=np.zeros((4, 0), dtype=np.int64), y=np.arange(4) % 2), "length 0"),
+        (dict(x=np.zeros((4, 3, 0), dtype=np.float32), y=np.arange(4) % 2), "tokens hold 0 values each"),
         (
             dict(x=np.zeros((4, 3), dtype=np.int64), y=np.arange(4) % 2, mask=np.array([[1, 1, 0]] * 3 + [[0, 0, 0]])),
             "no true token",
@@ -47,6 +48,21 @@ def test_a_missing_optional_package_names_its_pip_command(tmp_path, monkeypatch)
     (tmp_path / "spec.yaml").write_text("grid:\n  task: [bit-xor]\n")
     with pytest.raises(FptError, match="pip install pyyaml"):
         load_spec(tmp_path / "spec.yaml")
+
+
+def test_a_broken_optional_package_is_one_line_naming_it_and_its_pip_command(tmp_path, monkeypatch, capsys):
+    from fpt.experiments.sweep_spec import load_spec
+
+    (tmp_path / "site" / "yaml").mkdir(parents=True)  # a yaml that raises as it is imported
+    (tmp_path / "site" / "yaml" / "__init__.py").write_text("raise RuntimeError('half an upgrade\\nand more')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "yaml", raising=False)
+    (tmp_path / "spec.yaml").write_text("grid:\n  task: [bit-xor]\n")
+    with pytest.raises(FptError) as caught:
+        load_spec(tmp_path / "spec.yaml")
+    message = str(caught.value)
+    assert "'yaml' fails to import (RuntimeError: half an upgrade)" in message and "pip install pyyaml" in message
+    assert "\n" not in message
 
 
 def test_corrupt_backbone_files_are_named_in_one_line(tmp_path, capsys):

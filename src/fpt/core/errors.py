@@ -51,3 +51,9 @@ def require(module: str, pip_command: str):
         return importlib.import_module(module)
     except ImportError:
         raise FptError(f"this needs the optional package {module!r}: {pip_command}") from None
+    except Exception as exc:  # installed but broken (it raises as it is imported): one line, not its traceback
+        first = str(exc).splitlines()[0][:80] if str(exc) else ""
+        cause = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        raise FptError(
+            f"the optional package {module!r} fails to import ({cause}); reinstall it: {pip_command}"
+        ) from None

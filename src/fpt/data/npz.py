@@ -53,6 +53,8 @@ def load_npz_task(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     if np.issubdtype(x.dtype, np.floating):
         if x.ndim != 3:
             raise FptError(f"{path}: float x must be (N, L, D) vectors, found shape {x.shape}")
+        if x.shape[2] == 0:  # nothing for the input layer to read: torch would warn and train on nothing
+            raise FptError(f"{path}: x's tokens hold 0 values each (shape {x.shape}); give each token at least one")
     elif np.issubdtype(x.dtype, np.integer):
         if x.ndim != 2:
             raise FptError(f"{path}: integer x must be (N, L) token ids, found shape {x.shape}")
