@@ -64,6 +64,7 @@ def test_cnn_matched_has_about_the_fpt_trained_count(tiny_gpt2, tmp_path):
     "argv, message",
     [
         (["--model", "lstm", "--precision", "bf16"], "apply to transformer models"),
+        (["--model", "lstm", "--pooling", "mean"], "--pooling apply to transformer models"),  # a baseline has no head
         (["--model", "gru"], "unknown --model 'gru'"),
         (["--model", "cnn"], "needs an image task"),
     ],

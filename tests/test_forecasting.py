@@ -186,6 +186,7 @@ def test_target_mse_stops_a_run(tmp_path, tiny_gpt2):
         (lambda p: _csv(p, 60), {}, ["--lookback", "--horizon"]),
         (lambda p: _csv(p, 400), {"horizon": 0}, ["--horizon"]),
         (lambda p: _csv(p, 400), {"patch_size": 64}, ["--patch-size", "--lookback"]),
+        (lambda p: _csv(p, 400), {"patch_stride": 20}, ["--patch-stride 20", "steps 9 to 20", "never be read"]),
     ],
 )
 def test_bad_series_are_one_line_and_write_nothing(tmp_path, capsys, tiny_gpt2, make, options, names):

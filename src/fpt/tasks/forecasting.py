@@ -157,6 +157,11 @@ def check_window_options(lookback: int, horizon: int, patch_size: int, patch_str
         raise FptError(
             f"--patch-size {patch_size} is longer than --lookback {lookback}; use a patch of at most {lookback} steps"
         )
+    if patch_stride > patch_size:  # the steps between two patches would never reach the model
+        raise FptError(
+            f"--patch-stride {patch_stride} is longer than --patch-size {patch_size}: steps {patch_size + 1} to "
+            f"{patch_stride} of every window would never be read; use a stride of at most {patch_size}"
+        )
 
 
 def split_rows(rows: int, lookback: int, ett: bool) -> dict[str, tuple[int, int]]:

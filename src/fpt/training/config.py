@@ -22,7 +22,7 @@ from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
 # baseline cells when the sweep sets them for every cell.
-TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile", "body")
+TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile", "body", "pooling")
 
 
 LR_SCHEDULES = ("constant", "cosine")
