@@ -229,3 +229,14 @@ def test_a_baseline_run_has_no_attention_to_plot(tmp_path, capsys):
     )
     assert main(["attention", str(out)]) == 2
     assert "no attention" in one_line_error(capsys) and not list(out.glob("attention*"))
+
+
+def test_a_run_inside_another_runs_folder_is_refused(tiny_gpt2, tmp_path, capsys):
+    assert main(train_argv(tiny_gpt2, tmp_path / "outer", "--steps", "1")) == 0
+    capsys.readouterr()
+    nested = tmp_path / "outer" / "more" / "inner"
+    assert main(train_argv(tiny_gpt2, nested, "--steps", "1")) == 2
+    message = one_line_error(capsys)
+    assert "inside the run directory" in message and str(tmp_path / "outer") in message
+    assert not (tmp_path / "outer" / "more").exists()
+    assert main(train_argv(tiny_gpt2, tmp_path / "beside", "--steps", "1")) == 0  # beside it is fine

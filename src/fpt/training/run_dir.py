@@ -71,8 +71,8 @@ class RunDir:
         label = Path(label.rstrip("/")).name.replace("/", "_")
         return root / f"{task.replace(':', '_').replace('/', '_')}-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
 
-    @staticmethod
-    def check_creatable(path: str | Path) -> None:
+    @classmethod
+    def check_creatable(cls, path: str | Path) -> None:
         """Refuse, before anything is loaded, a run directory that could not be made here."""
         path = Path(path)
         too_long = [part for part in path.parts if len(part.encode()) > 255]
@@ -85,6 +85,11 @@ class RunDir:
         ancestor = nearest_existing(path)
         if not ancestor.is_dir():
             raise FptError(f"--out {path} is under {ancestor}, which is a file, not a folder")
+        inside = next(
+            (p for p in path.resolve().parents if (p / cls.CONFIG).is_file() and (p / cls.METRICS).exists()), None
+        )
+        if inside is not None:  # a run in a run: its files would be taken for the outer run's, and vice versa
+            raise FptError(f"--out {path} is inside the run directory {inside}; put the new run beside it, not in it")
         if not os.access(ancestor, os.W_OK | os.X_OK):
             raise FptError(f"cannot create {path}: {ancestor} is not writable; pick another --out")
 
