@@ -3,6 +3,7 @@ each series' test), then three seeds scored on the competition's test split, bes
 baselines on the same split (benchmarks/m3_baselines.py writes those).
 
     python benchmarks/m3_fpt.py --out benchmarks/results/m3       # search, then the seeds; resumable
+    python benchmarks/m3_fpt.py --arms random,none,attention,block  # the controls at fpt's chosen budget
 
 Each run is a run directory under OUT/SUBSET/ (config.json, metrics.jsonl, summary.json: what the
 tables read); a finished one is not trained again. Protocol: the fast recipe, precision auto, every
@@ -21,13 +22,22 @@ from pathlib import Path
 SUBSETS = ("yearly", "quarterly", "monthly", "other")
 BUDGETS = (1000, 3000)  # steps tried on validation, seed 0
 SEEDS = (0, 1, 2)
+# the controls (fpt.backbones.control_bodies, --init random): each replaces or re-initialises the
+# frozen pretrained blocks and keeps everything else of fpt's run (recipe, budget, seed)
+ARMS = {
+    "random": {"init": "random"},
+    "none": {"body": "none"},
+    "attention": {"body": "attention"},
+    "block": {"body": "block"},
+}
 
 
-def run(out: Path, subset: str, steps: int, seed: int, threads: int) -> dict:
+def run(out: Path, subset: str, steps: int, seed: int, threads: int, arm: str = "fpt") -> dict:
     """A finished run's summary: trained here unless OUT already holds it."""
     import fpt
 
-    path = out / subset / f"fast{steps}-seed{seed}"
+    name = f"fast{steps}-seed{seed}" if arm == "fpt" else f"fast{steps}-{arm}-seed{seed}"
+    path = out / subset / name
     if (path / "summary.json").is_file():
         return json.loads((path / "summary.json").read_text())
     config = fpt.TrainConfig.from_recipe(
@@ -40,12 +50,13 @@ def run(out: Path, subset: str, steps: int, seed: int, threads: int) -> dict:
         seed=seed,
         threads=threads,
         baselines=False,  # scored once for all seeds by benchmarks/m3_baselines.py, on the same split
+        **ARMS.get(arm, {}),
     )
     started = time.perf_counter()
     summary, _ = fpt.train(config, out=path, progress=False)
+    seconds = time.perf_counter() - started
     print(
-        f"m3:{subset} {steps} steps seed {seed}: val sMAPE {summary['final']['smape']:.2f} "
-        f"({time.perf_counter() - started:.0f} s)",
+        f"m3:{subset} {arm} {steps} steps seed {seed}: val sMAPE {summary['final']['smape']:.2f} ({seconds:.0f} s)",
         flush=True,
     )
     return summary
@@ -57,6 +68,7 @@ def main() -> None:
     parser.add_argument("--subsets", default=",".join(SUBSETS))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--search-only", action="store_true", help="stop after the budgets' seed-0 runs")
+    parser.add_argument("--arms", help="train these controls (random,none,attention,block) at fpt's budget, seed 0")
     args = parser.parse_args()
     chosen = {}
     for subset in args.subsets.split(","):
@@ -64,6 +76,11 @@ def main() -> None:
         chosen[subset] = {"steps": min(val, key=val.get), "val_smape": val}
         print(f"m3:{subset}: {chosen[subset]['steps']} steps chosen on validation ({val})", flush=True)
     if args.search_only:
+        return
+    if args.arms:
+        for subset, choice in chosen.items():
+            for arm in args.arms.split(","):
+                run(args.out, subset, choice["steps"], 0, args.threads, arm)
         return
     results = {}
     for subset, choice in chosen.items():

@@ -26,7 +26,7 @@ from .controls import (
 )
 from .converged import converged_table, table6_mnist, table6_xor
 from .headline import headline_table
-from .m3 import m3_table
+from .m3 import m3_controls_table, m3_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table
@@ -61,6 +61,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "controls-head": controls_head_table,
     "controls-full-rate": controls_full_rate_table,
     "m3": m3_table,
+    "m3-controls": m3_controls_table,
 }
 
 

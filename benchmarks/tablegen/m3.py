@@ -5,6 +5,7 @@ benchmarks/m3_baselines.py writes (results/m3_baselines/results.json)."""
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from .common import RESULTS, _json, _markdown
@@ -18,12 +19,13 @@ def _chosen_runs(subset: str) -> tuple[int, list[dict]] | None:
     folder = RESULTS / "m3" / subset
     seed0 = {}
     for run in sorted(folder.glob("fast*-seed0")):
-        if (run / "summary.json").is_file():
-            seed0[int(run.name.removeprefix("fast").split("-")[0])] = _json(run / "summary.json")["final"]["smape"]
+        budget = re.fullmatch(r"fast(\d+)-seed0", run.name)  # fpt's own runs, not a control arm's
+        if budget and (run / "summary.json").is_file():
+            seed0[int(budget.group(1))] = _json(run / "summary.json")["final"]["smape"]
     if not seed0:
         return None
     steps = min(seed0, key=seed0.get)
-    runs = sorted(folder.glob(f"fast{steps}-seed*"))
+    runs = sorted(run for run in folder.glob(f"fast{steps}-seed*") if re.fullmatch(rf"fast{steps}-seed\d+", run.name))
     return steps, [_json(run / "summary.json") for run in runs if (run / "summary.json").is_file()]
 
 
@@ -72,3 +74,39 @@ def m3_table() -> str:
 
 def _overall(baselines: dict, name: str) -> str:
     return f"{baselines['overall']['models'][name]['smape_value_weighted']:.2f}"
+
+
+ARMS = {
+    "random": "the same blocks at a random init, frozen (Lu et al.'s Random)",
+    "none": "no blocks: input layer, positions, head (Tan et al.'s w/o LLM)",
+    "attention": "one fresh self-attention layer, trained (Tan et al.'s LLM2Attn)",
+    "block": "one fresh block of the backbone's architecture, trained (Tan et al.'s LLM2Trsf)",
+}
+
+
+def m3_controls_table() -> str:
+    """Test sMAPE of each control arm against fpt's own run of the same seed (0), budget and recipe."""
+    header = ["arm", "what it is", *SUBSETS, "all, sMAPE"]
+    weights = {}
+    baselines = _json(RESULTS / "m3_baselines" / "results.json")
+    for subset in SUBSETS:
+        weights[subset] = baselines["subsets"][subset]["series"] * baselines["subsets"][subset]["horizon"]
+    rows = []
+    for arm, what in {"fpt": "frozen pretrained MiniLM (fpt)", **ARMS}.items():
+        scores = {}
+        for subset in SUBSETS:
+            chosen = _chosen_runs(subset)
+            if chosen is None:
+                continue
+            name = f"fast{chosen[0]}-seed0" if arm == "fpt" else f"fast{chosen[0]}-{arm}-seed0"
+            path = RESULTS / "m3" / subset / name / "summary.json"
+            if path.is_file():
+                scores[subset] = _json(path)["test"]["test"]["smape"]
+        if not scores:
+            continue
+        cells = [f"{scores[s]:.2f}" if s in scores else "-" for s in SUBSETS]
+        overall = "-"
+        if len(scores) == len(SUBSETS):
+            overall = f"{sum(weights[s] * scores[s] for s in SUBSETS) / sum(weights.values()):.2f}"
+        rows.append([arm, what, *cells, overall])
+    return _markdown(header, rows)
