@@ -168,7 +168,8 @@ def versions() -> dict:
 AUTOARIMA_LEFT_OUT = (
     "AutoARIMA is left out (add it with `--models Naive,SeasonalNaive,Naive2,Theta,AutoETS,AutoARIMA`): tried "
     "once on this machine (2 shared cores, not recorded in a file), it took 50 s on yearly and 141 s on quarterly "
-    "and was stopped after 15 minutes on monthly, unfinished: over the ~10 minutes issue 60 allows it."
+    "and was stopped after 15 minutes on monthly, unfinished: more than a run's baselines should cost "
+    "(issue 60: AutoARIMA where it fits the budget)."
 )
 
 EXPLANATION = """\

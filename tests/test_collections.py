@@ -192,6 +192,18 @@ def test_conformal_half_widths_are_the_finite_sample_quantile_of_absolute_residu
     assert widths[80] == widths[95] == [4.0, 40.0]  # ceil(5 x 0.8) = 4: the largest
 
 
+@pytest.mark.parametrize("subset, scored", [("1000", True), ("2", False)])
+def test_an_eval_subset_that_holds_every_series_is_scored_in_their_units(tiny_gpt2, tmp_path, subset, scored):
+    # the fast recipe evaluates a subset between the whole split's evaluations: one holding every series'
+    # window is the whole split, and gets its sMAPE; a smaller one cannot (the forecasts of some are missing)
+    assert _train(tiny_gpt2, tmp_path, "--no-baselines", "--eval-subset", subset, "--steps", "6") == 0
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    middle = [r for r in records if r["step"] < 6]
+    assert middle and all(("smape" in r) == scored for r in middle)
+    assert all(r["split"] == ("val" if scored else "val[:2]") for r in middle)
+    assert "smape" in records[-1]  # the last evaluation scores the whole split
+
+
 def test_no_baselines_leaves_them_out(tiny_gpt2, tmp_path, capsys):
     assert _train(tiny_gpt2, tmp_path, "--no-baselines") == 0
     assert "baselines on the same" not in capsys.readouterr().out

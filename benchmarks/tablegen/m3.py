@@ -92,7 +92,7 @@ def m3_controls_table() -> str:
     for subset in SUBSETS:
         weights[subset] = baselines["subsets"][subset]["series"] * baselines["subsets"][subset]["horizon"]
     rows = []
-    for arm, what in {"fpt": "frozen pretrained MiniLM (fpt)", **ARMS}.items():
+    for arm, what in {"fpt": "frozen pretrained MiniLM (fpt), its seed 0", **ARMS}.items():
         scores = {}
         for subset in SUBSETS:
             chosen = _chosen_runs(subset)

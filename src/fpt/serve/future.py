@@ -2,7 +2,7 @@
 `horizon` steps after every series' last observation, in the series' own units and on its own
 calendar (each date continued at the table's frequency, a month at a time for a monthly table, not
 in steps of 31 days), written as a long-format table of its own (unique_id, ds, fpt) with a picture
-of the history's tail and the forecast of the first series.
+of the history's tail and the forecast of the first few series.
 
 The table is read as the run's was (fpt.data.panel.read_panel, the run's column names and
 frequency); each look-back is scaled on itself, as in training (fpt.tasks.collections)."""
@@ -86,7 +86,7 @@ def write_future(out: Path, table, forecasts: list[np.ndarray], stamps: list[np.
 
 
 def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray], bounds: dict) -> Path:
-    """The last few seasons of the first series and their forecasts, in their units and dates."""
+    """The last few seasons of the first PLOTTED series and their forecasts, in their units and dates."""
     import matplotlib
 
     matplotlib.use("Agg")

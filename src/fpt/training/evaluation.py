@@ -90,7 +90,8 @@ def evaluate(
     if task.spec.regression:
         # a collection of series is also scored in its series' own units (sMAPE, MASE, OWA), on the whole
         # split from one process (the forecasts must be gathered in order: not on a subset, not across ranks)
-        per_series = hasattr(task, "series_scores") and spread is None and limit is None and not world.distributed
+        whole = limit is None or (hasattr(task, "series_scores") and limit >= len(task.eval_split_data(split)))
+        per_series = hasattr(task, "series_scores") and spread is None and whole and not world.distributed
         scores, kept = _evaluate_values(model, batches, world, keep=per_series)
         if per_series:
             scores.update(task.series_scores(split or task.eval_split, torch.cat(kept)))
