@@ -26,7 +26,7 @@ def future_forecasts(model, task, source: Path) -> tuple[object, list[np.ndarray
     """(the table read as a SeriesCollection, each series' forecast (horizon,), each series' forecast
     dates or steps, each series' look-back scale (what an interval's half-width is in units of))."""
     from fpt.data.panel import read_panel
-    from fpt.tasks.collections import window_scale
+    from fpt.tasks.collections import padded_lookback, window_scale
 
     notes = task.notes
     columns = notes.get("panel_columns")
@@ -36,11 +36,7 @@ def future_forecasts(model, task, source: Path) -> tuple[object, list[np.ndarray
         )
     horizon, lookback = notes["horizon"], notes["lookback"]
     table = read_panel(source, horizon, freq=notes.get("freq"), min_length=horizon + 1, **columns)
-    x = torch.empty(len(table), lookback, dtype=torch.float64)
-    for row, history in enumerate(table.history):  # the last look-back of each series, padded as in training
-        values = torch.from_numpy(history[-lookback:])
-        x[row, : lookback - len(values)] = values[0]
-        x[row, lookback - len(values) :] = values
+    x = torch.stack([padded_lookback(torch.from_numpy(history), lookback) for history in table.history])
     mean, scale = window_scale(x)
     batches = [((x[i : i + 256] - mean[i : i + 256]) / scale[i : i + 256]).float() for i in range(0, len(x), 256)]
     scaled = predict_values(model, [Batch(b, torch.zeros(0)) for b in batches]).double()

@@ -62,11 +62,15 @@ class CollectionWindows:
         y = torch.empty(len(index), self.horizon, dtype=torch.float64)
         for row, i in enumerate(index.tolist()):
             values, cut = self.values[int(self.series[i])], int(self.cut[i])
-            history = values[max(0, cut - self.lookback) : cut]
-            x[row, : self.lookback - len(history)] = history[0]
-            x[row, self.lookback - len(history) :] = history
+            x[row] = padded_lookback(values[:cut], self.lookback)
             y[row] = values[cut : cut + self.horizon]
         return x, y
+
+
+def padded_lookback(history: torch.Tensor, lookback: int) -> torch.Tensor:
+    """A history's last `lookback` values, left-padded with its first value where it is shorter (float64)."""
+    window = history[-lookback:].double()
+    return torch.cat([window[:1].expand(lookback - len(window)), window])
 
 
 def window_scale(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,6 +88,7 @@ class CollectionTask(ArrayTask):
         self.name, self.collection, self.notes = collection.name, collection, notes
         self._naive2: dict[str, list[np.ndarray]] = {}
         self.cuts = split_cuts(collection)
+        self.observed = observed_values(collection)  # every known value of each series, read by every split
         splits = {name: self._windows(name, lookback) for name in SPLITS}
         super().__init__(splits["train"], {"val": splits["val"], "test": splits["test"]}, "val")
         self.spec = TaskSpec(
@@ -98,7 +103,7 @@ class CollectionTask(ArrayTask):
 
     def _windows(self, split: str, lookback: int) -> CollectionWindows:
         horizon = self.collection.horizon
-        observed = [torch.from_numpy(v) for v in observed_values(self.collection)]
+        observed = [torch.from_numpy(v) for v in self.observed]  # views: the splits share one copy
         if split == "train":  # every cut whose target ends before validation begins
             series, cut = [], []
             for i, val_cut in enumerate(self.cuts["val"]):
@@ -124,13 +129,12 @@ class CollectionTask(ArrayTask):
 
     def split_histories(self, split: str) -> list[np.ndarray]:
         """What each series has observed before the split's horizon (MASE's in-sample scale, the baselines' input)."""
-        observed = observed_values(self.collection)
-        return [values[:cut] for values, cut in zip(observed, self.cuts[split])]
+        return [values[:cut] for values, cut in zip(self.observed, self.cuts[split])]
 
     def split_actuals(self, split: str) -> list[np.ndarray]:
         """Each series' true values over the split's horizon, in its own units."""
         horizon = self.collection.horizon
-        return [values[cut : cut + horizon] for values, cut in zip(observed_values(self.collection), self.cuts[split])]
+        return [values[cut : cut + horizon] for values, cut in zip(self.observed, self.cuts[split])]
 
     def unscale(self, split: str, predictions: torch.Tensor) -> list[np.ndarray]:
         """The model's scaled forecasts (N, horizon) of a split, in each series' own units."""
