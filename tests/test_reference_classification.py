@@ -90,3 +90,14 @@ def test_a_series_task_is_compared_with_minirocket(tmp_path):
     scores, missing = reference_accuracies(task, "test")
     assert not missing and set(scores) == {"majority label", "linear probe", "MiniRocket"}
     assert scores["MiniRocket"] > 0.95 and scores["majority label"] < 0.6  # GunPoint: two balanced classes
+
+
+def test_the_report_shows_each_method_and_what_was_left_out_as_rows():
+    from fpt.experiments.report import _baselines_section
+
+    summary = _summary(0.72, MiniRocket=0.993)
+    summary["baselines"]["missing"] = ['linear probe: pip install "fpt[sklearn]"']
+    page = _baselines_section(summary)
+    assert "<td>MiniRocket</td><td>accuracy 99.3%</td>" in page
+    assert "<td>left out</td><td>linear probe: pip install &quot;fpt[sklearn]&quot;</td>" in page
+    assert "MiniRocket beats fpt on this split" in page

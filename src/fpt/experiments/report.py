@@ -130,15 +130,14 @@ def _results_section(splits: dict, summary: dict) -> str:
 def _baselines_section(summary: dict) -> str:
     """The reference methods on the same test split and the sentence on who wins; a collection's intervals."""
     from fpt.training.intervals import coverage_line
-    from fpt.training.reference_scores import comparison_lines
+    from fpt.training.reference_scores import baseline_rows, verdict
 
-    lines = comparison_lines(summary)
     parts = []
-    if lines:
-        rows = [line.strip().split(": ", 1) for line in lines[1:-1] if ": " in line]
-        parts.append(
-            f"<h2>Beside the baselines</h2><p>{html.escape(lines[-1])}.</p>" + _table(["method", "score"], rows)
-        )
+    if summary.get("baselines"):
+        rows = [list(row) for row in baseline_rows(summary)]
+        rows += [["left out", reason] for reason in summary["baselines"].get("missing", [])]
+        sentence = f"<h2>Beside the baselines</h2><p>{html.escape(verdict(summary))}.</p>"
+        parts.append(sentence + _table(["method", "score"], rows))
     if "intervals" in summary:
         parts.append(f"<p>{html.escape(coverage_line(summary['intervals']))}.</p>")
     return "".join(parts)

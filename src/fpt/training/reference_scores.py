@@ -63,30 +63,41 @@ def _shown(metric: str, scores: dict) -> str:
     return describe_series(scores) if metric == "smape" else f"accuracy {100 * scores['accuracy']:.1f}%"
 
 
-def comparison_lines(summary: dict) -> list[str]:
-    """What `fpt train` prints after its test line: each method's score, then one plain sentence on
-    whether the best of them beats fpt (by sMAPE for series, the competitions' headline; by accuracy)."""
-    beside = summary.get("baselines")
-    if not beside:
-        return []
-    split, metric = beside["split"], beside.get("metric", "smape")
-    ours = scored_tests(summary)[split][metric]
-    lines = [f"  {name}: {_shown(metric, scores)}" for name, scores in beside["scores"].items()]
-    lines += [f"  (left out: {reason})" for reason in beside.get("missing", [])]
+def baseline_rows(summary: dict) -> list[tuple[str, str]]:
+    """(method, its score as text) for each reference method a run recorded, in their order."""
+    beside = summary.get("baselines") or {}
+    metric = beside.get("metric", "smape")
+    return [(name, _shown(metric, scores)) for name, scores in beside.get("scores", {}).items()]
+
+
+def verdict(summary: dict) -> str:
+    """One plain sentence on whether the best reference method beats fpt on the recorded split (by sMAPE
+    for series, the competitions' headline; by accuracy for labels), or ties it."""
+    beside = summary["baselines"]
+    metric = beside.get("metric", "smape")
+    ours = scored_tests(summary)[beside["split"]][metric]
     lower = metric == "smape"  # lower is better
     best_name, best = (min if lower else max)(beside["scores"].items(), key=lambda item: item[1][metric])
     scale, unit = (1, "") if lower else (100, "%")
     name = "sMAPE" if lower else "accuracy"
     if round(best[metric], 6) == round(ours, 6):
-        verdict = f"{best_name} scores as fpt does on this split ({name} {scale * ours:.2f}{unit})"
-    elif (best[metric] < ours) if lower else (best[metric] > ours):
-        verdict = (
+        return f"{best_name} scores as fpt does on this split ({name} {scale * ours:.2f}{unit})"
+    if (best[metric] < ours) if lower else (best[metric] > ours):
+        return (
             f"{best_name} beats fpt on this split ({name} {scale * best[metric]:.2f}{unit} "
             f"against fpt's {scale * ours:.2f}{unit})"
         )
-    else:
-        verdict = (
-            f"fpt beats every baseline on this split ({name} {scale * ours:.2f}{unit}; the best, {best_name}, "
-            f"{scale * best[metric]:.2f}{unit})"
-        )
-    return [f"baselines on the same {split} split ({beside['seconds']:.0f} s):", *lines, verdict]
+    return (
+        f"fpt beats every baseline on this split ({name} {scale * ours:.2f}{unit}; the best, {best_name}, "
+        f"{scale * best[metric]:.2f}{unit})"
+    )
+
+
+def comparison_lines(summary: dict) -> list[str]:
+    """What `fpt train` prints after its test line: each method's score, those left out, then the verdict."""
+    beside = summary.get("baselines")
+    if not beside:
+        return []
+    lines = [f"  {name}: {score}" for name, score in baseline_rows(summary)]
+    lines += [f"  (left out: {reason})" for reason in beside.get("missing", [])]
+    return [f"baselines on the same {beside['split']} split ({beside['seconds']:.0f} s):", *lines, verdict(summary)]
