@@ -5,6 +5,8 @@ The CLI turns it into a single line on stderr and exit status 2; library users c
 so nothing downstream has to match the wording of a message.
 """
 
+import reprlib
+
 # Kinds of failure that tables report as something other than "failed".
 USAGE = "usage"  # a bad option, file or value: the default
 MISSING_DATA = "missing-data"  # a dataset is not on this machine
@@ -35,12 +37,37 @@ class StopRequested(KeyboardInterrupt):
         self.signum = signum
 
 
+def _short_repr() -> reprlib.Repr:
+    # reprlib, not repr: a value from a file can be megabytes, or a YAML alias bomb whose repr would
+    # be gigabytes (nested aliases are shared when read and expanded only when printed)
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = 40
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = 4
+    short.maxlevel = 2
+    return short
+
+
+_SHORT = _short_repr()
+
+
+def quoted(value) -> str:
+    """A value as a message quotes it, in at most about a line: strings cut to 40 characters,
+    containers to their first 4 items and 2 levels."""
+    return _SHORT.repr(value)
+
+
+def quoted_text(text: str, limit: int = 40) -> str:
+    """A cell of a file as a message quotes it: at most `limit` characters, and its length when cut
+    (a cell can be megabytes)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 def check_type(value, allowed: tuple[type, ...], what: str) -> None:
     """Refuse, in one line, a value of none of the `allowed` types (None stands for null)."""
     # bool is an int in Python: a count given as true/false is a mistake, not 1/0
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-        raise FptError(f"{what} must be {names}, got {value!r}")
+        raise FptError(f"{what} must be {names}, got {quoted(value)}")
 
 
 def require(module: str, pip_command: str):

@@ -20,7 +20,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from fpt.core.errors import FptError, check_type, require
+from fpt.core.errors import FptError, check_type, quoted_text, require
 from fpt.core.paths import user_path
 from fpt.data import check_readable_file
 
@@ -93,7 +93,8 @@ def read_panel(
     names = {"id": id_column, "time": time_column, "value": value_column}
     for role, name in names.items():
         if name not in frame.columns:
-            found = ", ".join(_quoted(str(c)) for c in frame.columns[:10]) + (", ..." if frame.shape[1] > 10 else "")
+            found = ", ".join(quoted_text(str(c)) for c in frame.columns[:10])
+            found += ", ..." if frame.shape[1] > 10 else ""
             raise FptError(f"{path} has no column {name!r} (its columns: {found}); set it with {OPTIONS[role]}")
     table = _Table.of(pd, path, frame, names)
     if offset is not None and not table.dated:
@@ -139,7 +140,9 @@ def _offset(pd, freq: str):
             warnings.simplefilter("ignore", FutureWarning)
             return pd.tseries.frequencies.to_offset(freq)
     except ValueError:
-        raise FptError(f"--freq {_quoted(freq)} is not a pandas frequency; use e.g. MS, QS, YS, W, D or h") from None
+        raise FptError(
+            f"--freq {quoted_text(freq)} is not a pandas frequency; use e.g. MS, QS, YS, W, D or h"
+        ) from None
 
 
 # ---------------------------------------------------------------- the file
@@ -150,7 +153,7 @@ def _read_table(pd, path: Path):
     check_readable_file(path, "a .csv or .parquet file", "the table", FORMAT_HINT)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet"):
-        raise FptError(f"{path}: expected a .csv or .parquet file, not {_quoted(path.suffix or 'no suffix')}")
+        raise FptError(f"{path}: expected a .csv or .parquet file, not {quoted_text(path.suffix or 'no suffix')}")
     try:
         if suffix == ".parquet":
             require("pyarrow", f"pip install pyarrow (or {PIP})")
@@ -211,7 +214,7 @@ class _Table:
         return np.cumsum(np.bincount(self.codes, minlength=len(self.ids)))
 
     def _where(self, k: int) -> str:
-        return f"series {_quoted(str(self.ids[self.codes[k]]))}"
+        return f"series {quoted_text(str(self.ids[self.codes[k]]))}"
 
     def _stamp(self, k: int) -> str:
         return _stamp(self.times[k], self.dated)
@@ -238,7 +241,7 @@ class _Table:
             if pd.isna(cell) or str(cell).strip().lower() in MISSING:
                 raise FptError(f"{self.path}: {self._where(k)} has a row with no time in {name!r}; fill or drop it")
             raise FptError(
-                f"{self.path}: {self._where(k)}: time {_quoted(str(cell))} in {name!r} does not parse as a date; "
+                f"{self.path}: {self._where(k)}: time {quoted_text(str(cell))} in {name!r} does not parse as a date; "
                 f"{DATE_HINT}"
             )
         return moments.to_numpy(dtype="datetime64[ns]").view(np.int64), True
@@ -255,17 +258,19 @@ class _Table:
         cell, place = raw.iloc[k], f"{self.path}: {self._where(k)} at {self._stamp(k)}"
         text = "" if pd.isna(cell) else str(cell).strip()
         if text.lower() in MISSING:
-            shown = "NaN" if pd.isna(cell) else "an empty cell" if not text else _quoted(text)
+            shown = "NaN" if pd.isna(cell) else "an empty cell" if not text else quoted_text(text)
             raise FptError(f"{place} has no value in {name!r} ({shown}); fill or drop the gap first")
         number = _float(text)  # pandas gives NaN for "9" * 400, Python inf: a number, too large
         if number is not None and math.isinf(number) and "inf" in text.lower():
-            raise FptError(f"{place}: {name!r} holds {_quoted(text)}, not a finite number; replace it or drop the row")
+            raise FptError(
+                f"{place}: {name!r} holds {quoted_text(text)}, not a finite number; replace it or drop the row"
+            )
         if number is not None and not math.isnan(number):  # beyond float32, where the model computes: inf there
             raise FptError(
-                f"{place}: {name!r} holds {_quoted(text, 20)}, beyond float32's range (|v| > 3.4e38) the model "
+                f"{place}: {name!r} holds {quoted_text(text, 20)}, beyond float32's range (|v| > 3.4e38) the model "
                 "computes in; rescale the column (e.g. to other units) or drop the row"
             )
-        raise FptError(f"{place}: {name!r} holds {_quoted(text)}, not a number; fix the cell or drop the row")
+        raise FptError(f"{place}: {name!r} holds {quoted_text(text)}, not a number; fix the cell or drop the row")
 
     def check_order(self) -> None:
         """Refuse a time repeated inside a series, or one before its predecessor (never re-sorted: a
@@ -362,13 +367,13 @@ class _Table:
         )
         if own and _offset(pd, own).freqstr != freq:
             raise FptError(
-                f"{self.path}: series {_quoted(str(self.ids[source]))} is {freq!r} but series "
-                f"{_quoted(str(self.ids[i]))} is {own!r}; give one frequency with --freq or keep one kind of series"
+                f"{self.path}: series {quoted_text(str(self.ids[source]))} is {freq!r} but series "
+                f"{quoted_text(str(self.ids[i]))} is {own!r}; give one frequency with --freq or keep one kind of series"
             )
 
     def _off_grid(self, i: int, starts, on_grid, off, following, freq: str) -> NoReturn:
         """Refuse series i, which starts off the frequency's grid or does not step by it."""
-        where = f"{self.path}: series {_quoted(str(self.ids[i]))}"
+        where = f"{self.path}: series {quoted_text(str(self.ids[i]))}"
         if not on_grid[i]:
             raise FptError(
                 f"{where} starts at {self._stamp(starts[i])}, not a date of frequency {freq!r}; "
@@ -417,8 +422,3 @@ def _float(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-def _quoted(text: str, limit: int = 40) -> str:
-    """A cell as a message quotes it: at most `limit` characters of it (a cell can be megabytes)."""
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpt.core.errors import FptError
+from fpt.core.errors import FptError, quoted_text
 from fpt.core.paths import user_path
 from fpt.data import check_readable_file
 
@@ -141,7 +141,7 @@ def _date_column(
         k = moments.index(None)
         raise FptError(
             f"{path}: no date column (none is named 'date', and the first, {header[0]!r}, holds "
-            f"{_quoted(texts[k])} on line {lines[k]}); name the date column 'date' in the header "
+            f"{quoted_text(texts[k])} on line {lines[k]}); name the date column 'date' in the header "
             "or pass --date-column NAME"
         )
     return 0, _increasing(path, header[0], moments, texts, lines)
@@ -188,7 +188,7 @@ def _parse_dates(path: Path, name: str, texts: list[str], lines: list[int]) -> n
         if texts[k].strip().lower() in MISSING:
             raise FptError(f"{path}: line {lines[k]} has no date in column {name!r}; fill or drop the gap first")
         raise FptError(
-            f"{path}: line {lines[k]}: date {_quoted(texts[k])} in column {name!r} does not parse; {DATE_HINT}"
+            f"{path}: line {lines[k]}: date {quoted_text(texts[k])} in column {name!r} does not parse; {DATE_HINT}"
         )
     return _increasing(path, name, moments, texts, lines)
 
@@ -200,8 +200,8 @@ def _increasing(path: Path, name: str, moments: list[datetime], texts: list[str]
     if back.size:
         k = int(back[0]) + 1
         raise FptError(
-            f"{path}: line {lines[k]}: date {_quoted(texts[k])} in column {name!r} is not after "
-            f"{_quoted(texts[k - 1])} on line {lines[k - 1]}; sort the rows by date and drop repeated times"
+            f"{path}: line {lines[k]}: date {quoted_text(texts[k])} in column {name!r} is not after "
+            f"{quoted_text(texts[k - 1])} on line {lines[k - 1]}; sort the rows by date and drop repeated times"
         )
     return dates
 
@@ -220,16 +220,16 @@ def _parse_numbers(path: Path, name: str, texts: list[str], lines: list[int], fi
         k = next(k for k, text in enumerate(texts) if not _is_finite_number(text))
     text, line = texts[k], lines[k]
     if text.strip().lower() in MISSING:
-        cell = "an empty cell" if not text.strip() else _quoted(text)
+        cell = "an empty cell" if not text.strip() else quoted_text(text)
         raise FptError(
             f"{path}: column {name!r} has a missing value on line {line} ({cell}); fill or drop the gap first"
         )
     if _is_number(text):  # inf, -inf
         raise FptError(
-            f"{path}: column {name!r} holds {_quoted(text)} on line {line}, not a finite number; "
+            f"{path}: column {name!r} holds {quoted_text(text)} on line {line}, not a finite number; "
             "replace it or drop the row"
         )
-    raise FptError(f"{path}: column {name!r} is not numeric: line {line} holds {_quoted(text)}; {fix}")
+    raise FptError(f"{path}: column {name!r} is not numeric: line {line} holds {quoted_text(text)}; {fix}")
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -246,11 +246,6 @@ def _within_float32(path: Path, name: str, column: np.ndarray, texts: list[str],
             "(|v| > 3.4e38) the model computes in; rescale the column (e.g. to other units) or drop the row"
         )
     return column
-
-
-def _quoted(text: str, limit: int = 40) -> str:
-    """A cell as a message quotes it: at most `limit` characters of it (a cell can be megabytes)."""
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def _is_number(text: str) -> bool:

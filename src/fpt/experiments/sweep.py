@@ -329,6 +329,9 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     check_cells_unchanged(spec, sweep_dir)
+    if spec.runs is not None:  # `runs:` first: a folder refused there leaves no sweep folder behind
+        _make_folder(Path(spec.runs), "the spec's 'runs' folder", "name another folder under 'runs:'")
+    _make_folder(sweep_dir, "the sweep folder", "give another --out")
     write_json(sweep_dir / "spec.json", spec.as_dict())
     cells = spec.cells()
     write_cell_records(spec, sweep_dir)
@@ -348,6 +351,15 @@ def run_sweep(
         if all(rows):
             write_results_csv(rows, sweep_dir / "results.csv")
     return rows
+
+
+def _make_folder(path: Path, what: str, fix: str) -> None:
+    """Make `path` now, before any file of the sweep is written: a folder the system refuses
+    (/proc/x, read-only, a file in the way) is one line naming it and the fix, not a cell's failure."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FptError(f"cannot create {what} {path} ({exc.strerror or exc}); {fix}") from None
 
 
 def write_results_csv(rows: list[dict], path: Path) -> None:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpt.core.errors import FptError, require
+from fpt.core.errors import FptError, quoted, require
 from fpt.experiments.paper import VARIANT_TASK_OPTIONS, VARIANTS
 from fpt.training.config import coerce_option
 
@@ -93,7 +93,9 @@ class SweepSpec:
         seen: dict[str, Cell] = {}
         for cell in cells:
             if cell.name in seen:
-                raise FptError(f"sweep {self.name!r} has the cell {cell.values} twice; list each grid value once")
+                raise FptError(
+                    f"sweep {self.name!r} has the cell {quoted(cell.values)} twice; list each grid value once"
+                )
             seen[cell.name] = cell
         return cells
 
@@ -110,9 +112,9 @@ def _check_value(key: str, value, where: str) -> None:
     from fpt.tasks import list_tasks
 
     if key == "variant" and value not in VARIANTS:
-        raise FptError(f"{where}: unknown variant {value!r}; choose from {', '.join(VARIANTS)}")
+        raise FptError(f"{where}: unknown variant {quoted(value)}; choose from {', '.join(VARIANTS)}")
     if key == "task" and str(value).partition(":")[0] not in list_tasks():  # npz:PATH, forecast:PATH, ett:ETTh1
-        raise FptError(f"{where}: unknown task {value!r}; choose from {', '.join(list_tasks())}")
+        raise FptError(f"{where}: unknown task {quoted(value)}; choose from {', '.join(list_tasks())}")
 
 
 def read_spec_text(path: Path, what: str = "sweep spec") -> str:
@@ -211,7 +213,8 @@ def _check_entries(path: Path, section: str, mapping: dict, node, known: set[str
         if section == "grid" and (not isinstance(value, list) or not value):
             raise FptError(f"{where}: grid values of {key!r} must be a non-empty list")
         if section == "options" and key in GRID_ONLY_KEYS:
-            raise FptError(f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {key}: [{value}])")
+            example = f"{key}: [{quoted(value)}]"
+            raise FptError(f"{where}: {key!r} names the cells of a sweep; list it under grid (e.g. {example})")
         if section == "cells" and isinstance(value, (list, dict)):
             raise FptError(f"{where}: cell {cell}'s {key!r} is one value, not a {type(value).__name__}")
         values = [coerce_option(key, item, where) for item in (value if section == "grid" else [value])]
@@ -253,7 +256,7 @@ def _sitting_keys(path: Path, data: dict) -> tuple[str | None, float | None]:
     if minutes is not None and not (
         isinstance(minutes, (int, float)) and not isinstance(minutes, bool) and 0 < minutes < math.inf
     ):
-        raise FptError(f"{path}: 'max_minutes' must be a positive number of minutes, got {data['max_minutes']!r}")
+        raise FptError(f"{path}: 'max_minutes' must be a positive number of minutes, got {quoted(data['max_minutes'])}")
     # absolute and normalised (specs/../results is results): the same folder from any working directory
     runs = None if runs is None else os.path.abspath(path.parent / runs)
     return runs, (None if minutes is None else float(minutes))
@@ -295,10 +298,10 @@ def load_spec(path: Path) -> SweepSpec:
         raise FptError(f"{path}: the grid has {size:,} cells; at most {MAX_CELLS:,} are run by one sweep")
     parallel = data.get("parallel", 1)
     if not isinstance(parallel, int) or isinstance(parallel, bool) or not 1 <= parallel <= MAX_PARALLEL:
-        raise FptError(f"{path}: 'parallel' must be an integer from 1 to {MAX_PARALLEL}, got {parallel!r}")
+        raise FptError(f"{path}: 'parallel' must be an integer from 1 to {MAX_PARALLEL}, got {quoted(parallel)}")
     name = data.get("name") or path.stem
     if not isinstance(name, str):  # YAML reads `name: 2024-05-01` as a date
-        raise FptError(f"{path}: 'name' must be a string; quote it (name: \"{name}\")")
+        raise FptError(f"{path}: 'name' must be a string; quote it (name: \"{quoted(name)}\")")
     spec = SweepSpec(name, grid, options, parallel, cells, *_sitting_keys(path, data))
     spec.cells()  # refuses duplicate cells now, before anything runs
     check_cell_options(spec, str(path))
@@ -337,12 +340,18 @@ def train_args(options: dict, values: dict) -> list[str]:
 def check_cell_options(spec: SweepSpec, where: str) -> None:
     """Every cell's options checked as `fpt train` checks them (numbers in range, names known)
     before anything runs: a value out of range would otherwise fail each cell in turn."""
-    from fpt.tasks import TASK_OPTIONS
+    from fpt.tasks import TASK_OPTIONS, task_options
     from fpt.training.config import TrainConfig
 
     for cell in spec.cells():
-        fields = {k: v for k, v in _cell_options(spec.options, cell.values).items() if k not in TASK_OPTIONS}
+        options = _cell_options(spec.options, cell.values)
+        fields = {k: v for k, v in options.items() if k not in TASK_OPTIONS}
         try:
             TrainConfig.from_recipe(fields.pop("recipe", "paper"), **fields).validate()
+            # the task's options too (`lookback: -3`, an option the task does not take), from their
+            # values alone: no data is read
+            task_options(
+                str(options.get("task", TrainConfig.task)), {k: v for k, v in options.items() if k in TASK_OPTIONS}
+            )
         except FptError as exc:
             raise FptError(f"{where}: cell {cell.name}: {exc}") from None

@@ -109,6 +109,22 @@ def check_task_option_types(options: dict, where: str) -> None:
             check_type(value, (*task_option_types(key), type(None)), f"{where}: {key}")
 
 
+# Task options with a lower bound, checked without building the task (no data read): a sweep checks
+# every cell's options before its first cell starts, and a task gets them checked once here.
+WHOLE_AT_LEAST_ONE = (
+    "n_bits", "n_strings", "patch_size", "eval_size", "max_len", "lookback", "horizon", "patch_stride",
+)  # fmt: skip
+
+
+def check_task_option_values(options: dict) -> None:
+    """Refuse, in one line, a count option (`WHOLE_AT_LEAST_ONE`) that is not a whole number of at
+    least 1; None leaves the choice to the task."""
+    for key in WHOLE_AT_LEAST_ONE:
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise FptError(f"--{key.replace('_', '-')} must be a whole number of at least 1, got {value!r}")
+
+
 def register_task(name: str):
     """Class or factory decorator: make a task available under `name`; its parameters (but `path`
     and `sha256`) become task options, typed by their annotations (`factory_option_types`)."""
@@ -172,6 +188,7 @@ def task_options(name: str, options: dict) -> dict:
         missing = [k for k, p in accepted.items() if p.default is inspect.Parameter.empty and k not in options]
         raise FptError(f"task {name!r} needs {', '.join(missing)}{hint}") from None
     bound.apply_defaults()
+    check_task_option_values(bound.arguments)
     return dict(bound.arguments)
 
 

@@ -13,7 +13,7 @@ from fpt.backbones.control_bodies import BACKBONE, BODIES, check_body
 from fpt.backbones.families import ATTENTIONS
 from fpt.backbones.surgery import AUTO, PRECISION_CHOICES, check_attention, check_dropout_rates, check_precision
 from fpt.core.devices import DEVICE_CHOICES, check_device_name
-from fpt.core.errors import FptError, check_type
+from fpt.core.errors import FptError, check_type, quoted
 from fpt.models.baselines import MODELS
 from fpt.models.ends import POOLINGS
 from fpt.models.policy import POLICIES, parse_policy
@@ -58,7 +58,7 @@ def recipe_defaults(recipe: str) -> dict:
     """The options a recipe sets, the same on every machine (its precision auto is resolved where
     the model is built: fpt.training.build.resolve_precision)."""
     if recipe not in RECIPES:
-        raise FptError(f"unknown --recipe {recipe!r}; choose {' or '.join(RECIPES)}")
+        raise FptError(f"unknown --recipe {quoted(recipe)}; choose {' or '.join(RECIPES)}")
     return dict(RECIPES[recipe])
 
 
@@ -220,7 +220,7 @@ class TrainConfig:
         check_bucket_window(self.bucket_window)
         check_device_name(self.device)
         if self.lr_schedule not in LR_SCHEDULES:
-            raise FptError(f"unknown --lr-schedule {self.lr_schedule!r}; choose {' or '.join(LR_SCHEDULES)}")
+            raise FptError(f"unknown --lr-schedule {quoted(self.lr_schedule)}; choose {' or '.join(LR_SCHEDULES)}")
         if self.warmup_steps < 0 or (self.warmup_steps and self.warmup_steps >= self.steps):
             raise FptError(
                 f"--warmup-steps must be at least 0 and below --steps ({self.steps}), got "
@@ -229,7 +229,7 @@ class TrainConfig:
         if self.eval_subset is not None and self.eval_subset < 1:
             raise FptError(f"--eval-subset must be at least 1, got {self.eval_subset}")
         if self.recipe not in RECIPES:
-            raise FptError(f"unknown --recipe {self.recipe!r}; choose {' or '.join(RECIPES)}")
+            raise FptError(f"unknown --recipe {quoted(self.recipe)}; choose {' or '.join(RECIPES)}")
         self._check_names()
 
     def _check_names(self) -> None:
@@ -330,7 +330,7 @@ _FIELD_TYPES = _field_types()
 def check_choice(option: str, value, choices) -> None:
     """Refuse a `value` of --OPTION that is not one of `choices`, naming them."""
     if value not in choices:
-        raise FptError(f"unknown --{option.replace('_', '-')} {value!r}; choose one of {', '.join(choices)}")
+        raise FptError(f"unknown --{option.replace('_', '-')} {quoted(value)}; choose one of {', '.join(choices)}")
 
 
 MAX_THREADS = 1024  # torch takes a C int; more threads than any machine's cores is a typo
