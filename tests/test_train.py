@@ -256,7 +256,7 @@ def test_one_ctrl_c_reaching_a_rank_three_times_is_one_request(tiny_gpt2, tmp_pa
 
 
 def test_max_minutes_stops_with_a_checkpoint_and_the_resumed_run_equals_an_uninterrupted_one(tiny_gpt2, tmp_path):
-    from fpt.training.loop import TimeLimitReached
+    from fpt.training.stopping import TimeLimitReached
 
     uninterrupted, _ = train(_config(tiny_gpt2), out=tmp_path / "straight", progress=False)
     with pytest.raises(TimeLimitReached, match="step 1 of 10: --max-minutes 1e-06 reached"):
@@ -299,3 +299,50 @@ def test_a_peer_lost_while_checkpointing_is_one_line_not_a_traceback(tiny_gpt2):
     trainer.world = LostPeer()
     with pytest.raises(FptError, match="another rank stopped while saving a checkpoint at step 0"):
         trainer._checkpoint()
+
+
+def test_a_signal_during_an_evaluation_stops_it_checkpoints_and_the_resume_makes_it_first(tiny_gpt2, tmp_path):
+    config = dict(eval_batch_size=4)  # 5 batches an evaluation: the stop comes between two of them
+    uninterrupted, _ = train(_config(tiny_gpt2, **config), out=tmp_path / "straight", progress=False)
+
+    def preempt(step, loss):  # after step 5's update, as its evaluation begins
+        if step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(StopRequested) as stopped:
+        train(_config(tiny_gpt2, **config), out=tmp_path / "stopped", progress=False, on_step=preempt)
+    assert "step 5 of 10" in str(stopped.value) and "its evaluation of step 5 was not finished" in str(stopped.value)
+    run = RunDir(tmp_path / "stopped")
+    checkpoint = load_checkpoint(run.checkpoint_path)
+    assert checkpoint.step == 5 and checkpoint.pending_evaluation is not None and run.read_metrics() == []
+    resumed, _ = resume(tmp_path / "stopped", progress=False)
+    straight = RunDir(tmp_path / "straight").read_metrics()
+
+    def scores(records):  # what was measured, not how fast: a resumed evaluation has no steps to time yet
+        return [{k: v for k, v in r.items() if not ("_s" in k or "per_" in k or k == "mfu")} for r in records]
+
+    assert scores(run.read_metrics()) == scores(straight)  # step 5's evaluation made first, then step 10's
+    assert resumed["final"] == uninterrupted["final"] and resumed["test"] == uninterrupted["test"]
+    a, b = load_checkpoint(tmp_path / "straight" / RunDir.CHECKPOINT), load_checkpoint(run.checkpoint_path)
+    assert all(torch.equal(a.params[name], b.params[name]) for name in a.params)
+    assert b.pending_evaluation is None
+
+
+def test_a_stop_before_training_begins_ends_the_command_as_a_stopped_run(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    from helpers import train_argv
+
+    import fpt.training.build as build_module
+    from fpt.cli import main
+
+    real = build_module.create_task
+
+    def signalled(*args, **kwargs):  # Ctrl-C or a sweep's SIGTERM while the task is read
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build_module, "create_task", signalled)
+    before = signal.getsignal(signal.SIGTERM)
+    status = main(train_argv(tiny_gpt2, tmp_path / "run", "--steps", "4"))
+    assert status == 128 + signal.SIGTERM  # not killed by the default handler: the sweep's "stopped"
+    assert "SIGTERM: stopped" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -8,6 +8,7 @@ Every mistake a user can make ends in one line on stderr naming the fix, and exi
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -27,7 +28,7 @@ from fpt.cli.runs import (
 from fpt.cli.sweeps import cmd_reproduce, cmd_sweep
 from fpt.cli.train import cmd_info, cmd_train
 from fpt.core.errors import FptError, StopRequested
-from fpt.core.runtime import PARENT_PID_ENV, watch_parent
+from fpt.core.runtime import PARENT_PID_ENV, StopOnSignal, watch_parent
 from fpt.training import distributed
 
 __all__ = ["COMMANDS", "build_parser", "entry", "main"]
@@ -63,6 +64,15 @@ def _record_failure(kind: str, message: str) -> None:
             pass
 
 
+def _stop_now(signum: int) -> None:
+    """Ctrl-C or SIGTERM outside a training loop (loading data, building a model, writing results):
+    the command ends now, with the same exit status as a stopped run, not killed by the default handler."""
+    name = signal.Signals(signum).name
+    raise StopRequested(
+        f"{name}: stopped; a run continues from its last checkpoint with `fpt train --resume RUN_DIR`", signum
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one `fpt` command (`argv`, default sys.argv[1:]) and return its exit status instead of exiting:
     the command's own (0 when done), 2 for an FptError or a path the system refuses (one line on stderr),
@@ -78,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         args.argv = argv
         if getattr(args, "progress", False) is None:  # a bar redrawn in a log file is noise
             args.progress = sys.stderr.isatty()
-        status = COMMANDS[args.command](args)
+        with StopOnSignal(_stop_now):  # a trainer, a sweep put their own in place while they run
+            status = COMMANDS[args.command](args)
     except FptError as exc:
         if not exc.said_by_rank_0:  # under torchrun, an error every rank got from rank 0 is printed once
             distributed.say_last(f"fpt: error: {exc}")

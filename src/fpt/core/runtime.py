@@ -169,11 +169,30 @@ class StopOnSignal:
     def __enter__(self) -> "StopOnSignal":
         self.signum = None
         self._previous = install_stop_handlers(self._request)
+        if threading.current_thread() is threading.main_thread():
+            _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
         restore_handlers(self._previous)
         self._previous = {}
+        if _ACTIVE and _ACTIVE[-1] is self:
+            _ACTIVE.pop()
+            pass_request_on(self.signum, self._first_at)
+
+
+# The StopOnSignal blocks the main thread is in, innermost last.
+_ACTIVE: list[StopOnSignal] = []
+
+
+def pass_request_on(signum: int | None, first_at: float) -> None:
+    """A stop request an inner handler took (a Trainer's, a sweep's) goes on, as it ends, to the
+    enclosing StopOnSignal (the `fpt` command's), so that its later copies (a sweep's SIGTERM after
+    the group's Ctrl-C, late on a loaded machine) are taken there as the same request, not as a new
+    one that would end the process another way."""
+    outer = _ACTIVE[-1] if _ACTIVE else None
+    if signum is not None and outer is not None and outer.signum is None:
+        outer.signum, outer._first_at = signum, first_at
 
 
 def install_stop_handlers(handler: Callable) -> dict[int, object]:

@@ -19,7 +19,13 @@ import threading
 import time
 
 from fpt.core.errors import StopRequested
-from fpt.core.runtime import SAME_REQUEST_S, STOP_SIGNALS, install_stop_handlers, restore_handlers
+from fpt.core.runtime import (
+    SAME_REQUEST_S,
+    STOP_SIGNALS,
+    install_stop_handlers,
+    pass_request_on,
+    restore_handlers,
+)
 
 # how a cell's `fpt train` ends when a stop request reached it: 128 + the signal (fpt.cli.main), or
 # killed by the signal itself before its own handler was installed
@@ -45,6 +51,7 @@ class SweepStop:
     def __exit__(self, *exc) -> None:
         restore_handlers(self._previous)
         self._previous = {}
+        pass_request_on(self.signum, self._first_at)
 
     def start(self, command: list[str], **popen) -> subprocess.Popen | None:
         """Start a cell's process, or None once a stop was asked for (the cell is not begun)."""

@@ -67,6 +67,7 @@ class Checkpoint:
     grad_scaler: dict | None = None  # --precision fp16: the loss scale and its growth tracker
     elapsed_s: float | None = None  # training seconds from step 0 to `step` (None: saved before fpt kept it)
     best: BestState | None = None  # --keep-best: the trained tensors of the best validation score so far
+    pending_evaluation: float | None = None  # the train loss of `step`, whose evaluation a signal interrupted
 
     @property
     def world_size(self) -> int:
@@ -96,10 +97,13 @@ def save_checkpoint(
     grad_scaler: dict | None = None,
     elapsed_s: float | None = None,
     best: BestState | None = None,
+    pending_evaluation: float | None = None,
 ) -> None:
     """`model` is a TrainableModel: its trained tensors are saved, bound to its weights' hash.
     `rng_states`: every rank's, in rank order (default: this process's own); `elapsed_s`: the
-    training time so far, which a resume goes on counting from; `best`: --keep-best's weights."""
+    training time so far, which a resume goes on counting from; `best`: --keep-best's weights;
+    `pending_evaluation`: the train loss of `step`, whose evaluation a signal interrupted (a resume
+    makes it first)."""
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     tensors = {f"param.{n}": t.contiguous() for n, t in model.trainable_state().items()}
     state = optimizer.state_dict()
@@ -129,6 +133,8 @@ def save_checkpoint(
         metadata["grad_scaler"] = json.dumps(grad_scaler)
     if elapsed_s is not None:
         metadata["elapsed_s"] = repr(float(elapsed_s))
+    if pending_evaluation is not None:
+        metadata["pending_evaluation"] = repr(float(pending_evaluation))
     if best is not None:
         metadata["best"] = json.dumps(
             {"step": best.step, "result": best.result, "evaluations_since": best.evaluations_since}, allow_nan=False
@@ -233,6 +239,7 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
     elapsed_s = float(metadata["elapsed_s"]) if "elapsed_s" in metadata else None
     if elapsed_s is not None and not (math.isfinite(elapsed_s) and elapsed_s >= 0):
         raise ValueError(f"elapsed time {elapsed_s}")
+    pending = float(metadata["pending_evaluation"]) if "pending_evaluation" in metadata else None
     return Checkpoint(
         best=_parse_best(tensors, metadata, params),
         step=step,
@@ -243,6 +250,7 @@ def _parse(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Checkp
         backbone_hash=metadata["backbone_hash"],
         grad_scaler=grad_scaler,
         elapsed_s=elapsed_s,
+        pending_evaluation=pending,
     )
 
 

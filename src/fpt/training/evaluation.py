@@ -4,7 +4,7 @@ distributed run."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +14,7 @@ from fpt.tasks import Task
 from fpt.tasks.base import Batch
 from fpt.tasks.bucketing import LengthBucketedTask
 from fpt.training.distributed import SINGLE, World
+from fpt.training.stopping import EvaluationInterrupted
 
 
 def device_of(model) -> torch.device:
@@ -63,6 +64,7 @@ def evaluate(
     confusion: bool = False,
     world: World = SINGLE,
     limit: int | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> dict:
     """Loss and accuracy on a whole evaluation split (every example, no dropped remainder).
 
@@ -71,7 +73,8 @@ def evaluate(
     Ranks of a distributed run score every world.size-th batch each and sum the counts, so the
     split is scored exactly once and every rank gets the same result. `limit`: only the split's
     first N examples (a fixed subset, named "split[:N]" in the result); a task with a
-    `subset_index` (a forecast) picks its own, spread over the split.
+    `subset_index` (a forecast) picks its own, spread over the split. `interrupted`: asked before
+    each batch; True stops the evaluation (EvaluationInterrupted), e.g. on Ctrl-C.
     """
     batch_size = eval_batch_for(task, batch_size)
     cut: list[bool] = []  # filled as the batches are drawn: name the split after the loop
@@ -83,6 +86,9 @@ def evaluate(
         batches = task.eval_batches(batch_size, split)
     else:
         batches = _first_examples(task, batch_size, split, limit, cut)
+
+    if interrupted is not None:
+        batches = _until(interrupted, batches)
 
     def split_name() -> str:
         return (split or task.eval_split) + (spread[1] if spread else f"[:{limit}]" if cut else "")
@@ -98,6 +104,14 @@ def evaluate(
     else:
         scores = _evaluate_labels(model, batches, world, task.spec.num_classes, confusion)
     return {"split": split_name(), **scores}  # named once the batches are drawn
+
+
+def _until(interrupted: Callable[[], bool], batches: Iterator[Batch]) -> Iterator[Batch]:
+    """The batches, until `interrupted()` says to stop (checked before each)."""
+    for batch in batches:
+        if interrupted():
+            raise EvaluationInterrupted
+        yield batch
 
 
 def _evaluate_labels(model: TrainableModel, batches: Iterator[Batch], world: World, num_classes: int, confusion: bool):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import signal
-import sys
 import time
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -19,7 +17,6 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from fpt.core.errors import DIVERGED, USAGE, FptError, StopRequested
-from fpt.core.runtime import StopOnSignal
 from fpt.core.scores import better, describe, reached
 from fpt.models.ends import TrainableModel
 from fpt.tasks import Task
@@ -32,6 +29,7 @@ from fpt.training.distributed import SINGLE, World
 from fpt.training.evaluation import device_of, evaluate
 from fpt.training.run_dir import RunDir, is_subset
 from fpt.training.speed import CONVENTION, ModelFlops, SpeedMeter, describe_speed, measured_peak
+from fpt.training.stopping import EvaluationInterrupted, RunStop
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -56,14 +54,6 @@ def task_loss(outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if torch.is_floating_point(y):
         return F.mse_loss(outputs.reshape(y.shape), y)
     return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), y.reshape(-1))
-
-
-class TimeLimitReached(StopRequested):
-    """A run stopped at a step boundary because its sitting's time (--max-minutes) was up, after
-    saving its checkpoint; not an interruption: the CLI exits 0."""
-
-    def __init__(self, message: str):
-        super().__init__(message, 0)
 
 
 class StepCounts(NamedTuple):
@@ -135,9 +125,9 @@ class Trainer:
         # None after loading a checkpoint too old to hold it (resume takes it from the metrics)
         self.elapsed_before: float | None = 0.0
         self.started: float | None = None  # when this process's fit() began
-        self.stop = StopOnSignal(self._say_stopping)  # Ctrl-C or SIGTERM during fit: stop after the step
-        self.stop_agreed = False  # every rank saw the request by the end of the last step
-        self.deadline: float | None = None  # perf_counter() at which this sitting ends (fit's max_minutes)
+        self.stop = RunStop(world.is_main, world.distributed)  # Ctrl-C, SIGTERM, --max-minutes during fit
+        # stopped during the evaluation of `self.step` (the checkpoint's): its train loss, to make it first
+        self.pending_evaluation: float | None = None
         self.meter = SpeedMeter(None)  # this sitting's speed (fit makes it, with the peak where progress is shown)
         self.model_flops: ModelFlops | None = None
         self.best: BestState | None = None  # --keep-best: the best whole-split evaluation's weights so far
@@ -160,6 +150,7 @@ class Trainer:
             ) from None
         self.step = self.last_checkpoint_step = checkpoint.step
         self.elapsed_before, self.best = checkpoint.elapsed_s, checkpoint.best
+        self.pending_evaluation = checkpoint.pending_evaluation
 
     @property
     def weights_step(self) -> int:
@@ -210,6 +201,7 @@ class Trainer:
                 self.scaler.state_dict() if self.scaler.is_enabled() else None,
                 round(self.elapsed(), 3),
                 self.best,
+                self.pending_evaluation,
             )
         except OSError as exc:
             kept = (
@@ -237,11 +229,11 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
         self.scaler.step(self.optimizer)  # fp16: skipped where the scaled gradients overflowed
         self.scaler.update()
-        counts = StepCounts(loss_sum, correct, len(batch), batch.y.numel(), float(self._wants_to_stop()))
+        counts = StepCounts(loss_sum, correct, len(batch), batch.y.numel(), float(self.stop.wanted()))
         if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
             summed = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device))
             counts = StepCounts(*summed.tolist())
-        self.stop_agreed = counts.stop_votes > 0
+        self.stop.agreed = counts.stop_votes > 0
         return counts.loss, None if self.task.spec.regression else counts.accuracy
 
     def _backward(self, batch: Batch) -> tuple[float, int]:
@@ -297,6 +289,7 @@ class Trainer:
                 split=split,
                 world=self.world,
                 limit=None if whole else self.config.eval_subset,
+                interrupted=self.stop.interrupts_evaluation,
             )
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise self._failed(exc, "evaluating") from None
@@ -344,79 +337,79 @@ class Trainer:
         if self.tracker is not None:
             self.tracker.open(self.run_dir.path, dataclasses.asdict(self.config), self.run_dir.read_metrics())
 
-    def _say_stopping(self, signum: int) -> None:
-        if self.world.is_main:
-            tqdm.write(
-                f"fpt: {signal.Signals(signum).name}: stopping once the step under way is done, with a "
-                "checkpoint (send it again to stop at once)",
-                file=sys.stderr,
-            )
-
-    def _wants_to_stop(self) -> bool:
-        """This process was asked to stop, or its sitting's time is up."""
-        return self.stop.requested or (self.deadline is not None and time.perf_counter() >= self.deadline)
-
-    def _stop_requested(self) -> bool:
-        """One process stops at once; ranks stop as the last step's all-reduce agreed (train_step)."""
-        return self.stop_agreed if self.world.distributed else self._wants_to_stop()
-
-    def _checkpoint_and_stop(self, max_minutes: float | None) -> StopRequested:
-        """Save where the run stands (unless the evaluation just did) and say how to go on."""
-        if self.last_checkpoint_step != self.step:
+    def _checkpoint_and_stop(self, max_minutes: float | None, evaluating: float | None = None) -> StopRequested:
+        """Save where the run stands (unless the evaluation just did) and say how to go on. `evaluating`:
+        the train loss of the step whose evaluation a signal interrupted, made first when resumed."""
+        self.pending_evaluation = evaluating
+        if self.last_checkpoint_step != self.step or evaluating is not None:
             self._checkpoint()
-        where = f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"
-        if self.stop.signum is None and max_minutes is not None:  # no rank was signalled: the time is up
-            return TimeLimitReached(
-                f"stopped at step {self.step} of {self.config.steps}: --max-minutes {max_minutes:g} reached, "
-                f"checkpoint saved; continue with {where}"
-            )
-        signum = self.stop.signum or signal.SIGTERM  # a rank that got no signal stops with the others
-        return StopRequested(
-            f"stopped at step {self.step} of {self.config.steps} on {signal.Signals(signum).name}, "
-            f"checkpoint saved; continue with {where}",
-            signum,
-        )
+        left = "" if evaluating is None else f"its evaluation of step {self.step}"
+        return self.stop.error(self.step, self.config.steps, max_minutes, self._resume_command(), left)
+
+    def _resume_command(self) -> str:
+        return f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"
 
     def fit(self, max_minutes: float | None = None) -> dict:
         """Train to config.steps (or the target accuracy or MSE); returns the summary. Ctrl-C or
-        SIGTERM lets the step under way finish, saves a checkpoint and raises StopRequested, so a
-        resume loses nothing (see fpt.core.runtime.StopOnSignal); so does the end of `max_minutes` of
-        this sitting (TimeLimitReached; litgpt's max_time)."""
+        SIGTERM lets the step under way finish (or interrupts the evaluation under way), saves a
+        checkpoint and raises StopRequested, so a resume loses nothing (fpt.training.stopping); so does
+        the end of `max_minutes` of this sitting (TimeLimitReached; litgpt's max_time)."""
         cfg = self.config
         self.model.train()
         self._start_meter()  # before the clock starts: measuring the peak is not training time
         self.started, resumed_from = time.perf_counter(), self.step
-        self.deadline = None if max_minutes is None else self.started + max_minutes * 60
-        self.stop_agreed, reached_at, last_eval = False, None, None
+        self.stop.start(max_minutes)
         self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
-        with self._progress_bar() as bar, self.stop:
-            while self.step < cfg.steps and not self._out_of_patience():  # a run stopped early stays stopped
-                loss, accuracy = self._next_step()
-                bar.update(1)
-                shown = f"loss {loss:.4f}" + ("" if accuracy is None else f", acc {accuracy:.3f}")
-                bar.set_postfix_str(
-                    f"{shown}, {describe_speed(self.meter.recent_rates(), self._eta_s(), True)}", refresh=False
-                )
-                if self.on_step is not None:
-                    self.on_step(self.step, loss)
-                if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                    evaluating = time.perf_counter()
-                    last_eval = self._evaluation_step(loss, bar)
-                    self.meter.eval_s = time.perf_counter() - evaluating
-                    if reached(last_eval, cfg.target_accuracy, cfg.target_mse) and not is_subset(last_eval):
-                        reached_at = self.step
-                        break
-                    if self._out_of_patience():
-                        break
-                if self._stop_requested() and self.step < cfg.steps:
-                    raise self._checkpoint_and_stop(max_minutes)
-        self.restore_best()  # --keep-best: the run ends with, and scores test with, its best weights
-        summary = self._summary(last_eval or self._evaluate(), reached_at, resumed_from)  # none: resumed a finished run
+        with self._progress_bar() as bar, self.stop.signals:
+            last_eval, reached_at = self._train(bar, max_minutes)
+            self.restore_best()  # --keep-best: the run ends with, and scores test with, its best weights
+            try:  # none: resumed a finished run
+                summary = self._summary(last_eval or self._evaluate(), reached_at, resumed_from)
+            except EvaluationInterrupted:  # the last step's checkpoint is saved: a resume scores the test split
+                unfinished = "scoring the test split"
+                raise self.stop.error(self.step, cfg.steps, None, self._resume_command(), unfinished) from None
         if self.run_dir is not None:
             self.run_dir.write_summary(summary)
         if self.tracker is not None:
             self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
+
+    def _train(self, bar, max_minutes: float | None) -> tuple[dict | None, int | None]:
+        """Steps to the end, the target or the end of patience; returns the last evaluation and the
+        step that reached the target (None: none did)."""
+        cfg = self.config
+        last_eval = reached_at = None
+        if self.pending_evaluation is not None:  # a signal interrupted this step's evaluation: make it first
+            last_eval, reached_at = self._evaluate_and_check(self.pending_evaluation, bar, max_minutes)
+        while self.step < cfg.steps and reached_at is None and not self._out_of_patience():
+            loss, accuracy = self._next_step()
+            bar.update(1)
+            shown = f"loss {loss:.4f}" + ("" if accuracy is None else f", acc {accuracy:.3f}")
+            bar.set_postfix_str(
+                f"{shown}, {describe_speed(self.meter.recent_rates(), self._eta_s(), True)}", refresh=False
+            )
+            if self.on_step is not None:
+                self.on_step(self.step, loss)
+            if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                last_eval, reached_at = self._evaluate_and_check(loss, bar, max_minutes)
+                if reached_at is not None or self._out_of_patience():
+                    break
+            if self.stop.requested() and self.step < cfg.steps:
+                raise self._checkpoint_and_stop(max_minutes)
+        return last_eval, reached_at
+
+    def _evaluate_and_check(self, loss: float, bar, max_minutes: float | None) -> tuple[dict, int | None]:
+        """This step's evaluation (stopped by a signal: checkpointed, to be made first when resumed),
+        and this step where it reached the target on the whole split."""
+        evaluating = time.perf_counter()
+        try:
+            result = self._evaluation_step(loss, bar)
+        except EvaluationInterrupted:
+            raise self._checkpoint_and_stop(max_minutes, evaluating=loss) from None
+        self.pending_evaluation = None
+        self.meter.eval_s = time.perf_counter() - evaluating
+        target = reached(result, self.config.target_accuracy, self.config.target_mse) and not is_subset(result)
+        return result, (self.step if target else None)
 
     def _out_of_patience(self) -> bool:
         """--patience evaluations in a row have not beaten the best: early stopping's end."""
