@@ -67,10 +67,17 @@ def test_train_evaluate_attention_info_end_to_end(tiny_gpt2, tmp_path, capsys):
     assert "precision fp32 (--precision auto's pick" in table  # the conftest's CPU has no native bf16
 
 
-def test_the_progress_bar_is_drawn_only_on_a_terminal_unless_asked(tiny_gpt2, tmp_path, capsys):
-    args = ["train", "--backbone", tiny_gpt2, *TINY_TASK, "--steps", "2", "--batch-size", "4"]
-    assert main([*args, "--out", str(tmp_path / "quiet")]) == 0  # stderr is captured here: no terminal
-    assert "step/s" not in capsys.readouterr().err
+def test_the_progress_bar_is_drawn_only_on_a_terminal_and_elsewhere_each_evaluation_is_a_line(
+    tiny_gpt2, tmp_path, capsys
+):
+    args = ["train", "--backbone", tiny_gpt2, *TINY_TASK, "--steps", "2", "--eval-every", "1", "--batch-size", "4"]
+    assert main([*args, "--out", str(tmp_path / "lines")]) == 0  # stderr is captured here: no terminal
+    out, err = capsys.readouterr()
+    assert "step/s" not in err  # no bar, but a line per evaluation (nohup, CI, a notebook), with speed and ETA
+    lines = [line for line in out.splitlines() if line.startswith("step ")]
+    assert [line.split(":")[0] for line in lines] == ["step 1", "step 2"] and all("ETA" in line for line in lines)
+    assert main([*args, "--no-progress", "--out", str(tmp_path / "quiet")]) == 0
+    assert not any(line.startswith("step ") for line in capsys.readouterr().out.splitlines())
     assert main([*args, "--progress", "--out", str(tmp_path / "bar")]) == 0
     assert "step/s" in capsys.readouterr().err
 

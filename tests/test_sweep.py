@@ -52,8 +52,12 @@ def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(ti
     assert config["init"] == "random" and config["seed"] == 1 and config["steps"] == 4
 
     summaries = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
-    assert main(["sweep", str(_spec(tmp_path, tiny_gpt2)), "--out", str(sweep_dir), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(_spec(tmp_path, tiny_gpt2)), "--out", str(sweep_dir)]) == 0  # not a terminal
     assert summaries == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
+    ended = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sweep tiny: ")]
+    assert sorted(line.split()[2] for line in ended) == ["1/4", "2/4", "3/4", "4/4"]  # a line as each cell ends
+    assert all(" done, accuracy " in line for line in ended)
 
 
 @pytest.mark.slow

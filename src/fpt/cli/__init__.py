@@ -28,7 +28,7 @@ from fpt.cli.runs import (
 from fpt.cli.sweeps import cmd_reproduce, cmd_sweep
 from fpt.cli.train import cmd_info, cmd_train
 from fpt.core.errors import FptError, StopRequested
-from fpt.core.runtime import PARENT_PID_ENV, StopOnSignal, watch_parent
+from fpt.core.runtime import PARENT_PID_ENV, PROGRESS_LINES, StopOnSignal, watch_parent
 from fpt.training import distributed
 
 __all__ = ["COMMANDS", "build_parser", "entry", "main"]
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = argv
-        if getattr(args, "progress", False) is None:  # a bar redrawn in a log file is noise
-            args.progress = sys.stderr.isatty()
+        if getattr(args, "progress", False) is None:  # a bar redrawn in a log file is noise: lines there
+            args.progress = True if sys.stderr.isatty() else PROGRESS_LINES
         with StopOnSignal(_stop_now):  # a trainer, a sweep put their own in place while they run
             status = COMMANDS[args.command](args)
     except FptError as exc:

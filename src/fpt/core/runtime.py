@@ -129,6 +129,10 @@ def warn_if_bf16_emulated(precision: str) -> None:
         )
 
 
+# `progress` as one line per evaluation (a sweep: per cell) with no bar: what `fpt` shows where its
+# output is not a terminal (nohup, CI, a notebook), where a redrawn bar would be noise
+PROGRESS_LINES = "lines"
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Signals this soon after the first are the same request by another route (see StopOnSignal):
 # torchrun forwards a terminal's Ctrl-C and sends its SIGTERM within a moment of it.

@@ -263,7 +263,7 @@ def table_rows(table: str, rows: list[dict]) -> list[dict]:
 def run_reproduction(
     plan: Reproduction,
     out: Path,
-    progress: bool = True,
+    progress: bool | str = True,
     executor: Executor | None = None,
     tracker: Tracker | None = None,
 ) -> tuple[list[dict], str]:

@@ -41,7 +41,7 @@ from typing import Iterator, Protocol
 
 from fpt.core.errors import FptError
 from fpt.core.paths import atomic_write, write_json
-from fpt.core.runtime import PARENT_PID_ENV, thread_budget, usable_cores
+from fpt.core.runtime import PARENT_PID_ENV, PROGRESS_LINES, thread_budget, usable_cores
 from fpt.core.scores import REGRESSION_METRICS, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
 from fpt.experiments.sittings import log_sitting, reached_step
@@ -319,7 +319,7 @@ class LocalExecutor:
 def run_sweep(
     spec: SweepSpec,
     sweep_dir: Path,
-    progress: bool = True,
+    progress: bool | str = True,
     executor: Executor | None = None,
     tracker: Tracker | None = None,
 ) -> list[dict]:
@@ -336,8 +336,9 @@ def run_sweep(
     cells = spec.cells()
     write_cell_records(spec, sweep_dir)
     rows: list[dict] = [{}] * len(cells)
+    ended = 0
     try:
-        with tqdm(total=len(cells), disable=not progress, unit="run", desc=f"sweep {spec.name}") as bar:
+        with tqdm(total=len(cells), disable=progress is not True, unit="run", desc=f"sweep {spec.name}") as bar:
             for index, row in (executor or LocalExecutor())(cells, spec, sweep_dir, cell_tracking(tracker)):
                 # "row": what tells this cell's table row apart (every grid value but task and seed)
                 # (a named cell is told apart by its name)
@@ -347,10 +348,20 @@ def run_sweep(
                 rows[index] = {**row, "row": label}
                 bar.set_postfix_str(cells[index].name, refresh=False)
                 bar.update(1)
+                if progress == PROGRESS_LINES:  # (a disabled bar counts nothing: count here)
+                    ended += 1
+                    print(f"sweep {spec.name}: {ended}/{len(cells)} {_ended(cells[index].name, row)}", flush=True)
     finally:  # a sweep paused by a signal (fpt.experiments.sweep_stop) writes its rows too, then ends
         if all(rows):
             write_results_csv(rows, sweep_dir / "results.csv")
     return rows
+
+
+def _ended(name: str, row: dict) -> str:
+    """A cell's end in a line, for output that is not a terminal: its status, score and time."""
+    score = next((f"{k} {row[k]:.4g}" for k in ("accuracy", *REGRESSION_METRICS) if isinstance(row.get(k), float)), "")
+    took = f" in {row['wall_time_s']:.0f} s" if isinstance(row.get("wall_time_s"), (int, float)) else ""
+    return f"{name} {row.get('status', '?')}" + (f", {score}" if score else "") + took
 
 
 def _make_folder(path: Path, what: str, fix: str) -> None:

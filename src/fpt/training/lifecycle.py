@@ -68,7 +68,7 @@ def warn_grown_positions(model: TrainableModel, backbone: str) -> None:
 def train(
     config: TrainConfig,
     out: Path | None = None,
-    progress: bool = True,
+    progress: bool | str = True,
     on_step: Callable[[int, float], None] | None = None,
     ddp_backend: str | None = None,
     tracker: Tracker | None = None,
@@ -109,7 +109,7 @@ def _in_process_group(ddp_backend: str | None, work: Callable[[World], tuple[dic
 def _train(
     config: TrainConfig,
     out: Path | None,
-    progress: bool,
+    progress: bool | str,
     on_step: Callable[[int, float], None] | None,
     world: World,
     tracker: Tracker | None,
@@ -275,7 +275,7 @@ def load_run(
 def resume(
     run_dir: Path,
     steps: int | None = None,
-    progress: bool = True,
+    progress: bool | str = True,
     on_step: Callable[[int, float], None] | None = None,
     device: str | None = None,
     ddp_backend: str | None = None,
@@ -297,7 +297,7 @@ def resume(
 def _resume(
     run_dir: Path,
     steps: int | None,
-    progress: bool,
+    progress: bool | str,
     on_step: Callable[[int, float], None] | None,
     device: str | None,
     tracker: Tracker | None,
@@ -323,5 +323,5 @@ def _resume(
             if trainer.elapsed_before is None:  # a checkpoint from before they held the time: its evaluation's
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
             trainer.tracker = tracker  # rank 0's alone
-        trainer.progress, trainer.on_step = progress and world.is_main, on_step
+        trainer.progress, trainer.on_step = (progress if world.is_main else False), on_step
         return _after_test(trainer, trainer.fit(max_minutes)), Path(run_dir)

@@ -91,7 +91,7 @@ class Trainer:
         task: Task,
         config: TrainConfig,
         run_dir: Path | RunDir | None = None,
-        progress: bool = True,
+        progress: bool | str = True,
         on_step: Callable[[int, float], None] | None = None,
         world: World = SINGLE,
         tracker: Tracker | None = None,
@@ -104,7 +104,8 @@ class Trainer:
             )
         self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
-        self.progress, self.on_step = progress and world.is_main, on_step
+        # True: a bar and a line per evaluation; PROGRESS_LINES: the lines alone; False: neither
+        self.progress, self.on_step = (progress if world.is_main else False), on_step
         self.tracker = tracker  # MLflow, TensorBoard, W&B (fpt.tracking); needs a run directory
         if tracker is not None and self.run_dir is None:
             raise FptError("experiment tracking mirrors a run directory; give the Trainer a run_dir")
@@ -420,7 +421,7 @@ class Trainer:
         return tqdm(
             total=self.config.steps,
             initial=self.step,
-            disable=not self.progress,
+            disable=self.progress is not True,
             unit="step",
             dynamic_ncols=True,
             desc=f"{self.task.name} on {self.model.weights_name}",
