@@ -346,3 +346,13 @@ def test_a_stop_before_training_begins_ends_the_command_as_a_stopped_run(tiny_gp
     assert status == 128 + signal.SIGTERM  # not killed by the default handler: the sweep's "stopped"
     assert "SIGTERM: stopped" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_sitting_that_ends_says_the_test_split_waits_and_which_step_keep_best_holds(tiny_gpt2, tmp_path):
+    from fpt.training.stopping import TimeLimitReached
+
+    config = _config(tiny_gpt2, eval_every=1, keep_best=True)
+    with pytest.raises(TimeLimitReached) as ended:
+        train(config, out=tmp_path / "run", progress=False, max_minutes=1e-6)
+    assert "the test split is scored once the run ends" in str(ended.value)
+    assert "--keep-best holds step 1's weights" in str(ended.value)

@@ -345,7 +345,8 @@ class Trainer:
         if self.last_checkpoint_step != self.step or evaluating is not None:
             self._checkpoint()
         left = "" if evaluating is None else f"its evaluation of step {self.step}"
-        return self.stop.error(self.step, self.config.steps, max_minutes, self._resume_command(), left)
+        best = None if self.best is None else self.best.step
+        return self.stop.error(self.step, self.config.steps, max_minutes, self._resume_command(), left, best)
 
     def _resume_command(self) -> str:
         return f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"

@@ -60,14 +60,18 @@ class RunStop:
         rank must reach the evaluation's all-reduce (a rank leaving it early would hang the others)."""
         return self.signals.requested and not self.distributed
 
-    def error(self, step: int, steps: int, max_minutes: float | None, where: str, left: str = "") -> StopRequested:
+    def error(
+        self, step: int, steps: int, max_minutes: float | None, where: str, left: str = "", best: int | None = None
+    ) -> StopRequested:
         """What the run says as it stops at `step` of `steps` with its checkpoint saved (`where`: how
-        to continue; `left`: what it left unfinished, e.g. 'its evaluation of step 40')."""
+        to continue; `left`: what it left unfinished, e.g. 'its evaluation of step 40'; `best`:
+        the step whose weights --keep-best holds)."""
         unfinished = f"; {left} was not finished and is made first when resumed" if left else ""
+        unfinished += "" if best is None else f"; --keep-best holds step {best}'s weights"
         if self.signals.signum is None and max_minutes is not None:  # no rank was signalled: the time is up
             return TimeLimitReached(
-                f"stopped at step {step} of {steps}: --max-minutes {max_minutes:g} reached, "
-                f"checkpoint saved{unfinished}; continue with {where}"
+                f"stopped at step {step} of {steps}: --max-minutes {max_minutes:g} reached, checkpoint saved"
+                f"{unfinished}; the test split is scored once the run ends: continue with {where}"
             )
         signum = self.signals.signum or signal.SIGTERM  # a rank that got no signal stops with the others
         return StopRequested(
