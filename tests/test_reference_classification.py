@@ -76,20 +76,28 @@ def test_an_npz_run_ends_beside_the_majority_label_and_a_linear_probe(tiny_gpt2,
     out = capsys.readouterr().out
     assert "baselines on the same test split" in out and "linear probe: accuracy" in out
     beside = json.loads((tmp_path / "run" / "summary.json").read_text())["baselines"]
-    assert beside["metric"] == "accuracy" and set(beside["scores"]) == {"majority label", "linear probe"}
+    assert beside["metric"] == "accuracy"
+    assert set(beside["scores"]) == {"majority label", "linear probe", "gradient boosting"}  # rows of features
     assert beside["scores"]["linear probe"]["accuracy"] > 0.9  # the data is linearly separable
+    assert beside["scores"]["gradient boosting"]["accuracy"] > 0.75
 
 
 @pytest.mark.slow  # MiniRocket's numba kernels compile on first use (about 30 s)
-def test_a_series_task_is_compared_with_minirocket(tmp_path):
+def test_a_series_task_is_compared_with_minirocket_and_1nn_dtw_where_cheap(tmp_path, monkeypatch):
     pytest.importorskip("sktime")
     pytest.importorskip("numba")
+    import fpt.reference.classification as reference
     from fpt.tasks import create_task
 
     task = create_task("ucr:GunPoint")  # bundled with sktime
     scores, missing = reference_accuracies(task, "test")
-    assert not missing and set(scores) == {"majority label", "linear probe", "MiniRocket"}
+    assert not missing
+    assert set(scores) == {"majority label", "linear probe", "gradient boosting", "MiniRocket", "1-NN DTW"}
     assert scores["MiniRocket"] > 0.95 and scores["majority label"] < 0.6  # GunPoint: two balanced classes
+    assert 0.85 < scores["1-NN DTW"] < 0.95  # the UCR archive's 1-NN DTW (full window) on GunPoint: 0.907
+    monkeypatch.setattr(reference, "DTW_CELLS", 1e6)  # as if the series were long: left out, and named
+    scores, missing = reference_accuracies(task, "test")
+    assert "1-NN DTW" not in scores and missing == ["1-NN DTW: too costly here (1.7e+08 DTW cells, above 1e+06)"]
 
 
 def test_the_report_shows_each_method_and_what_was_left_out_as_rows():
