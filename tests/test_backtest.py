@@ -135,6 +135,8 @@ def test_it_prints_each_origin_a_table_and_a_verdict_and_resumes_without_trainin
     assert (run / "backtest" / "origin-2" / "metrics.jsonl").read_text() == metrics
     # another step would need other origins than those trained: refused, naming the folder to delete
     assert main(["backtest", str(run), "--origins", "2", "--step", "2", "--no-progress"]) == 2
+    assert "origin 1/2" not in capsys.readouterr().out  # before any origin starts
+    assert main(["backtest", str(run), "--origins", "2", "--step", "2", "--no-progress"]) == 2
     message = one_line_error(capsys)
     assert "origin-2 was trained at cutoff 4, not 2" in message and "delete it" in message
 

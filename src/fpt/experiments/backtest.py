@@ -165,7 +165,7 @@ def train_origin(plan: Plan, origin: Origin, progress: bool, device: str | None)
     config = origin_config(plan, origin, device)
     run = RunDir(origin.path)
     if (origin.path / RunDir.CONFIG).is_file():
-        _check_same_settings(origin, config)
+        _check_same_settings(origin, config)  # checked before the first origin too: again, in case it changed
         if run.is_finished:
             return run.read_summary()
         return resume(origin.path, progress=progress, device=device)[0]
@@ -283,6 +283,9 @@ def run_backtest(
     as each origin starts and ends, then the table and the verdict. The run is locked meanwhile: a resume
     of it would change origin 1 under the backtest."""
     plan = plan_backtest(run_dir, origins, step)
+    for origin in plan.origins[1:]:  # an origin a backtest at another step left: refused before any work
+        if (origin.path / RunDir.CONFIG).is_file():
+            _check_same_settings(origin, origin_config(plan, origin, device))
     owner = RunDir(run_dir)
     owner.lock()
     try:
