@@ -13,7 +13,7 @@ from helpers import one_line_error
 
 from fpt.cli import main
 from fpt.core.errors import FptError
-from fpt.data.collection import SeriesCollection
+from fpt.data.collection import SeriesCollection, cut_collection
 from fpt.tasks.collections import build_collection_task, choose_windows, window_scale
 
 
@@ -215,3 +215,19 @@ def test_a_panel_without_a_horizon_is_one_line(tiny_gpt2, tmp_path, capsys):
     argv = ["train", "--task", f"panel:{tmp_path / 'sales.csv'}", "--backbone", tiny_gpt2, "--steps", "1"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 2
     assert "needs --horizon" in one_line_error(capsys) and not (tmp_path / "run").exists()
+
+
+def test_a_cutoff_drops_each_series_last_values_future_included_and_counts_those_left_too_short():
+    collection = _collection(lengths=(40, 9, 60), horizon=4)  # a competition's: each with 4 future values
+    task = build_collection_task(cut_collection(collection, 6), lookback=8, patch_size=4, patch_stride=2)
+    known = [np.concatenate([h, f]) for h, f in zip(collection.history, collection.future)]
+    assert task.collection.ids == ["s0", "s2"]  # s1: 13 - 6 = 7 left, under two horizons and one
+    assert task.notes["skipped"] == {"count": 1, "ids": ["s1"], "min_length": 9, "cutoff": 6}
+    for actual, val, values in zip(task.split_actuals("test"), task.split_actuals("val"), [known[0], known[2]]):
+        np.testing.assert_array_equal(actual, values[-10:-6])  # the horizon before the last 6 known values
+        np.testing.assert_array_equal(val, values[-14:-10])
+    assert cut_collection(collection, 0) is collection
+    with pytest.raises(FptError, match="--cutoff 56 leaves every series of toy shorter than 9 .* at most 55 fits"):
+        cut_collection(collection, 56)
+    with pytest.raises(FptError, match="--cutoff must be a whole number of observations, 0 or more, got -1"):
+        cut_collection(collection, -1)

@@ -343,6 +343,18 @@ def test_a_set_named_by_option_or_by_prefix_is_one_task(tmp_path):
         read_arm_runs(tmp_path)
 
 
+def test_a_run_from_before_cutoff_and_one_at_cutoff_0_are_one_setting_and_backtest_origins_are_not_peers(tmp_path):
+    write_arm_run(tmp_path, "fpt", 0, 0.9, None, 500, task="m3:monthly", options={"lookback": None})
+    write_arm_run(tmp_path, "fpt", 1, 0.8, None, 500, task="m3:monthly", options={"lookback": None, "cutoff": 0})
+    # a backtest's origin inside seed 0's run: the same arm and seed at another cutoff, not a third run
+    origin = tmp_path / "task=m3:monthly,variant=fpt,seed=0" / "backtest" / "origin-2"
+    write_arm_run(tmp_path, "fpt", 0, 0.7, None, 500, task="m3:monthly", options={"cutoff": 18}, run=origin)
+    assert sorted(r.seed for r in read_arm_runs(tmp_path)) == [0, 1]
+    write_arm_run(tmp_path, "fpt", 2, 0.7, None, 500, task="m3:monthly", options={"lookback": None, "cutoff": 18})
+    with pytest.raises(FptError, match="m3:monthly: runs made with other task options"):
+        read_arm_runs(tmp_path)
+
+
 def test_no_runs_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         controls_main([str(tmp_path)])

@@ -18,6 +18,7 @@ from fpt.cli.parser import build_parser
 from fpt.cli.runs import (
     cmd_attention,
     cmd_backbones,
+    cmd_backtest,
     cmd_data,
     cmd_evaluate,
     cmd_export,
@@ -37,6 +38,7 @@ __all__ = ["COMMANDS", "build_parser", "entry", "main"]
 COMMANDS = {
     "train": cmd_train,
     "evaluate": cmd_evaluate,
+    "backtest": cmd_backtest,
     "info": cmd_info,
     "backbones": cmd_backbones,
     "attention": cmd_attention,

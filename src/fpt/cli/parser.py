@@ -200,6 +200,8 @@ def _add_run_commands(commands) -> None:
     )
     evaluate.add_argument("--shuffle-seed", type=int, help="the shuffle's seed (default: 0)")
 
+    _add_backtest(commands)
+
     attention = commands.add_parser("attention", help="PNG of a run's mean attention over heads")
     attention.add_argument("run_dir", type=Path)
     _device_option(attention)
@@ -217,6 +219,25 @@ def _add_run_commands(commands) -> None:
         "init with every weight trained: where --init bit looks)",
     )
     _add_export_and_predict(commands)
+
+
+def _add_backtest(commands) -> None:
+    backtest = commands.add_parser(
+        "backtest",
+        help="a forecasting run's recipe retrained and scored at N origins rolling back from the end, "
+        "beside the baselines at each (series collections: m1, m3, tourism, panel)",
+    )
+    backtest.add_argument("run_dir", type=Path)
+    backtest.add_argument(
+        "--origins",
+        type=int,
+        required=True,
+        metavar="N",
+        help="forecast origins: 1 is the run's own test split, k cuts (k-1) x STEP observations off every series",
+    )
+    backtest.add_argument("--step", type=int, metavar="S", help="observations between origins (default: the horizon)")
+    backtest.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
+    _device_option(backtest)
 
 
 def _add_export_and_predict(commands) -> None:

@@ -1,4 +1,4 @@
-"""The commands that read a trained run: evaluate, attention, export-backbone, export, predict,
+"""The commands that read a trained run: evaluate, backtest, attention, export-backbone, export, predict,
 report; and backbones and data, which read this machine."""
 
 from __future__ import annotations
@@ -62,6 +62,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "splits": mixed,
         }
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
+
+
+def cmd_backtest(args: argparse.Namespace) -> None:
+    """`fpt backtest RUN_DIR --origins N [--step S]`: the run's configuration trained again at each earlier
+    origin (RUN_DIR/backtest/origin-k, resumable), scored beside the baselines there; the table, the mean
+    and a sentence printed, RUN_DIR/backtest/backtest.json and .csv written (fpt.experiments.backtest)."""
+    from fpt.experiments.backtest import run_backtest
+
+    run_backtest(args.run_dir, args.origins, args.step, progress=args.progress, device=args.device)
 
 
 def _draw_forecasts(run_dir, config, task, model, split: str):

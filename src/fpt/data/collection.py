@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fpt.core.errors import FptError
+
 
 @dataclass
 class SeriesCollection:
@@ -43,3 +45,54 @@ class SeriesCollection:
     def lengths(self) -> np.ndarray:
         """Observations per series (its history)."""
         return np.array([len(h) for h in self.history])
+
+    def known(self) -> list[np.ndarray]:
+        """Every known value of each series: its history, then its future where the competition gives one."""
+        if self.future is None:
+            return self.history
+        return [np.concatenate([h, f]) for h, f in zip(self.history, self.future)]
+
+
+def cut_collection(collection: SeriesCollection, cutoff: int) -> SeriesCollection:
+    """The collection as it was `cutoff` observations ago: every series' known values (its history,
+    then its future where one is given) without the last `cutoff`, as a table whose future is unknown
+    (the task then holds out the new last `horizon` itself). What a rolling-origin backtest trains on
+    at an earlier origin (fpt.experiments.backtest). Series left shorter than `2 * horizon + 1` (a
+    validation and a test horizon after one observation, panel's rule) are left out and counted in
+    notes["skipped"], beside any the reader left out; none left is one line naming the cutoff that fits."""
+    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, np.integer)) or cutoff < 0:
+        raise FptError(f"--cutoff must be a whole number of observations, 0 or more, got {cutoff!r}")
+    if cutoff == 0:
+        return collection
+    horizon, min_length = collection.horizon, 2 * collection.horizon + 1
+    known = collection.known()
+    long_enough = [len(values) - cutoff >= min_length for values in known]
+    kept = [i for i, enough in enumerate(long_enough) if enough]
+    if not kept:
+        longest = max(len(values) for values in known)
+        fits = f"a cutoff of at most {longest - min_length} fits" if longest >= min_length else "no cutoff fits"
+        raise FptError(
+            f"--cutoff {cutoff} leaves every series of {collection.name} shorter than {min_length} observations "
+            f"(two horizons of {horizon} and one; the longest has {longest} before the cut); {fits}"
+        )
+    notes = {**collection.notes, "cutoff": int(cutoff), "series": len(kept)}
+    short = [series_id for series_id, enough in zip(collection.ids, long_enough) if not enough]
+    if short:
+        before = collection.notes.get("skipped") or {"count": 0, "ids": []}
+        notes["skipped"] = {
+            "count": before["count"] + len(short),
+            "ids": (list(before["ids"]) + short)[:5],
+            "min_length": min_length,
+            "cutoff": int(cutoff),
+        }
+    return SeriesCollection(
+        name=collection.name,
+        ids=[collection.ids[i] for i in kept],
+        history=[known[i][:-cutoff] for i in kept],
+        horizon=horizon,
+        period=collection.period,
+        future=None,
+        dates=None if collection.dates is None else [collection.dates[i][: len(known[i]) - cutoff] for i in kept],
+        freq=collection.freq,
+        notes=notes,
+    )

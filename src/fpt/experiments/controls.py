@@ -41,6 +41,9 @@ from fpt.training.run_dir import RunDir
 
 # task options that say where the data lies or checksum it, not what the task is: the same task either way
 TASK_OPTIONS_SAME = ("data_dir", "sha256")
+# task options added later, at the value that changes nothing: a run recorded before them lacks the key,
+# one after holds that value, and the two are one setting (`--cutoff 0`: every observation kept)
+TASK_OPTIONS_NEUTRAL = {"cutoff": 0}
 
 ARM_TEXTS = {
     "fpt": "frozen pretrained blocks (fpt)",
@@ -176,14 +179,20 @@ def read_arm_run(run_dir: Path) -> ArmRun | None:
 def _setting(config: dict) -> dict:
     """What one row of the table must not mix: the task's options (less where its data lies) and the
     exact share of the training split (two shares that print alike in the task's name are refused)."""
-    options = {k: v for k, v in (config.get("task_options") or {}).items() if k not in TASK_OPTIONS_SAME}
+    options = {
+        k: v
+        for k, v in (config.get("task_options") or {}).items()
+        if k not in TASK_OPTIONS_SAME and not (k in TASK_OPTIONS_NEUTRAL and v == TASK_OPTIONS_NEUTRAL[k])
+    }
     fraction = training_share(config)
     return options if fraction is None else {**options, "train_fraction": fraction}
 
 
 def find_run_dirs(root: Path) -> list[Path]:
-    """Every run folder under `root` (a folder holding config.json and summary.json), sorted."""
-    return sorted(p.parent for p in Path(root).rglob(RunDir.CONFIG) if (p.parent / "summary.json").is_file())
+    """Every run folder under `root` (a folder holding config.json and summary.json), sorted; not the runs
+    a run keeps of its own (RunDir.DERIVED: a backtest's origins, the same seed at other cutoffs)."""
+    runs = sorted(p.parent for p in Path(root).rglob(RunDir.CONFIG) if (p.parent / "summary.json").is_file())
+    return [p for p in runs if RunDir.DERIVED not in p.relative_to(root).parts]
 
 
 def read_arm_runs(root: Path) -> list[ArmRun]:

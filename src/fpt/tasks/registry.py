@@ -42,6 +42,8 @@ OPTION_HELP: dict[str, str] = {
     "time_column": "panel:FILE: the column of timestamps (default ds)",
     "value_column": "panel:FILE: the column of values (default y)",
     "freq": "panel:FILE: the series' pandas frequency (MS, QS, D, h; default: inferred)",
+    "cutoff": "m1, m3, tourism, panel: drop every series' last C observations first (its test then the "
+    "horizon before them; `fpt backtest` trains its earlier origins so)",
     "val_size": "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
     "and evaluate on it while training (choose settings there, not on test)",
 }

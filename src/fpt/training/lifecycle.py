@@ -42,9 +42,10 @@ def say_task_choices(task: Task) -> None:
         )
     skipped = notes.get("skipped")
     if skipped:
+        after_cut = f"after --cutoff {skipped['cutoff']} " if skipped.get("cutoff") else ""
         print(
             f"fpt: warning: {task.name}: {skipped['count']} series shorter than {skipped['min_length']} observations "
-            f"left out (first: {', '.join(map(str, skipped['ids']))})",
+            f"{after_cut}left out (first: {', '.join(map(str, skipped['ids']))})",
             file=sys.stderr,
             flush=True,
         )

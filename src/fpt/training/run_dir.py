@@ -51,6 +51,9 @@ class RunDir:
     EVALUATION = "evaluation.json"
     FAILURE = "failure.json"
     LOCK = ".lock"
+    # The one folder of a run that holds runs of its own: those derived from it (`fpt backtest`'s
+    # origins, each the run's config at another cutoff), kept with it and read by no table as its peers.
+    DERIVED = "backtest"
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -88,7 +91,8 @@ class RunDir:
         inside = next(
             (p for p in path.resolve().parents if (p / cls.CONFIG).is_file() and (p / cls.METRICS).exists()), None
         )
-        if inside is not None:  # a run in a run: its files would be taken for the outer run's, and vice versa
+        derived = inside is not None and path.resolve().relative_to(inside).parts[:1] == (cls.DERIVED,)
+        if inside is not None and not derived:  # a run in a run: its files would be taken for the outer's
             raise FptError(f"--out {path} is inside the run directory {inside}; put the new run beside it, not in it")
         if not os.access(ancestor, os.W_OK | os.X_OK):
             raise FptError(f"cannot create {path}: {ancestor} is not writable; pick another --out")
