@@ -79,6 +79,18 @@ def test_a_csv_of_ones_own_splits_70_10_20_in_time_order(tmp_path):
     assert picked.notes["columns"] == ["b"]
 
 
+def test_a_csv_without_a_look_back_gets_one_its_rows_afford_and_says_so(tmp_path):
+    _csv(tmp_path / "long.csv", 2000)  # 1,400 training rows: One Fits All's 336 fits
+    task = create_task(f"forecast:{tmp_path / 'long.csv'}", horizon=24)
+    assert (task.notes["lookback"], task.notes["patch_size"], task.notes["patch_stride"]) == (336, 16, 8)
+    assert "chosen_from_data" not in task.notes
+    _csv(tmp_path / "monthly.csv", 144)  # 12 years of months: 100 training rows
+    task = create_task(f"forecast:{tmp_path / 'monthly.csv'}", horizon=12)
+    assert task.notes["lookback"] == 36 and task.notes["chosen_from_data"].startswith("look-back 36 (3 x the horizon")
+    with pytest.raises(FptError, match="a look-back of at most 88 fits this horizon"):
+        create_task(f"forecast:{tmp_path / 'monthly.csv'}", horizon=12, lookback=96)
+
+
 def test_every_test_window_is_scored_whatever_the_batch(tmp_path, tiny_gpt2):
     _csv(tmp_path / "mine.csv", 400)
     config = TrainConfig(task=f"forecast:{tmp_path / 'mine.csv'}", task_options=SMALL, backbone=tiny_gpt2)

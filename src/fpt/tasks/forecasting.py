@@ -220,10 +220,15 @@ def build_forecast(
     short = [s for s, (first, end) in bounds.items() if end - first < lookback + horizon]
     if short:
         first, end = bounds[short[0]]
+        own = end - max(first, bounds["train"][1] if short[0] != "train" else 0)  # its rows, without the look-back
+        fits = (
+            f"a look-back of at most {end - first - horizon} fits this horizon"
+            if short[0] == "train" and end - first > horizon
+            else f"its {own} rows hold a horizon of at most {own}"
+        )
         raise FptError(
             f"{table.path}: the {short[0]} split has {end - first} rows with its look-back, fewer than "
-            f"--lookback + --horizon ({lookback} + {horizon}); use a shorter look-back or horizon, or a "
-            "longer series"
+            f"--lookback + --horizon ({lookback} + {horizon}): {fits}; or give a longer series"
         )
     train_first, train_end = bounds["train"]
     mean = table.values[train_first:train_end].mean(axis=0)
@@ -278,24 +283,66 @@ def ett(
     return build_forecast(f"ett:{dataset}", table, lookback, horizon, patch_size, patch_stride, ett=True, sha256=digest)
 
 
+# A CSV's look-back where none is given: One Fits All's 336 where the training rows afford it, else the
+# longest of 5, 4, 3, 2 or 1 horizons; "afford": at most half the training rows' room before the horizon,
+# so that the training split keeps at least as many windows as a window has steps
+DEFAULT_LOOKBACK = 336
+DEFAULT_PATCH, DEFAULT_STRIDE = 16, 8  # One Fits All's, where the look-back holds two patches or more
+
+
+def choose_csv_windows(
+    rows: int, horizon: int, lookback: int | None, patch_size: int | None, patch_stride: int | None
+) -> tuple[int | None, int, int, str]:
+    """(lookback, patch size, stride, what was chosen from the data) for a CSV of `rows` rows; a look-back
+    that no rule fits is left None (build_forecast then says what would fit)."""
+    said = []
+    if lookback is None:
+        room = (int(rows * CUSTOM_SHARES["train"]) - horizon) // 2
+        multiples = [m * horizon for m in (5, 4, 3, 2, 1) if m * horizon <= room]
+        lookback = DEFAULT_LOOKBACK if DEFAULT_LOOKBACK <= room else (multiples[0] if multiples else None)
+        if lookback is not None and lookback != DEFAULT_LOOKBACK:
+            said.append(f"look-back {lookback} ({lookback // horizon} x the horizon {horizon}; 336 needs more rows)")
+    if patch_size is None:
+        patch_size = DEFAULT_PATCH if lookback is None or lookback >= 2 * DEFAULT_PATCH else max(1, lookback // 4)
+        said += [] if patch_size == DEFAULT_PATCH else [f"patches of {patch_size}"]
+    if patch_stride is None:
+        patch_stride = DEFAULT_STRIDE if patch_size == DEFAULT_PATCH else max(1, patch_size // 2)
+        said += [] if patch_stride == DEFAULT_STRIDE else [f"stride {patch_stride}"]
+    return lookback, patch_size, patch_stride, ", ".join(said)
+
+
 @register_task("forecast")
 def forecast(
     path: str,
     date_column: str | None = None,
     columns: str | None = None,
-    lookback: int = 336,
+    lookback: int | None = None,
     horizon: int = 96,
-    patch_size: int = 16,
-    patch_stride: int = 8,
+    patch_size: int | None = None,
+    patch_stride: int | None = None,
     sha256: str | None = None,
 ) -> ForecastTask:
     """Any CSV with a date column and numeric columns (`--task forecast:FILE.csv`): every numeric
-    column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order."""
+    column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order. Where
+    not given, the look-back is 336 if the training rows afford it, else a multiple of the horizon
+    they do (`choose_csv_windows`), with patches of 16 steps, stride 8 (fewer for a short look-back)."""
     chosen = None if columns is None else [name.strip() for name in columns.split(",") if name.strip()]
     table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)  # a missing file: one line
     digest = check_unchanged(table.path, sha256)
-    task = build_forecast(
-        f"forecast:{Path(path).name}", table, lookback, horizon, patch_size, patch_stride, ett=False, sha256=digest
+    lookback, patch_size, patch_stride, said = choose_csv_windows(
+        len(table.values), horizon, lookback, patch_size, patch_stride
     )
+    task = build_forecast(
+        f"forecast:{Path(path).name}",
+        table,
+        DEFAULT_LOOKBACK if lookback is None else lookback,  # none fits: its refusal names what would
+        horizon,
+        patch_size,
+        patch_stride,
+        ett=False,
+        sha256=digest,
+    )
+    if said:
+        task.notes["chosen_from_data"] = said
     task.date_column = date_column
     return task

@@ -32,7 +32,8 @@ OPTION_HELP: dict[str, str] = {
     "dataset": "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2; "
     "m3: yearly, quarterly, monthly or other; m1, tourism: yearly, quarterly or monthly",
     "znorm": "ucr: z-normalise each series per channel",
-    "lookback": "forecasts: time steps of input (ETTh: 336, One Fits All's)",
+    "lookback": "forecasts: time steps of input (ETTh: 336, One Fits All's; a CSV or a collection: chosen from the "
+    "data where not given)",
     "horizon": "forecasts: time steps predicted (the published tables: 96, 192, 336, 720); panel: required "
     "(m1, m3, tourism: the competition's own)",
     "patch_stride": "forecasts: time steps between the starts of two patches (default 8)",
