@@ -160,3 +160,16 @@ def test_fpt_evaluate_and_export_of_a_keep_best_run_read_the_best_weights(tiny_g
     assert main(["export", str(run_dir), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
     settings = json.loads((tmp_path / "hf" / "config.json").read_text())["fpt"]
     assert settings["run"]["step"] == summary["best_step"]
+
+
+def test_choosing_a_step_on_a_split_of_a_few_examples_is_warned(tiny_gpt2, tmp_path, capsys):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "small.npz", x=rng.normal(size=(100, 4, 3)).astype(np.float32), y=rng.integers(0, 2, 100))
+    argv = ["train", "--task", f"npz:{tmp_path / 'small.npz'}", "--backbone", tiny_gpt2, "--steps", "2"]
+    argv += ["--no-progress", "--no-baselines"]
+    assert main([*argv, "--keep-best", "--out", str(tmp_path / "chooses")]) == 0  # 10 held out: 10% of 100
+    assert "holds 10 examples (one moves its accuracy by 10.0 points): too few" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path / "fixed")]) == 0  # a fixed budget chooses nothing on it
+    assert "too few" not in capsys.readouterr().err

@@ -51,6 +51,27 @@ def say_task_choices(task: Task) -> None:
         )
 
 
+# Fewer held-out examples than this make a poor split to choose a step on: one example moves an
+# accuracy by more than 3 points, more than most differences between two steps of a run
+MIN_SELECTION_EXAMPLES = 30
+
+
+def warn_small_selection(task: Task, config: TrainConfig) -> None:
+    """Say, when a run starts, that the split it chooses on (--keep-best, --patience, --target-accuracy)
+    holds too few examples to choose on, naming the fix; a classifier with splits of examples only."""
+    chooses = config.keep_best or config.patience is not None or config.target_accuracy is not None
+    split = getattr(task, "evals", {}).get(task.eval_split)
+    if not chooses or split is None or task.spec.regression or len(split) >= MIN_SELECTION_EXAMPLES:
+        return
+    print(
+        f"fpt: warning: {task.name}'s {task.eval_split} split, which this run chooses on, holds {len(split)} "
+        f"examples (one moves its accuracy by {100 / len(split):.1f} points): too few to choose a step on; "
+        f"hold out more (--val-size N, --heldout-fraction F) or train to a fixed --steps",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def warn_grown_positions(model: TrainableModel, backbone: str) -> None:
     """Say, when a run starts, that its inputs are longer than the positions the backbone learned: the
     rows past them are interpolated (fpt.backbones.surgery.extend_positions), not pretrained."""
@@ -128,6 +149,7 @@ def _train(
     task, model = build_for_process(config, world)
     if world.is_main:
         say_task_choices(task)
+        warn_small_selection(task, config)
         warn_grown_positions(model, config.backbone)
     config.task_options.update(getattr(task, "pinned_options", {}))  # e.g. a forecast's file hash
     world.check_same("backbone weights", model.weights_hash)
