@@ -356,3 +356,33 @@ def test_a_sitting_that_ends_says_the_test_split_waits_and_which_step_keep_best_
         train(config, out=tmp_path / "run", progress=False, max_minutes=1e-6)
     assert "the test split is scored once the run ends" in str(ended.value)
     assert "--keep-best holds step 1's weights" in str(ended.value)
+
+
+def test_epochs_set_the_steps_from_the_training_examples_and_say_so(tiny_gpt2, tmp_path, capsys):
+    import numpy as np
+    from helpers import one_line_error
+
+    from fpt.cli import main
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.normal(size=(100, 4, 3)).astype(np.float32), y=rng.integers(0, 2, 100))
+    argv = ["train", "--task", f"npz:{tmp_path / 'd.npz'}", "--backbone", tiny_gpt2, "--no-progress", "--no-baselines"]
+    assert main([*argv, "--epochs", "2", "--batch-size", "16", "--out", str(tmp_path / "run")]) == 0
+    assert "--epochs 2 -> 12 steps (90 training examples, batch 16)" in capsys.readouterr().out  # 10% held out
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["steps"], config["epochs"]) == (12, 2.0)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["step"] == 12
+    for more, words in (
+        (["--epochs", "2", "--steps", "5"], "give one of them, not both"),
+        (["--epochs", "0"], "--epochs must be a positive number"),
+    ):
+        assert main([*argv, *more, "--out", str(tmp_path / "bad")]) == 2
+        assert words in one_line_error(capsys)
+    assert (
+        main(["train", "--task", "bit-xor", "--epochs", "1", "--backbone", tiny_gpt2, "--out", str(tmp_path / "x")])
+        == 2
+    )
+    assert "draws fresh examples every step" in one_line_error(capsys) and not (tmp_path / "x").exists()
+    assert main(["train", "--resume", str(tmp_path / "run"), "--steps", "14", "--no-progress"]) == 0  # constant rate
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["steps"], config["epochs"]) == (14, None)  # the length given now, no longer the epochs'

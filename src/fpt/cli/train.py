@@ -40,6 +40,8 @@ def _config_from_args(args: argparse.Namespace):
     from fpt.training.config import TrainConfig
 
     given = {k: v for k, v in vars(args).items() if k in _train_option_names() and v is not None}
+    if "steps" in given and "epochs" in given:
+        raise FptError("--epochs sets --steps from the data's size: give one of them, not both")
     if getattr(args, "train_groups", None):
         given["policy"] = args.train_groups
     merged = {**_config_file(getattr(args, "config", None)), **given}  # flags override the file

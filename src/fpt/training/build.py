@@ -7,6 +7,7 @@ Pure apart from `build_for_process`, which also makes the process settings a run
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -60,6 +61,25 @@ def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task,
     if task.variable_length:
         runtime.limit_heap_fragmentation()
     return task, build_model(config, task)
+
+
+def steps_from_epochs(config: TrainConfig, task: Task) -> str | None:
+    """Set config.steps from --epochs and the task's training examples (and a recipe's warm-up longer
+    than that, to a tenth of it); the line that says so, or None without --epochs."""
+    if config.epochs is None:
+        return None
+    inner = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
+    train = getattr(inner, "train", None)
+    examples = len(train) if train is not None else getattr(inner, "notes", {}).get("examples", {}).get("train")
+    if not examples:
+        raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
+    config.steps = max(1, math.ceil(config.epochs * examples / config.batch_size))
+    said = f"--epochs {config.epochs:g} -> {config.steps:,} steps ({examples:,} training examples"
+    said += f", batch {config.batch_size})"
+    if config.warmup_steps >= config.steps:
+        config.warmup_steps = config.steps // 10
+        said += f", warm-up {config.warmup_steps} steps"
+    return said
 
 
 def resolve_precision(config: TrainConfig, world: World = SINGLE) -> str | None:

@@ -139,6 +139,10 @@ class TrainConfig:
         group="model",
     )
     steps: int = option(2000, "optimiser steps")
+    epochs: float | None = option(
+        help="passes over the training examples: sets --steps from the data's size (said when the run starts; "
+        "a task that draws fresh examples every step has none)"
+    )
     batch_size: int = option(16, "examples per step (the global batch, split among --nproc processes)")
     micro_batch_size: int | None = option(
         help="split each batch into micro-batches (less memory; the same gradients up to dropout masks)"
@@ -201,6 +205,8 @@ class TrainConfig:
             )
         if self.micro_batch_size is not None and not 1 <= self.micro_batch_size <= self.batch_size:
             raise FptError(f"--micro-batch-size must be between 1 and --batch-size ({self.batch_size})")
+        if self.epochs is not None and not (self.epochs > 0 and math.isfinite(self.epochs)):
+            raise FptError(f"--epochs must be a positive number, got {self.epochs}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise FptError(f"--lr must be a positive number, got {self.lr}")
         check_dropout_rates(self.dropout, self.attention_dropout)

@@ -21,6 +21,7 @@ from fpt.tracking import Tracker
 from fpt.training import distributed
 from fpt.training.build import (
     build_for_process,
+    steps_from_epochs,
 )
 from fpt.training.checkpoint import Checkpoint, load_checkpoint
 from fpt.training.config import TrainConfig
@@ -147,7 +148,11 @@ def _train(
 
     path = world.agree(creatable_path)
     task, model = build_for_process(config, world)
+    said = steps_from_epochs(config, task)
+    config.validate(world.size)
     if world.is_main:
+        if said:
+            print(said, flush=True)
         say_task_choices(task)
         warn_small_selection(task, config)
         warn_grown_positions(model, config.backbone)
@@ -341,7 +346,7 @@ def _resume(
             config.steps = steps
         if trainer.run_dir is not None:
             if steps is not None:  # only the length: --device and --threads hold for this sitting alone
-                trainer.run_dir.write_config({**trainer.run_dir.read_config(), "steps": steps})
+                trainer.run_dir.write_config({**trainer.run_dir.read_config(), "steps": steps, "epochs": None})
             kept = trainer.run_dir.truncate_metrics(trainer.step)
             if trainer.elapsed_before is None:  # a checkpoint from before they held the time: its evaluation's
                 trainer.elapsed_before = kept[-1].get("elapsed_s", 0.0) if kept else 0.0
