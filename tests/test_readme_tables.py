@@ -1,4 +1,4 @@
-"""The results tables of README.md and benchmarks/README.md are what the committed result files give
+"""The results tables of README.md and the benchmarks pages are what the committed result files give
 (benchmarks/readme_tables.py): a number edited by hand, or a result file changed without rerunning the
 script, fails here."""
 
@@ -29,7 +29,7 @@ def readme_tables():
 @pytest.fixture(scope="module")
 def tablegen(readme_tables):
     """The table families (benchmarks/tablegen/), importable once readme_tables.py has put its folder on sys.path."""
-    names = ("common", "controls", "headline", "precision", "time_series")
+    names = ("common", "controls", "headline", "homes", "precision", "time_series")
     return SimpleNamespace(**{name: importlib.import_module(f"tablegen.{name}") for name in names})
 
 
@@ -115,12 +115,18 @@ def test_a_head_probe_that_differs_from_its_none_run_beyond_the_head_is_refused(
         tablegen.controls._check_probe(runs["longer"], [runs["none"]])
 
 
-def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
-    front, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
+def test_the_front_page_carries_the_headline_and_each_benchmarks_page_its_topic(tablegen):
+    front = (ROOT / "README.md").read_text()
     markers = re.compile(r"^<!-- table:([\w-]+) -->$", re.M)
     assert markers.findall(front) == ["headline"]
-    assert sorted(markers.findall(benchmarks)) == sorted(set(readme_tables.TABLES) - {"headline"})
     assert len(front.splitlines()) <= 250  # the front door stays one short page
+    pages = {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "benchmarks").glob("*.md")}
+    found = {name: home for home, text in pages.items() for name in markers.findall(text)}
+    assert found == {name: home for name, home in tablegen.homes.HOMES.items() if home != "README.md"}
+    # the summary is one screen and quotes the tables without holding one; no page outgrows a read
+    assert markers.findall(pages["benchmarks/README.md"]) == []
+    assert len(pages["benchmarks/README.md"].splitlines()) <= 60
+    assert {home: len(text.splitlines()) for home, text in pages.items() if len(text.splitlines()) > 500} == {}
 
 
 def test_the_headline_reads_each_seed_from_its_run(rendered):
@@ -133,7 +139,8 @@ def test_the_headline_reads_each_seed_from_its_run(rendered):
 def _copy_tree(tmp_path: Path, charts: bool = True) -> Path:
     (tmp_path / "benchmarks").mkdir()
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
-    shutil.copy(ROOT / "benchmarks" / "README.md", tmp_path / "benchmarks" / "README.md")
+    for page in (ROOT / "benchmarks").glob("*.md"):
+        shutil.copy(page, tmp_path / "benchmarks" / page.name)
     if charts:
         chart = tmp_path / CONTROLS_CHART
         chart.parent.mkdir(parents=True)
@@ -163,10 +170,8 @@ def test_the_controls_chart_is_drawn_with_its_table_and_the_check_names_it_missi
 
 
 def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_tables, rendered, tmp_path):
-    text = readme_tables.update(
-        (ROOT / "benchmarks" / "README.md").read_text(), readme_tables.by_home(rendered)["benchmarks/README.md"]
-    )
-    tables = readme_tables.by_home(rendered)["benchmarks/README.md"]
+    tables = readme_tables.by_home(rendered)["benchmarks/speed.md"]
+    text = readme_tables.update((ROOT / "benchmarks" / "speed.md").read_text(), tables)
     assert readme_tables.differences(text, tables) == []
     # a hand edit inside the memory table: one figure changed
     start = text.index("<!-- table:memory -->")
@@ -180,9 +185,9 @@ def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_t
         readme_tables.update(unmarked, tables)
     # the command line: --check exits 1 on the edited file and changes nothing; a plain run repairs it
     root = _copy_tree(tmp_path)
-    (root / "benchmarks" / "README.md").write_text(edited)
+    (root / "benchmarks" / "speed.md").write_text(edited)
     assert readme_tables.main(["--check", "--root", str(root)]) == 1
-    assert (root / "benchmarks" / "README.md").read_text() == edited
+    assert (root / "benchmarks" / "speed.md").read_text() == edited
     # (a run in progress under benchmarks/results would stop a plain run here: test_writing_refuses_...)
     assert readme_tables.main(["--root", str(root), "memory", "--allow-untracked"]) == 0
     assert readme_tables.main(["--check", "--root", str(root)]) == 0
@@ -193,7 +198,7 @@ def test_a_table_moved_to_the_wrong_file_is_named(readme_tables, tmp_path):
     root = _copy_tree(tmp_path)
     front = root / "README.md"
     front.write_text(front.read_text() + "\n<!-- table:memory -->\n<!-- /table:memory -->\n")
-    assert readme_tables.strays(root) == ["memory: markers in README.md, but the table lives in benchmarks/README.md"]
+    assert readme_tables.strays(root) == ["memory: markers in README.md, but the table lives in benchmarks/speed.md"]
     assert readme_tables.main(["--check", "--root", str(root)]) == 1
 
 
