@@ -21,7 +21,9 @@ or metrics.jsonl there is untracked (an unfinished sweep, a run not yet added wi
 table must quote only what a clone has.
 
 Each family of tables is a module of benchmarks/tablegen/ (tablegen/homes.py names them all and says
-which file each lives in); this script is their command line.
+which file each lives in); this script is their command line. One of them, `results-index`
+(tablegen/results_index.py), lists each entry of benchmarks/results/ that git tracks, its size, and
+the tables that open its files while they are rendered.
 """
 
 from __future__ import annotations

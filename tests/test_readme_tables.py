@@ -2,6 +2,7 @@
 (benchmarks/readme_tables.py): a number edited by hand, or a result file changed without rerunning the
 script, fails here."""
 
+import builtins
 import importlib.util
 import json
 import re
@@ -29,7 +30,7 @@ def readme_tables():
 @pytest.fixture(scope="module")
 def tablegen(readme_tables):
     """The table families (benchmarks/tablegen/), importable once readme_tables.py has put its folder on sys.path."""
-    names = ("common", "controls", "headline", "homes", "precision", "time_series")
+    names = ("common", "controls", "headline", "homes", "precision", "results_index", "time_series")
     return SimpleNamespace(**{name: importlib.import_module(f"tablegen.{name}") for name in names})
 
 
@@ -265,3 +266,41 @@ def test_a_headline_average_reads_every_seed_of_every_horizon_and_names_them(tab
     (tmp_path / "fc/ETTh1-h720-seed0/summary.json").write_text('{"test": {"test": {"mse": 0.9, "mae": 0.9}}}')
     # each horizon's seeds first: (0.3 + 0.5 + 0.6 + 0.9) / 4 (the five runs pooled would give 0.52)
     assert tablegen.headline._average_headline(row)[3] == "0.575 / 0.575 (seeds per horizon: 2, 1, 1, 1)"
+
+
+def test_the_results_index_counts_what_git_tracks_and_names_the_tables_that_open_it(tablegen, tmp_path, monkeypatch):
+    results = tmp_path / "benchmarks" / "results"
+    files = {"a/run/summary.json": "{}", "a/run/checkpoint.safetensors": "x" * 3000, "b.json": "[]", "c/new.json": "{}"}
+    for name, text in files.items():
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "benchmarks/results/a", "benchmarks/results/b.json"], cwd=tmp_path, check=True)
+    monkeypatch.setattr(tablegen.common, "RESULTS", results)
+
+    def through_path():
+        return (results / "a/run/summary.json").read_text()
+
+    def through_open():
+        with open(results / "b.json") as handle:  # builtins.open, as csv readers do
+            return handle.read()
+
+    def looking_only():
+        return str((results / "a/run/summary.json").exists()) + str(sorted(results.glob("*")))
+
+    tables = {"one": through_path, "two": through_open, "three": looking_only}
+    homes = {"one": "benchmarks/p.md", "two": "README.md", "three": "benchmarks/p.md"}
+    index = tablegen.results_index.results_index_table(tables, homes).splitlines()
+    assert index[2] == "| `a/` | 2 | 3.0 kB | 1 (3.0 kB) | 1 of 2 | [p.md](p.md): `one` |"
+    assert index[3] == "| `b.json` | 1 | 0.0 kB | - | 1 of 1 | README.md: `two` |"
+    assert index[4] == "| **all** | 3 | 3.0 kB | 1 (3.0 kB) | 2 of 3 | 3 tables |"  # c/ is not tracked
+    assert index[-1] == "Tables that opened no file under benchmarks/results/: `three`."
+    assert builtins.open is __import__("io").open and builtins.open.__module__ != tablegen.results_index.__name__
+
+
+def test_every_table_opens_a_committed_file_and_the_index_says_which(rendered):
+    index = rendered["results-index"]
+    assert "opened no file" not in index and "git does not track" not in index
+    converge = next(line for line in index.splitlines() if line.startswith("| `converge/` |"))
+    assert "| 31 (" in converge  # the checkpoints, none of which a table opens
+    assert "README.md: `headline`" in converge and "[converged.md](converged.md): `converged`" in converge

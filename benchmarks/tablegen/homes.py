@@ -29,8 +29,15 @@ from .headline import headline_table
 from .m3 import m3_controls_table, m3_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
+from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table
 from .time_series import forecasting_table, uea_table
+
+
+def _results_index() -> str:
+    """The index of benchmarks/results/: every other table is rendered again while the files it opens are noted."""
+    return results_index_table({name: table for name, table in TABLES.items() if name != "results-index"}, HOMES)
+
 
 TABLES: dict[str, Callable[[], str]] = {
     "headline": headline_table,
@@ -62,6 +69,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "controls-full-rate": controls_full_rate_table,
     "m3": m3_table,
     "m3-controls": m3_controls_table,
+    "results-index": _results_index,
 }
 
 
@@ -96,6 +104,7 @@ PAGES: dict[str, tuple[str, ...]] = {
         "speed-listops",
         "data-parallel",
     ),
+    "benchmarks/results-index.md": ("results-index",),
 }
 HOMES = {name: home for home, names in PAGES.items() for name in names}
 if set(HOMES) != set(TABLES):  # a table without a page, or a page naming a table that does not exist
