@@ -304,3 +304,36 @@ def test_every_table_opens_a_committed_file_and_the_index_says_which(rendered):
     converge = next(line for line in index.splitlines() if line.startswith("| `converge/` |"))
     assert "| 31 (" in converge  # the checkpoints, none of which a table opens
     assert "README.md: `headline`" in converge and "[converged.md](converged.md): `converged`" in converge
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout")
+def test_benchmarks_results_stays_within_its_budget_and_commits_no_new_checkpoint(tablegen):
+    index = tablegen.results_index
+    tracked = index.tracked_files(tablegen.common.RESULTS)
+    assert index.budget_problems(tracked) == []
+    assert len(index.CHECKPOINTS) == 31  # the allow-list only shrinks by itself: a new entry is a decision
+
+
+def test_the_budget_names_the_largest_entries_and_refuses_an_unlisted_checkpoint(tablegen, monkeypatch):
+    index = tablegen.results_index
+    monkeypatch.setattr(index, "BUDGET_BYTES", 1000)
+    monkeypatch.setattr(index, "BUDGET_FILES", 4)
+    allowed = index.CHECKPOINTS[0]
+    files = {allowed: 600, "new/run/checkpoint.safetensors": 300, "a/x.json": 50, "a/y.json": 60, "b.json": 5}
+    assert index.budget_problems(files) == [
+        "benchmarks/results tracks 1,015 bytes, over its budget of 1,000 (CONTRIBUTING.md); the largest entries: "
+        "converge/ 0.6 kB, new/ 0.3 kB, a/ 0.1 kB, b.json 0.0 kB",
+        "benchmarks/results tracks 5 files, over its budget of 4 (CONTRIBUTING.md); the most in: "
+        "a/ 2 files, converge/ 1 file, new/ 1 file, b.json 1 file",
+        "benchmarks/results/new/run/checkpoint.safetensors: a checkpoint not in CHECKPOINTS "
+        "(benchmarks/tablegen/results_index.py): commit one only when a figure the pages quote is re-scored "
+        "from it, and list it there; else git rm --cached it",
+    ]
+    del files["new/run/checkpoint.safetensors"]
+    assert index.budget_problems(files) == []
+
+
+def test_contributing_states_the_budget_the_test_checks(tablegen):
+    index, text = tablegen.results_index, " ".join((ROOT / "CONTRIBUTING.md").read_text().split())
+    assert f"at most {index.BUDGET_BYTES:,} bytes in {index.BUDGET_FILES:,} files" in text
+    assert f"the {len(index.CHECKPOINTS)} checkpoints" in text
