@@ -14,8 +14,8 @@ frozen weight), `int8-fp32` (int8 storage, dequantised per call, fp32 product) a
 as in evaluation) and `train` (forward and the input's gradient, as in an fpt training step).
 `step` times fpt's whole training step (loss, backward, Adam) with bf16 and int8 variants beside fp32.
 
-Writes benchmarks/results/int8/WHAT.json (or --out) with the CPU model and flags; the README's table
-reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`); benchmarks/README.md's
+Writes benchmarks/results/int8/WHAT.json (or --out) with the CPU model and flags; benchmarks/speed.md's table
+reads step_*.json, so name a `step` record for its machine (`--out step_zen4.json`); benchmarks/speed.md's
 time-to-accuracy table reads fast_recipe_steps_*.json (the fast recipe's shapes) beside the headline runs' metrics.
 """
 

@@ -5,7 +5,7 @@
 The rule: for each outermost operator (MIN, MAX, MED, SM), the answer most frequent among the
 training expressions that start with it. It reads nothing past the first operator, so it needs
 no brackets. Its accuracy on val and test, and which answers it gets right, say how much of a
-model's score a shortcut can explain (the converged ListOps runs in benchmarks/README.md score 36-37).
+model's score a shortcut can explain (the converged ListOps runs in benchmarks/converged.md score 36-37).
 No training, no torch: counting only.
 """
 

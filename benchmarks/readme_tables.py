@@ -1,11 +1,12 @@
-"""The results tables of README.md and benchmarks/README.md, made from the committed files under benchmarks/results/.
+"""The results tables of README.md and the benchmarks pages, made from the committed files under benchmarks/results/.
 
     .venv/bin/python benchmarks/readme_tables.py             # rewrite every table where it lives
     .venv/bin/python benchmarks/readme_tables.py --check     # exit 1 naming each table the files disagree with
     .venv/bin/python benchmarks/readme_tables.py --print speed   # one table, to stdout
 
-A table lives between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in one file (HOMES: the
-headline in README.md, every other table in benchmarks/README.md): what lies between the markers
+A table lives between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in one file (PAGES: the
+headline in README.md, every other table in the benchmarks page of its topic, benchmarks/*.md, whose
+summary is benchmarks/README.md): what lies between the markers
 is this script's output and nothing else, the prose around them is written by hand. Every figure
 in a table is read or computed from a file; the script holds only labels, which rows to show and
 how to word them. tests/test_readme_tables.py runs the check, so a table edited by hand, or a
@@ -20,7 +21,9 @@ or metrics.jsonl there is untracked (an unfinished sweep, a run not yet added wi
 table must quote only what a clone has.
 
 Each family of tables is a module of benchmarks/tablegen/ (tablegen/homes.py names them all and says
-which file each lives in); this script is their command line.
+which file each lives in); this script is their command line. One of them, `results-index`
+(tablegen/results_index.py), lists each entry of benchmarks/results/ that git tracks, its size, and
+the tables that open its files while they are rendered.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     parser.add_argument("--print", dest="show", choices=list(TABLES), help="print one table")
-    parser.add_argument("--root", type=Path, default=ROOT, help="the folder holding README.md and benchmarks/README.md")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the folder holding README.md and benchmarks/")
     parser.add_argument(
         "names",
         nargs="*",

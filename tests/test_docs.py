@@ -65,10 +65,12 @@ def test_every_page_is_in_the_navigation_and_every_entry_exists():
     nav = set(_nav_files(_config()["nav"]))
     pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
     # pages the hook brings in from outside docs/ (docs/hooks.py): they live where GitHub shows them
-    outside = {"benchmarks/README.md", "contributing.md"}
+    benchmarks = {p.relative_to(ROOT).as_posix() for p in (ROOT / "benchmarks").glob("*.md")}
+    outside = benchmarks | {"contributing.md"}
     assert pages - nav == set(), "pages missing from mkdocs.yml's nav"
     assert nav - pages - outside == set(), "nav entries without a page"
-    assert (ROOT / "benchmarks" / "README.md").exists() and (ROOT / "CONTRIBUTING.md").exists()
+    assert benchmarks - nav == set(), "benchmarks pages missing from mkdocs.yml's nav"
+    assert "benchmarks/README.md" in benchmarks and (ROOT / "CONTRIBUTING.md").exists()
 
 
 def _relative_links(text: str) -> list[str]:
@@ -79,12 +81,20 @@ def _relative_links(text: str) -> list[str]:
 
 def test_the_docs_pages_links_resolve_on_github_too():
     # GitHub shows docs/*.md as files: a link must resolve from docs/ on disk, not only on the site
-    # (docs/hooks.py points ../benchmarks/README.md and ../CONTRIBUTING.md at their places there)
+    # (docs/hooks.py points ../benchmarks/*.md and ../CONTRIBUTING.md at their places there)
     broken = []
     for page in sorted(DOCS.rglob("*.md")):
         broken += [
             f"{page.name}: {link}" for link in _relative_links(page.read_text()) if not (page.parent / link).exists()
         ]
+    assert not broken, broken
+
+
+def test_the_benchmarks_pages_links_resolve_on_github_too():
+    # the summary links each topic's page, the pages link each other and their figures under results/
+    pages = sorted((ROOT / "benchmarks").glob("*.md"))
+    broken = [f"{page.name}: {link}" for page in pages for link in _relative_links(page.read_text())]
+    broken = [entry for entry in broken if not (ROOT / "benchmarks" / entry.split(": ", 1)[1]).exists()]
     assert not broken, broken
 
 
@@ -97,8 +107,7 @@ def test_the_readme_links_only_to_files_that_exist():
 
 
 def test_every_benchmark_script_has_a_row_in_the_benchmarks_scripts_table():
-    text = (ROOT / "benchmarks" / "README.md").read_text()
-    table = text[text.index("## The scripts") :]
+    table = (ROOT / "benchmarks" / "scripts.md").read_text()
     scripts = sorted(p.name for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh"))
     missing = [name for name in scripts if f"| `{name}` |" not in table]
-    assert not missing, f"add a row to benchmarks/README.md's 'The scripts' for {missing}"
+    assert not missing, f"add a row to benchmarks/scripts.md's table for {missing}"

@@ -1,7 +1,8 @@
-"""The results tables of README.md and benchmarks/README.md are what the committed result files give
+"""The results tables of README.md and the benchmarks pages are what the committed result files give
 (benchmarks/readme_tables.py): a number edited by hand, or a result file changed without rerunning the
 script, fails here."""
 
+import builtins
 import importlib.util
 import json
 import re
@@ -29,7 +30,7 @@ def readme_tables():
 @pytest.fixture(scope="module")
 def tablegen(readme_tables):
     """The table families (benchmarks/tablegen/), importable once readme_tables.py has put its folder on sys.path."""
-    names = ("common", "controls", "headline", "precision", "time_series")
+    names = ("common", "controls", "headline", "homes", "precision", "results_index", "time_series")
     return SimpleNamespace(**{name: importlib.import_module(f"tablegen.{name}") for name in names})
 
 
@@ -115,12 +116,18 @@ def test_a_head_probe_that_differs_from_its_none_run_beyond_the_head_is_refused(
         tablegen.controls._check_probe(runs["longer"], [runs["none"]])
 
 
-def test_the_front_page_carries_the_headline_and_benchmarks_the_rest(readme_tables):
-    front, benchmarks = (ROOT / "README.md").read_text(), (ROOT / "benchmarks" / "README.md").read_text()
+def test_the_front_page_carries_the_headline_and_each_benchmarks_page_its_topic(tablegen):
+    front = (ROOT / "README.md").read_text()
     markers = re.compile(r"^<!-- table:([\w-]+) -->$", re.M)
     assert markers.findall(front) == ["headline"]
-    assert sorted(markers.findall(benchmarks)) == sorted(set(readme_tables.TABLES) - {"headline"})
     assert len(front.splitlines()) <= 250  # the front door stays one short page
+    pages = {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "benchmarks").glob("*.md")}
+    found = {name: home for home, text in pages.items() for name in markers.findall(text)}
+    assert found == {name: home for name, home in tablegen.homes.HOMES.items() if home != "README.md"}
+    # the summary is one screen and quotes the tables without holding one; no page outgrows a read
+    assert markers.findall(pages["benchmarks/README.md"]) == []
+    assert len(pages["benchmarks/README.md"].splitlines()) <= 60
+    assert {home: len(text.splitlines()) for home, text in pages.items() if len(text.splitlines()) > 500} == {}
 
 
 def test_the_headline_reads_each_seed_from_its_run(rendered):
@@ -133,7 +140,8 @@ def test_the_headline_reads_each_seed_from_its_run(rendered):
 def _copy_tree(tmp_path: Path, charts: bool = True) -> Path:
     (tmp_path / "benchmarks").mkdir()
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
-    shutil.copy(ROOT / "benchmarks" / "README.md", tmp_path / "benchmarks" / "README.md")
+    for page in (ROOT / "benchmarks").glob("*.md"):
+        shutil.copy(page, tmp_path / "benchmarks" / page.name)
     if charts:
         chart = tmp_path / CONTROLS_CHART
         chart.parent.mkdir(parents=True)
@@ -163,10 +171,8 @@ def test_the_controls_chart_is_drawn_with_its_table_and_the_check_names_it_missi
 
 
 def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_tables, rendered, tmp_path):
-    text = readme_tables.update(
-        (ROOT / "benchmarks" / "README.md").read_text(), readme_tables.by_home(rendered)["benchmarks/README.md"]
-    )
-    tables = readme_tables.by_home(rendered)["benchmarks/README.md"]
+    tables = readme_tables.by_home(rendered)["benchmarks/speed.md"]
+    text = readme_tables.update((ROOT / "benchmarks" / "speed.md").read_text(), tables)
     assert readme_tables.differences(text, tables) == []
     # a hand edit inside the memory table: one figure changed
     start = text.index("<!-- table:memory -->")
@@ -180,9 +186,9 @@ def test_the_check_names_a_table_edited_by_hand_and_one_without_markers(readme_t
         readme_tables.update(unmarked, tables)
     # the command line: --check exits 1 on the edited file and changes nothing; a plain run repairs it
     root = _copy_tree(tmp_path)
-    (root / "benchmarks" / "README.md").write_text(edited)
+    (root / "benchmarks" / "speed.md").write_text(edited)
     assert readme_tables.main(["--check", "--root", str(root)]) == 1
-    assert (root / "benchmarks" / "README.md").read_text() == edited
+    assert (root / "benchmarks" / "speed.md").read_text() == edited
     # (a run in progress under benchmarks/results would stop a plain run here: test_writing_refuses_...)
     assert readme_tables.main(["--root", str(root), "memory", "--allow-untracked"]) == 0
     assert readme_tables.main(["--check", "--root", str(root)]) == 0
@@ -193,7 +199,7 @@ def test_a_table_moved_to_the_wrong_file_is_named(readme_tables, tmp_path):
     root = _copy_tree(tmp_path)
     front = root / "README.md"
     front.write_text(front.read_text() + "\n<!-- table:memory -->\n<!-- /table:memory -->\n")
-    assert readme_tables.strays(root) == ["memory: markers in README.md, but the table lives in benchmarks/README.md"]
+    assert readme_tables.strays(root) == ["memory: markers in README.md, but the table lives in benchmarks/speed.md"]
     assert readme_tables.main(["--check", "--root", str(root)]) == 1
 
 
@@ -260,3 +266,74 @@ def test_a_headline_average_reads_every_seed_of_every_horizon_and_names_them(tab
     (tmp_path / "fc/ETTh1-h720-seed0/summary.json").write_text('{"test": {"test": {"mse": 0.9, "mae": 0.9}}}')
     # each horizon's seeds first: (0.3 + 0.5 + 0.6 + 0.9) / 4 (the five runs pooled would give 0.52)
     assert tablegen.headline._average_headline(row)[3] == "0.575 / 0.575 (seeds per horizon: 2, 1, 1, 1)"
+
+
+def test_the_results_index_counts_what_git_tracks_and_names_the_tables_that_open_it(tablegen, tmp_path, monkeypatch):
+    results = tmp_path / "benchmarks" / "results"
+    files = {"a/run/summary.json": "{}", "a/run/checkpoint.safetensors": "x" * 3000, "b.json": "[]", "c/new.json": "{}"}
+    for name, text in files.items():
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "benchmarks/results/a", "benchmarks/results/b.json"], cwd=tmp_path, check=True)
+    monkeypatch.setattr(tablegen.common, "RESULTS", results)
+
+    def through_path():
+        return (results / "a/run/summary.json").read_text()
+
+    def through_open():
+        with open(results / "b.json") as handle:  # builtins.open, as csv readers do
+            return handle.read()
+
+    def looking_only():
+        return str((results / "a/run/summary.json").exists()) + str(sorted(results.glob("*")))
+
+    tables = {"one": through_path, "two": through_open, "three": looking_only}
+    homes = {"one": "benchmarks/p.md", "two": "README.md", "three": "benchmarks/p.md"}
+    index = tablegen.results_index.results_index_table(tables, homes).splitlines()
+    assert index[2] == "| `a/` | 2 | 3.0 kB | 1 (3.0 kB) | 1 of 2 | [p.md](p.md): `one` |"
+    assert index[3] == "| `b.json` | 1 | 0.0 kB | - | 1 of 1 | README.md: `two` |"
+    assert index[4] == "| **all** | 3 | 3.0 kB | 1 (3.0 kB) | 2 of 3 | 3 tables |"  # c/ is not tracked
+    assert index[-1] == "Tables that opened no file under benchmarks/results/: `three`."
+    assert builtins.open is __import__("io").open and builtins.open.__module__ != tablegen.results_index.__name__
+
+
+def test_every_table_opens_a_committed_file_and_the_index_says_which(rendered):
+    index = rendered["results-index"]
+    assert "opened no file" not in index and "git does not track" not in index
+    converge = next(line for line in index.splitlines() if line.startswith("| `converge/` |"))
+    assert "| 31 (" in converge  # the checkpoints, none of which a table opens
+    assert "README.md: `headline`" in converge and "[converged.md](converged.md): `converged`" in converge
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a git checkout")
+def test_benchmarks_results_stays_within_its_budget_and_commits_no_new_checkpoint(tablegen):
+    index = tablegen.results_index
+    tracked = index.tracked_files(tablegen.common.RESULTS)
+    assert index.budget_problems(tracked) == []
+    assert len(index.CHECKPOINTS) == 31  # the allow-list only shrinks by itself: a new entry is a decision
+
+
+def test_the_budget_names_the_largest_entries_and_refuses_an_unlisted_checkpoint(tablegen, monkeypatch):
+    index = tablegen.results_index
+    monkeypatch.setattr(index, "BUDGET_BYTES", 1000)
+    monkeypatch.setattr(index, "BUDGET_FILES", 4)
+    allowed = index.CHECKPOINTS[0]
+    files = {allowed: 600, "new/run/checkpoint.safetensors": 300, "a/x.json": 50, "a/y.json": 60, "b.json": 5}
+    assert index.budget_problems(files) == [
+        "benchmarks/results tracks 1,015 bytes, over its budget of 1,000 (CONTRIBUTING.md); the largest entries: "
+        "converge/ 0.6 kB, new/ 0.3 kB, a/ 0.1 kB, b.json 0.0 kB",
+        "benchmarks/results tracks 5 files, over its budget of 4 (CONTRIBUTING.md); the most in: "
+        "a/ 2 files, converge/ 1 file, new/ 1 file, b.json 1 file",
+        "benchmarks/results/new/run/checkpoint.safetensors: a checkpoint not in CHECKPOINTS "
+        "(benchmarks/tablegen/results_index.py): commit one only when a figure the pages quote is re-scored "
+        "from it, and list it there; else git rm --cached it",
+    ]
+    del files["new/run/checkpoint.safetensors"]
+    assert index.budget_problems(files) == []
+
+
+def test_contributing_states_the_budget_the_test_checks(tablegen):
+    index, text = tablegen.results_index, " ".join((ROOT / "CONTRIBUTING.md").read_text().split())
+    assert f"at most {index.BUDGET_BYTES:,} bytes in {index.BUDGET_FILES:,} files" in text
+    assert f"the {len(index.CHECKPOINTS)} checkpoints" in text

@@ -1,6 +1,6 @@
 """Short budgets: what a few minutes of training give, and the paper's tables from the sweeps'
 results.csv: the `listops-budget`, `bit-memory-budget`, `mnist-budget`, `bit-xor-budget`,
-`paper-tables-xor` and `paper-tables-images` tables of benchmarks/README.md."""
+`paper-tables-xor` and `paper-tables-images` tables of benchmarks/early-training.md."""
 
 from __future__ import annotations
 

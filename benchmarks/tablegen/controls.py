@@ -1,5 +1,5 @@
 """The controls (benchmarks/results/controls/ and its probes): the `controls`, `controls-head` and
-`controls-full-rate` tables of benchmarks/README.md, and the controls table's picture, CONTROLS_CHART."""
+`controls-full-rate` tables of benchmarks/controls.md, and the controls table's picture, CONTROLS_CHART."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def controls_table() -> str:
     from fpt.experiments.rate_search import probe_section, read_choices
 
     root = RESULTS / "controls"  # with how each arm given its own rate (--lr-search) had it chosen
-    chart = Path(CONTROLS_CHART).relative_to("benchmarks").as_posix()  # from benchmarks/README.md
+    chart = Path(CONTROLS_CHART).relative_to("benchmarks").as_posix()  # from benchmarks/controls.md
     picture = f"![The controls as a picture: each arm's test score per task, its seeds, its shuffled score]({chart})"
     return (
         controls_markdown(read_arm_runs(root), note=CONTROLS_NOTE)

@@ -1,5 +1,5 @@
 """The converged runs (benchmarks/results/converge/ and headline/) and Table 6: the `converged`,
-`table6-xor` and `table6-mnist` tables of benchmarks/README.md."""
+`table6-xor` and `table6-mnist` tables of benchmarks/converged.md."""
 
 from __future__ import annotations
 

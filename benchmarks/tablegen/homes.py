@@ -29,8 +29,15 @@ from .headline import headline_table
 from .m3 import m3_controls_table, m3_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
+from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table
 from .time_series import forecasting_table, uea_table
+
+
+def _results_index() -> str:
+    """The index of benchmarks/results/: every other table is rendered again while the files it opens are noted."""
+    return results_index_table({name: table for name, table in TABLES.items() if name != "results-index"}, HOMES)
+
 
 TABLES: dict[str, Callable[[], str]] = {
     "headline": headline_table,
@@ -62,16 +69,46 @@ TABLES: dict[str, Callable[[], str]] = {
     "controls-full-rate": controls_full_rate_table,
     "m3": m3_table,
     "m3-controls": m3_controls_table,
+    "results-index": _results_index,
 }
 
 
 # --- where each table lives ----------------------------------------------------------------------
 
-# The front page carries only the headline; every other table sits in benchmarks/README.md beside
-# the notes that explain it. Paths are relative to the repository root (--root in the tests).
+# The front page carries only the headline; every other table sits in the benchmarks page of its topic,
+# beside the notes that explain it (benchmarks/README.md is their one-screen summary and holds none).
+# Paths are relative to the repository root (--root in the tests).
 FRONT = "README.md"
-BENCHMARKS = "benchmarks/README.md"
-HOMES = {name: FRONT if name == "headline" else BENCHMARKS for name in TABLES}
+PAGES: dict[str, tuple[str, ...]] = {
+    FRONT: ("headline",),
+    "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
+    "benchmarks/forecasting.md": ("forecasting", "uea", "m3", "m3-controls"),
+    "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
+    "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe"),
+    "benchmarks/early-training.md": (
+        "bit-xor-budget",
+        "bit-memory-budget",
+        "mnist-budget",
+        "listops-budget",
+        "paper-tables-xor",
+        "table6-xor",
+        "paper-tables-images",
+    ),
+    "benchmarks/speed.md": (
+        "memory",
+        "speed",
+        "compile",
+        "int8",
+        "int8-step",
+        "time-to-accuracy",
+        "speed-listops",
+        "data-parallel",
+    ),
+    "benchmarks/results-index.md": ("results-index",),
+}
+HOMES = {name: home for home, names in PAGES.items() for name in names}
+if set(HOMES) != set(TABLES):  # a table without a page, or a page naming a table that does not exist
+    raise SystemExit(f"tablegen/homes.py: PAGES and TABLES disagree on {sorted(set(HOMES) ^ set(TABLES))}")
 # a table's picture, drawn from the same files whenever the table is written: where it lies, how it is
 # drawn, and whether a picture there was drawn from the files as they are
 CHARTS: dict[str, tuple[str, Callable[[Path], None], Callable[[Path], bool]]] = {
@@ -122,7 +159,7 @@ def update(text: str, tables: dict[str, str]) -> str:
 def strays(root: Path) -> list[str]:
     """Markers of a table in a file it does not live in: the script would never rewrite them."""
     found = []
-    for home in (FRONT, BENCHMARKS):
+    for home in PAGES:
         text = (root / home).read_text()
         found += [
             f"{name}: markers in {home}, but the table lives in {HOMES[name]}"

@@ -1,5 +1,5 @@
 """Precisions (benchmarks/int8.py and the headline cells run in each): the `int8`, `int8-step` and
-`time-to-accuracy` tables of benchmarks/README.md."""
+`time-to-accuracy` tables of benchmarks/speed.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The fast recipe against the paper's, and how it was chosen on validation splits: the `recipes`,
-`recipe-search`, `lr-probe` and `dropout-probe` tables of benchmarks/README.md."""
+`recipe-search`, `lr-probe` and `dropout-probe` tables of benchmarks/recipes.md."""
 
 from __future__ import annotations
 

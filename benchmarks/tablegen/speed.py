@@ -1,5 +1,5 @@
 """Step time, memory and data parallelism (benchmarks/perf.py, compile_speed.py, memory.py, scale.py):
-the `speed`, `speed-listops`, `compile`, `memory` and `data-parallel` tables of benchmarks/README.md."""
+the `speed`, `speed-listops`, `compile`, `memory` and `data-parallel` tables of benchmarks/speed.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Time series: ETT forecasts beside the published figures, and the UEA classification sets: the
-`forecasting` and `uea` tables of benchmarks/README.md. The headline (headline.py) reads the
+`forecasting` and `uea` tables of benchmarks/forecasting.md. The headline (headline.py) reads the
 forecast helpers too."""
 
 from __future__ import annotations

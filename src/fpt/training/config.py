@@ -31,7 +31,7 @@ LONG_INPUT = 512
 
 # Named sets of defaults. "paper": the paper's (Adam 1e-3, constant, clip 1, batch 16), what `fpt reproduce` uses.
 # "fast": measured to reach the same accuracy in less wall time on our CPUs (benchmarks/converge.py,
-# benchmarks/README.md "How the fast recipe was chosen"); the trained parameters are few, so they take a larger,
+# benchmarks/recipes.md "How the fast recipe was chosen"); the trained parameters are few, so they take a larger,
 # decaying rate, and no dropout: a frozen body underfits, and dropout 0 scored 1.6-2.0 points higher on MNIST and
 # Fashion-MNIST validation splits. Precision auto, as by default (bf16 only where the device computes it natively:
 # emulated on a CPU, it was up to 20x slower than fp32), said here because the recipe was measured with it.
@@ -84,7 +84,7 @@ _PRECISION_HELP = (
 _RECIPE_HELP = (
     "the named defaults that fill the options not given (given ones win): paper (Adam 1e-3 constant, "
     "batch 16, dropout 0.1: the paper's) | fast (Adam 3e-3, warm-up then cosine, batch 32, no dropout on a "
-    "frozen body: measured to reach the same accuracy in less time; see benchmarks/README.md); both precision auto"
+    "frozen body: measured to reach the same accuracy in less time; see benchmarks/recipes.md); both precision auto"
 )
 
 
