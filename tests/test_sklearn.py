@@ -77,6 +77,19 @@ def test_sktime_nested_frame_is_the_same_panel(backbone):
     assert np.array_equal(from_array.predict_proba(X), from_frame.predict_proba(nested))
 
 
+def test_sktime_nested_frame_of_unequal_lengths_is_one_line_naming_the_fix(backbone):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("sktime.datatypes")
+    ragged = pd.DataFrame({"dim_0": [pd.Series(np.arange(n, dtype=float)) for n in (10, 12, 10, 12)]})
+    with pytest.raises(FPTInputError, match=r"unequal lengths \(10 to 12 time steps\).*PaddingTransformer") as info:
+        FPTClassifier(backbone=backbone, steps=2).fit(ragged, [0, 1, 0, 1])
+    assert "\n" not in str(info.value)
+    equal = pd.DataFrame({"dim_0": [pd.Series(np.arange(10, dtype=float) * k) for k in range(4)]})
+    fitted = FPTClassifier(backbone=backbone, steps=2).fit(equal, [0, 1, 0, 1])
+    with pytest.raises(FPTInputError, match="unequal lengths"):  # predict too, channels of different lengths here
+        fitted.predict(pd.DataFrame({"a": [pd.Series(np.arange(10.0))] * 2, "b": [pd.Series(np.arange(9.0))] * 2}))
+
+
 def test_fit_writes_nothing_unless_asked_and_keeps_the_global_rng(backbone, blobs, tmp_path, monkeypatch):
     X, y = blobs
     monkeypatch.chdir(tmp_path)

@@ -57,6 +57,14 @@ def _from_nested(X):
     except ImportError:  # pragma: no cover - without pandas no DataFrame can have come
         return X
     if isinstance(X, pd.DataFrame) and X.size and isinstance(X.iat[0, 0], pd.Series):
+        lengths = np.unique([len(cell) for cell in X.to_numpy().ravel()])
+        if len(lengths) > 1:  # sktime's converter would fail in np.stack with a bare shape error
+            raise FPTInputError(
+                f"X holds series of unequal lengths ({lengths[0]} to {lengths[-1]} time steps); fpt's estimators take "
+                "series of one length: pad or resample them first, e.g. sktime's PaddingTransformer "
+                "(sktime.transformations.panel.padder) or TSInterpolator (sktime.transformations.panel.interpolate) "
+                "in a Pipeline before the estimator"
+            )
         convert = require("sktime.datatypes", "pip install -e '.[timeseries]'").convert_to
         return convert(X, to_type="numpy3D")
     return X
