@@ -137,6 +137,63 @@ def in_parameter_names(error: FptError, names) -> FPTInputError:
     return FPTInputError(re.sub(r"--([a-z][a-z0-9-]*)", spelt, str(error)), kind=error.kind)
 
 
+def training_config(estimator, task: str, **more) -> TrainConfig:
+    """The TrainConfig of an estimator's parameters (checked by check_parameters) and `more` options, on the
+    estimator's recipe; what TrainConfig refuses is an FPTInputError in the estimator's words."""
+    # plain Python values (check_parameters admits numpy's, as a grid search hands them over): config.json
+    # is written by json, and the messages print plain numbers
+    steps = int(estimator.steps)
+    given = {"backbone": os.fspath(estimator.backbone), "steps": steps, "batch_size": int(estimator.batch_size)}
+    given.update(seed=int(estimator.seed), policy=str(estimator.policy), device=str(estimator.device))
+    given.update(pooling=estimator.pooling, threads=None if estimator.threads is None else int(estimator.threads))
+    given["eval_every"] = int(estimator.eval_every) if estimator.eval_every is not None else steps
+    if estimator.lr is not None:
+        given["lr"] = float(estimator.lr)
+    if estimator.precision is not None:
+        given["precision"] = str(estimator.precision)
+    if RECIPES.get(estimator.recipe, {}).get("warmup_steps", 0) >= steps:
+        # the fast recipe warms up over 100 steps, which TrainConfig refuses for a run that short:
+        # a short fit warms up over its first tenth instead
+        given["warmup_steps"] = steps // 10
+    try:
+        config = TrainConfig.from_recipe(estimator.recipe, task=task, **given, **more)
+        config.validate()
+    except TypeError as exc:  # a parameter of the wrong type deep inside a comparison
+        raise FPTInputError(f"{type(estimator).__name__}: a parameter has the wrong type ({exc})") from None
+    except FptError as exc:  # what check_parameters leaves to TrainConfig: said in the estimator's words
+        raise in_parameter_names(exc, estimator.get_params()) from None
+    return config
+
+
+def train_in_memory(estimator, config: TrainConfig, task) -> tuple[torch.nn.Module, dict]:
+    """(the trained model, in eval mode; the run's summary): fpt's Trainer on an in-memory task, writing a
+    training record only where the estimator's `out` names a folder; the caller's torch RNG left as it was."""
+    if estimator.threads is not None:
+        set_threads(int(estimator.threads))
+    if estimator.out is not None:
+        RunDir.check_creatable(estimator.out)
+    with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
+        try:
+            model = build_model(config, task)
+        except FptError as exc:  # a backbone or device this machine lacks: a bad parameter too
+            raise in_parameter_names(exc, estimator.get_params()) from None
+        run_dir = RunDir.create(estimator.out) if estimator.out is not None else None
+        trainer = None
+        try:
+            if run_dir is not None:
+                run_dir.write_config(dataclasses.asdict(config))
+            trainer = Trainer(model, task, config, run_dir, progress=estimator.progress)
+            summary = trainer.fit()
+        except Exception:
+            if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
+                run_dir.remove()  # as `fpt train`: a fit that failed before saving anything leaves nothing
+            raise
+        finally:
+            if run_dir is not None:
+                run_dir.unlock()
+    return model.eval(), summary
+
+
 def _from_nested(X):
     """A sktime nested DataFrame (a pandas Series in every cell) as a 3-D (n, channels, time) array;
     anything else as it came."""
@@ -226,58 +283,10 @@ class _FPTEstimator(BaseEstimator):
 
     # --- training ----------------------------------------------------------------------------
 
-    def _config(self) -> TrainConfig:
-        # plain Python values (check_parameters admits numpy's, as a grid search hands them over): config.json
-        # is written by json, and the messages print plain numbers
-        steps = int(self.steps)
-        given = {"backbone": os.fspath(self.backbone), "steps": steps, "batch_size": int(self.batch_size)}
-        given.update(seed=int(self.seed), policy=str(self.policy), device=str(self.device), pooling=self.pooling)
-        given["threads"] = None if self.threads is None else int(self.threads)
-        given["eval_every"] = int(self.eval_every) if self.eval_every is not None else steps
-        if self.lr is not None:
-            given["lr"] = float(self.lr)
-        if self.precision is not None:
-            given["precision"] = str(self.precision)
-        warmup = RECIPES.get(self.recipe, {}).get("warmup_steps", 0)
-        if warmup >= steps:
-            # the fast recipe warms up over 100 steps, which TrainConfig refuses for a run that short:
-            # a short fit warms up over its first tenth instead
-            given["warmup_steps"] = steps // 10
-        try:
-            config = TrainConfig.from_recipe(self.recipe, task=f"sklearn:{type(self).__name__}", **given)
-            config.validate()
-        except TypeError as exc:  # a parameter of the wrong type deep inside a comparison
-            raise FPTInputError(f"{type(self).__name__}: a parameter has the wrong type ({exc})") from None
-        except FptError as exc:  # what check_parameters leaves to TrainConfig: said in the estimator's words
-            raise in_parameter_names(exc, self.get_params()) from None
-        return config
-
     def _train(self, task: ArrayTask) -> None:
-        config = self._config()
-        if self.threads is not None:
-            set_threads(self.threads)
-        if self.out is not None:
-            RunDir.check_creatable(self.out)
-        with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
-            try:
-                model = build_model(config, task)
-            except FptError as exc:  # a backbone or device this machine lacks: a bad parameter too
-                raise in_parameter_names(exc, self.get_params()) from None
-            run_dir = RunDir.create(self.out) if self.out is not None else None
-            trainer = None
-            try:
-                if run_dir is not None:
-                    run_dir.write_config(dataclasses.asdict(config))
-                trainer = Trainer(model, task, config, run_dir, progress=self.progress)
-                self.summary_ = trainer.fit()
-            except Exception:
-                if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
-                    run_dir.remove()  # as `fpt train`: a fit that failed before saving anything leaves nothing
-                raise
-            finally:
-                if run_dir is not None:
-                    run_dir.unlock()
-        self.model_ = model.eval()
+        self.model_, self.summary_ = train_in_memory(
+            self, training_config(self, f"sklearn:{type(self).__name__}"), task
+        )
 
     def _batches(self, X) -> list[Batch]:
         check_is_fitted(self, "model_")
