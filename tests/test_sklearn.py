@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np
@@ -77,6 +78,19 @@ def test_sktime_nested_frame_is_the_same_panel(backbone):
     assert np.array_equal(from_array.predict_proba(X), from_frame.predict_proba(nested))
 
 
+def test_sktime_nested_frame_of_unequal_lengths_is_one_line_naming_the_fix(backbone):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("sktime.datatypes")
+    ragged = pd.DataFrame({"dim_0": [pd.Series(np.arange(n, dtype=float)) for n in (10, 12, 10, 12)]})
+    with pytest.raises(FPTInputError, match=r"unequal lengths \(10 to 12 time steps\).*PaddingTransformer") as info:
+        FPTClassifier(backbone=backbone, steps=2).fit(ragged, [0, 1, 0, 1])
+    assert "\n" not in str(info.value)
+    equal = pd.DataFrame({"dim_0": [pd.Series(np.arange(10, dtype=float) * k) for k in range(4)]})
+    fitted = FPTClassifier(backbone=backbone, steps=2).fit(equal, [0, 1, 0, 1])
+    with pytest.raises(FPTInputError, match="unequal lengths"):  # predict too, channels of different lengths here
+        fitted.predict(pd.DataFrame({"a": [pd.Series(np.arange(10.0))] * 2, "b": [pd.Series(np.arange(9.0))] * 2}))
+
+
 def test_fit_writes_nothing_unless_asked_and_keeps_the_global_rng(backbone, blobs, tmp_path, monkeypatch):
     X, y = blobs
     monkeypatch.chdir(tmp_path)
@@ -99,10 +113,67 @@ def test_bad_input_is_one_fpt_error_that_is_also_a_value_error(backbone, blobs):
     assert isinstance(info.value, FptError) and isinstance(info.value, ValueError)
     with pytest.raises(ValueError, match="patch_size must be a whole number from 1 to 2"):
         FPTClassifier(backbone=backbone, steps=2, patch_size=3).fit(X, y)
-    with pytest.raises(FptError, match="--steps must be at least 1"):
+    with pytest.raises(FPTInputError, match="^steps must be a whole number of at least 1, got 0$"):
         FPTClassifier(backbone=backbone, steps=0).fit(X, y)
     with pytest.raises(FPTInputError, match="4 dimensions"):
         FPTClassifier(backbone=backbone, steps=2).fit(np.zeros((4, 2, 2, 2)), [0, 1, 0, 1])
+
+
+# What a user may get wrong in each parameter; numpy scalars as a grid search's np.linspace hands them over
+BAD_PARAMETERS = [
+    ("steps", 0),
+    ("steps", 2.5),
+    ("batch_size", -1),
+    ("batch_size", np.int64(-2)),
+    ("lr", -1),
+    ("lr", np.float64(-0.5)),
+    ("lr", float("inf")),
+    ("lr", "big"),
+    ("policy", "nonsense"),
+    ("policy", np.str_("nonsense")),
+    ("patch_size", 0),
+    ("recipe", "x"),
+    ("precision", "x"),
+    ("device", "x"),
+    ("seed", -1),
+    ("threads", 0),
+    ("eval_every", 0),
+    ("pooling", "x"),
+    ("backbone", 3),
+    ("out", 3),
+    ("progress", "yes"),
+]
+
+
+@pytest.mark.parametrize("estimator", [FPTClassifier, FPTRegressor])
+@pytest.mark.parametrize("name, value", BAD_PARAMETERS, ids=[f"{n}={v!r}" for n, v in BAD_PARAMETERS])
+def test_a_bad_parameter_is_a_value_error_naming_it_as_the_estimator_spells_it(estimator, name, value, backbone, blobs):
+    X, y = blobs
+    model = estimator(backbone=backbone, steps=2).set_params(**{name: value})  # taken as given until fit
+    with pytest.raises(ValueError, match=f"^{name} must be ") as info:
+        model.fit(X, y)
+    shown = value.item() if isinstance(value, np.generic) else value
+    assert str(info.value).endswith(f"got {shown!r}")  # plain numbers: never np.float64(-0.5)
+    assert "np." not in str(info.value) and "--" not in str(info.value)
+
+
+def test_numpy_numbers_are_good_parameters_and_recorded_as_plain_ones(backbone, blobs, tmp_path):
+    X, y = blobs
+    grid = {"steps": np.arange(3, 4)[0], "batch_size": np.int64(4), "lr": np.float64(1e-3), "seed": np.int32(2)}
+    FPTClassifier(backbone=backbone, out=str(tmp_path / "run"), **grid).fit(X, y)  # as GridSearchCV hands them over
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["steps"], config["batch_size"], config["lr"], config["seed"]) == (3, 4, 1e-3, 2)
+
+
+def test_what_only_the_machine_can_refuse_is_a_value_error_in_the_estimators_words(backbone, blobs):
+    X, y = blobs
+    with pytest.raises(ValueError, match="^cannot load backbone 'no-such-backbone-here'"):
+        FPTRegressor(backbone="no-such-backbone-here", steps=2).fit(X, y)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="^device cuda is not on this machine"):
+            FPTClassifier(backbone=backbone, steps=2, device="cuda").fit(X, y)
+    with pytest.raises(ValueError, match=r"^y holds 1 class \(0\.0\);"):  # not (np.float64(0.0))
+        FPTClassifier(backbone=backbone, steps=2).fit(X, np.zeros(len(X)))
 
 
 def test_regressor_predicts_in_the_targets_units(backbone):

@@ -34,6 +34,7 @@ from fpt.training.loop import Trainer
 
 if TYPE_CHECKING:
     from fpt.serve.estimators import FPTClassifier, FPTRegressor
+    from fpt.serve.forecaster import FPTForecaster
 _ESTIMATORS = ("FPTClassifier", "FPTRegressor")
 
 
@@ -42,11 +43,16 @@ def __getattr__(name: str):
         from fpt.serve import estimators
 
         return getattr(estimators, name)
+    if name == "FPTForecaster":  # the sktime forecaster needs the timeseries extra: imported when asked for
+        from fpt.serve.forecaster import FPTForecaster
+
+        return FPTForecaster
     raise AttributeError(f"module 'fpt' has no attribute {name!r}")
 
 
 __all__ = [
     "FPTClassifier",
+    "FPTForecaster",
     "FPTRegressor",
     "GROUPS",
     "POLICIES",

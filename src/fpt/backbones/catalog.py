@@ -169,3 +169,38 @@ def vit_base() -> BackboneEntry:
         is_available=lambda: _hub_cached(_VIT_HUB),
         offline_config=_vit_config,
     )
+
+
+# --- tiny-random: an architecture only, for tests and smoke runs --------------------------------
+
+TINY_RANDOM = "tiny-random"
+
+
+def _tiny_random_config():
+    from transformers import GPT2Config
+
+    # 2 blocks, 32 wide: built in about 20 ms, where GPT-2's own architecture at random init takes 0.6 s
+    # with one block (its 50,257-row token table is drawn before fpt drops it); what sktime's check_estimator
+    # needs for its few hundred fits
+    return GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, vocab_size=64, bos_token_id=0, eos_token_id=0)
+
+
+def _locate_tiny_random() -> str:
+    raise FptError(
+        f"backbone {TINY_RANDOM!r} has no pretrained weights (a 2-block, 32-wide GPT-2 architecture for tests "
+        "and smoke runs): use it with --init random (init='random' in the estimators)"
+    )
+
+
+@register_backbone
+def tiny_random() -> BackboneEntry:
+    """The `tiny-random` entry: a 2-block, 32-wide GPT-2 architecture with no weights, built offline at
+    random init (`--init random` only): the tests' and the sktime forecaster's test parameters' backbone."""
+    return BackboneEntry(
+        name=TINY_RANDOM,
+        description="a 2-block, 32-wide GPT-2 architecture, --init random only: tests and smoke runs",
+        how_to_get="nothing to get: built from its config; give --init random",
+        locate=_locate_tiny_random,
+        is_available=lambda: True,
+        offline_config=_tiny_random_config,
+    )

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import re
 
 import numpy as np
 import torch
@@ -26,14 +28,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from fpt.backbones.surgery import PRECISION_CHOICES
+from fpt.core.devices import DEVICE_CHOICES, check_device_name
 from fpt.core.errors import FptError, require
 from fpt.core.runtime import set_threads
+from fpt.models.ends import POOLINGS
+from fpt.models.policy import GROUPS, POLICIES, parse_policy
 from fpt.tasks.arrays import ArrayTask, Split
 from fpt.tasks.base import Batch, TaskSpec
 from fpt.tasks.sequences import SequenceTask
 from fpt.tasks.ucr import MAX_DEFAULT_TOKENS, to_tokens
 from fpt.training.build import build_model
-from fpt.training.config import RECIPES, TrainConfig
+from fpt.training.config import MAX_THREADS, RECIPES, TrainConfig
 from fpt.training.inference import predict_probabilities, predict_values
 from fpt.training.loop import Trainer
 from fpt.training.run_dir import RunDir
@@ -49,6 +55,145 @@ class FPTInputError(FptError, ValueError):
     conventions (and its estimator checks) expect from an estimator given bad data."""
 
 
+def plain(value):
+    """A value as a message shows it: a numpy scalar as the Python value it holds (0.5, not np.float64(0.5))."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_whole(name: str, value, low: int, high: int | None = None, optional: bool = False) -> None:
+    """Refuse parameter `name` unless it is a whole number from `low` (to `high`), or None where `optional`."""
+    if optional and value is None:
+        return
+    whole = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if not whole or value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise FPTInputError(
+            f"{name} must be a whole number {bounds}{' or None' if optional else ''}, got {plain(value)!r}"
+        )
+
+
+def check_choice(name: str, value, choices, optional: bool = False) -> None:
+    """Refuse parameter `name` unless it is one of `choices`, or None where `optional`."""
+    if (optional and value is None) or (isinstance(value, str) and value in choices):
+        return
+    raise FPTInputError(
+        f"{name} must be one of {', '.join(choices)}{' or None' if optional else ''}, got {plain(value)!r}"
+    )
+
+
+def _check_names(estimator) -> None:
+    """The parameters that name something: a backbone, a policy, a device, a folder."""
+    backbone, policy, device, out = estimator.backbone, estimator.policy, estimator.device, estimator.out
+    if not isinstance(backbone, (str, os.PathLike)) or not os.fspath(backbone):
+        raise FPTInputError(
+            f"backbone must be a registered name, a local directory or a hub id, got {plain(backbone)!r}"
+        )
+    try:
+        parse_policy(policy)
+    except (FptError, AttributeError):  # AttributeError: not a string
+        raise FPTInputError(
+            f"policy must be one of {', '.join(POLICIES)} or a comma list of groups ({', '.join(GROUPS)}), "
+            f"got {plain(policy)!r}"
+        ) from None
+    try:
+        check_device_name(device)
+    except (FptError, AttributeError, TypeError):
+        raise FPTInputError(f"device must be {DEVICE_CHOICES.replace(' | ', ', ')}, got {plain(device)!r}") from None
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise FPTInputError(f"out must be a folder's path or None, got {plain(out)!r}")
+
+
+def check_parameters(estimator) -> None:
+    """Every training parameter of an fpt estimator, as scikit-learn checks its own at fit: a bad one is an
+    FPTInputError (a ValueError) naming the parameter as the estimator spells it (`batch_size`, not
+    `--batch-size`), its value shown as a plain number."""
+    check_whole("steps", estimator.steps, 1)
+    check_whole("batch_size", estimator.batch_size, 1)
+    check_whole("seed", estimator.seed, 0, 2**63 - 1)
+    check_whole("threads", estimator.threads, 1, MAX_THREADS, optional=True)
+    check_whole("eval_every", estimator.eval_every, 1, optional=True)
+    check_whole("patch_size", estimator.patch_size, 1, optional=True)
+    lr = estimator.lr
+    if lr is not None and (
+        isinstance(lr, (bool, np.bool_)) or not isinstance(lr, (int, float, np.number)) or not 0 < lr < math.inf
+    ):
+        raise FPTInputError(f"lr must be a positive number or None (the recipe's), got {plain(lr)!r}")
+    check_choice("recipe", estimator.recipe, tuple(RECIPES))
+    check_choice("precision", estimator.precision, PRECISION_CHOICES, optional=True)
+    check_choice("pooling", estimator.pooling, POOLINGS, optional=True)
+    if not isinstance(estimator.progress, (bool, np.bool_)):
+        raise FPTInputError(f"progress must be True or False, got {plain(estimator.progress)!r}")
+    _check_names(estimator)
+
+
+def in_parameter_names(error: FptError, names) -> FPTInputError:
+    """An FptError of fpt's training code as an FPTInputError, its option names (--batch-size) spelt as the
+    estimator's parameters (batch_size) where it has one of that name."""
+
+    def spelt(match: re.Match) -> str:
+        name = match[1].replace("-", "_")
+        return name if name in names else match[0]
+
+    return FPTInputError(re.sub(r"--([a-z][a-z0-9-]*)", spelt, str(error)), kind=error.kind)
+
+
+def training_config(estimator, task: str, **more) -> TrainConfig:
+    """The TrainConfig of an estimator's parameters (checked by check_parameters) and `more` options, on the
+    estimator's recipe; what TrainConfig refuses is an FPTInputError in the estimator's words."""
+    # plain Python values (check_parameters admits numpy's, as a grid search hands them over): config.json
+    # is written by json, and the messages print plain numbers
+    steps = int(estimator.steps)
+    given = {"backbone": os.fspath(estimator.backbone), "steps": steps, "batch_size": int(estimator.batch_size)}
+    given.update(seed=int(estimator.seed), policy=str(estimator.policy), device=str(estimator.device))
+    given.update(pooling=estimator.pooling, threads=None if estimator.threads is None else int(estimator.threads))
+    given["eval_every"] = int(estimator.eval_every) if estimator.eval_every is not None else steps
+    if estimator.lr is not None:
+        given["lr"] = float(estimator.lr)
+    if estimator.precision is not None:
+        given["precision"] = str(estimator.precision)
+    if RECIPES.get(estimator.recipe, {}).get("warmup_steps", 0) >= steps:
+        # the fast recipe warms up over 100 steps, which TrainConfig refuses for a run that short:
+        # a short fit warms up over its first tenth instead
+        given["warmup_steps"] = steps // 10
+    try:
+        config = TrainConfig.from_recipe(estimator.recipe, task=task, **given, **more)
+        config.validate()
+    except TypeError as exc:  # a parameter of the wrong type deep inside a comparison
+        raise FPTInputError(f"{type(estimator).__name__}: a parameter has the wrong type ({exc})") from None
+    except FptError as exc:  # what check_parameters leaves to TrainConfig: said in the estimator's words
+        raise in_parameter_names(exc, estimator.get_params()) from None
+    return config
+
+
+def train_in_memory(estimator, config: TrainConfig, task) -> tuple[torch.nn.Module, dict]:
+    """(the trained model, in eval mode; the run's summary): fpt's Trainer on an in-memory task, writing a
+    training record only where the estimator's `out` names a folder; the caller's torch RNG left as it was."""
+    if estimator.threads is not None:
+        set_threads(int(estimator.threads))
+    if estimator.out is not None:
+        RunDir.check_creatable(estimator.out)
+    with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
+        try:
+            model = build_model(config, task)
+        except FptError as exc:  # a backbone or device this machine lacks: a bad parameter too
+            raise in_parameter_names(exc, estimator.get_params()) from None
+        run_dir = RunDir.create(estimator.out) if estimator.out is not None else None
+        trainer = None
+        try:
+            if run_dir is not None:
+                run_dir.write_config(dataclasses.asdict(config))
+            trainer = Trainer(model, task, config, run_dir, progress=estimator.progress)
+            summary = trainer.fit()
+        except Exception:
+            if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
+                run_dir.remove()  # as `fpt train`: a fit that failed before saving anything leaves nothing
+            raise
+        finally:
+            if run_dir is not None:
+                run_dir.unlock()
+    return model.eval(), summary
+
+
 def _from_nested(X):
     """A sktime nested DataFrame (a pandas Series in every cell) as a 3-D (n, channels, time) array;
     anything else as it came."""
@@ -57,6 +202,14 @@ def _from_nested(X):
     except ImportError:  # pragma: no cover - without pandas no DataFrame can have come
         return X
     if isinstance(X, pd.DataFrame) and X.size and isinstance(X.iat[0, 0], pd.Series):
+        lengths = np.unique([len(cell) for cell in X.to_numpy().ravel()])
+        if len(lengths) > 1:  # sktime's converter would fail in np.stack with a bare shape error
+            raise FPTInputError(
+                f"X holds series of unequal lengths ({lengths[0]} to {lengths[-1]} time steps); fpt's estimators take "
+                "series of one length: pad or resample them first, e.g. sktime's PaddingTransformer "
+                "(sktime.transformations.panel.padder) or TSInterpolator (sktime.transformations.panel.interpolate) "
+                "in a Pipeline before the estimator"
+            )
         convert = require("sktime.datatypes", "pip install -e '.[timeseries]'").convert_to
         return convert(X, to_type="numpy3D")
     return X
@@ -130,49 +283,10 @@ class _FPTEstimator(BaseEstimator):
 
     # --- training ----------------------------------------------------------------------------
 
-    def _config(self) -> TrainConfig:
-        given = {"backbone": self.backbone, "steps": self.steps, "batch_size": self.batch_size, "seed": self.seed}
-        given.update(policy=self.policy, device=self.device, threads=self.threads, pooling=self.pooling)
-        given["eval_every"] = self.eval_every if self.eval_every is not None else self.steps
-        if self.lr is not None:
-            given["lr"] = self.lr
-        if self.precision is not None:
-            given["precision"] = self.precision
-        warmup = RECIPES.get(self.recipe, {}).get("warmup_steps", 0)
-        if isinstance(self.steps, int) and warmup >= self.steps:
-            # the fast recipe warms up over 100 steps, which TrainConfig refuses for a run that short:
-            # a short fit warms up over its first tenth instead
-            given["warmup_steps"] = self.steps // 10
-        try:
-            config = TrainConfig.from_recipe(self.recipe, task=f"sklearn:{type(self).__name__}", **given)
-            config.validate()
-        except TypeError as exc:  # a parameter of the wrong type deep inside a comparison
-            raise FPTInputError(f"{type(self).__name__}: a parameter has the wrong type ({exc})") from None
-        return config
-
     def _train(self, task: ArrayTask) -> None:
-        config = self._config()
-        if self.threads is not None:
-            set_threads(self.threads)
-        if self.out is not None:
-            RunDir.check_creatable(self.out)
-        with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
-            model = build_model(config, task)
-            run_dir = RunDir.create(self.out) if self.out is not None else None
-            trainer = None
-            try:
-                if run_dir is not None:
-                    run_dir.write_config(dataclasses.asdict(config))
-                trainer = Trainer(model, task, config, run_dir, progress=self.progress)
-                self.summary_ = trainer.fit()
-            except Exception:
-                if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
-                    run_dir.remove()  # as `fpt train`: a fit that failed before saving anything leaves nothing
-                raise
-            finally:
-                if run_dir is not None:
-                    run_dir.unlock()
-        self.model_ = model.eval()
+        self.model_, self.summary_ = train_in_memory(
+            self, training_config(self, f"sklearn:{type(self).__name__}"), task
+        )
 
     def _batches(self, X) -> list[Batch]:
         check_is_fitted(self, "model_")
@@ -198,13 +312,14 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
     def fit(self, X, y):
         """Train on X, (n, features) or (n, channels, time) or an sktime nested DataFrame, and labels y of any
         type; returns self. Evaluations score the first 1,024 training rows (EVAL_ROWS): there is no held-out
-        split. Raises FPTInputError for a y of one class or an X of another shape."""
+        split. Raises FPTInputError for a bad parameter, a y of one class or an X of another shape."""
+        check_parameters(self)
         X, y = validate_data(self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         self.classes_, labels = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise FPTInputError(
-                f"y holds 1 class ({self.classes_[0]!r}); a classifier needs examples of at least two classes"
+                f"y holds 1 class ({plain(self.classes_[0])!r}); a classifier needs examples of at least two classes"
             )
         tokens = self._tokens(X, fitting=True)
         train = Split(tokens, torch.from_numpy(labels.astype(np.int64)))
@@ -259,8 +374,9 @@ class FPTRegressor(RegressorMixin, _FPTEstimator):
 
     def fit(self, X, y):
         """Train on X, shaped as FPTClassifier.fit takes it, and numeric targets y, (n,) or (n, outputs);
-        returns self. y is standardised per target for training. Raises FPTInputError for an X of another
-        shape."""
+        returns self. y is standardised per target for training. Raises FPTInputError for a bad parameter or
+        an X of another shape."""
+        check_parameters(self)
         X, y = validate_data(
             self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32), y_numeric=True, multi_output=True
         )
