@@ -62,6 +62,26 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "splits": mixed,
         }
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
+    for line in _recorded_beside(RunDir(args.run_dir).read_summary(), results):
+        print(line)
+
+
+def _recorded_beside(summary: dict | None, results: dict) -> list[str]:
+    """What the run recorded beside its test score when it ended, where this evaluation scored that split
+    too: the intervals' test coverage and the baselines on the same split with the sentence on who wins."""
+    from fpt.training.intervals import coverage_line
+    from fpt.training.reference_scores import comparison_lines
+
+    beside = (summary or {}).get("baselines")
+    lines = []
+    if summary and "intervals" in summary and "test" in results:
+        lines.append(f"{coverage_line(summary['intervals'])} (recorded when the run ended)")
+    if beside and beside.get("split") in results:
+        lines += [
+            "recorded when the run ended, " + line if i == 0 else line
+            for i, line in enumerate(comparison_lines(summary))
+        ]
+    return lines
 
 
 def _draw_forecasts(run_dir, config, task, model, split: str):
@@ -256,7 +276,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
         summary = None if is_saved_model(args.run_dir) else RunDir(args.run_dir).read_summary()
-        intervals = (summary or {}).get("intervals")  # a collection's, recorded when its test was scored
+        intervals = (summary or {}).get("intervals")  # recorded when its test was scored
         batch = eval_batch_for(task, args.batch_size)
         print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals)))
         return
