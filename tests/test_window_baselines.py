@@ -55,7 +55,7 @@ def test_the_baselines_are_recorded_and_printed_beside_fpts_test_score(run):
     summary = json.loads((path / "summary.json").read_text())
     beside = summary["baselines"]
     assert beside["split"] == "test" and beside["metric"] == "mse"
-    assert set(beside["scores"]) == set(WINDOW_BASELINES)  # summary.json sorts its keys
+    assert set(beside["scores"]) == set(WINDOW_BASELINES) and beside["methods"] == list(WINDOW_BASELINES)
     for name, scores in beside["scores"].items():
         assert set(scores) == {"mse", "mae"} and scores["mse"] > 0 and scores["mae"] > 0, name
     assert summary["task_notes"]["period"] == 24  # hourly rows: a day's cycle
@@ -102,6 +102,10 @@ def test_evaluate_and_report_show_the_recorded_baselines(run, capsys):
     out = capsys.readouterr().out
     assert "recorded when the run ended, baselines on the same test split" in out
     assert f"{verdict(summary)}\n" in out and "  AutoETS: MSE " in out
+    # in the order they ran, not summary.json's sorted keys
+    assert [out.index(f"  {name}: MSE ") for name in WINDOW_BASELINES] == sorted(
+        out.index(f"  {name}: MSE ") for name in WINDOW_BASELINES
+    )
     assert main(["report", str(path), "--out", str(path / "report.html")]) == 0
     page = (path / "report.html").read_text()
     assert "Beside the baselines" in page and "SeasonalNaive" in page and verdict(summary).split(" (")[0] in page

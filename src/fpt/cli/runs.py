@@ -259,7 +259,6 @@ def cmd_predict(args: argparse.Namespace) -> None:
     from fpt.training.evaluation import eval_batch_for
     from fpt.training.inference import predict_probabilities
     from fpt.training.lifecycle import load_run
-    from fpt.training.run_dir import RunDir
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -275,8 +274,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         from fpt.serve.predict import predict_forecast
 
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
-        summary = None if is_saved_model(args.run_dir) else RunDir(args.run_dir).read_summary()
-        intervals = (summary or {}).get("intervals")  # recorded when its test was scored
+        intervals = _recorded_intervals(args.run_dir)
         batch = eval_batch_for(task, args.batch_size)
         print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals)))
         return
@@ -287,6 +285,18 @@ def cmd_predict(args: argparse.Namespace) -> None:
     print(f"{len(probabilities)} predictions: {out}")
     if labels is not None:
         print(f"accuracy {accuracy(probabilities, labels):.4f} on the labels in {args.input.name}")
+
+
+def _recorded_intervals(source) -> dict | None:
+    """The intervals a forecast run recorded when its test was scored (summary.json), or an export carries."""
+    from fpt.serve.predict import is_saved_model
+    from fpt.training.run_dir import RunDir
+
+    if is_saved_model(source):
+        from fpt.models.transformer import read_pretrained_config
+
+        return read_pretrained_config(source).get("fpt", {}).get("intervals")
+    return (RunDir(source).read_summary() or {}).get("intervals")
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -70,7 +70,15 @@ def baseline_scores(task, summary: dict, model=None) -> dict | None:
     else:
         return None
     seconds = round(time.perf_counter() - started, 1)
-    return {"split": split, "metric": metric, "seconds": seconds, "scores": scores, "missing": missing}
+    # "methods": their order, which summary.json's sorted keys lose (Naive before Theta, not alphabetical)
+    return {
+        "split": split,
+        "metric": metric,
+        "seconds": seconds,
+        "scores": scores,
+        "missing": missing,
+        "methods": list(scores),
+    }
 
 
 def _window_scores(task, split: str, model) -> dict:
@@ -99,8 +107,11 @@ def _shown(metric: str, scores: dict) -> str:
 def baseline_rows(summary: dict) -> list[tuple[str, str]]:
     """(method, its score as text) for each reference method a run recorded, in their order."""
     beside = summary.get("baselines") or {}
-    metric = beside.get("metric", "smape")
-    return [(name, _shown(metric, scores)) for name, scores in beside.get("scores", {}).items()]
+    metric, scores = beside.get("metric", "smape"), beside.get("scores", {})
+    order = [name for name in beside.get("methods", []) if name in scores] + sorted(
+        set(scores) - set(beside.get("methods", []))
+    )
+    return [(name, _shown(metric, scores[name])) for name in order]
 
 
 def verdict(summary: dict) -> str:
