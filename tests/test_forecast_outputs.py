@@ -64,6 +64,7 @@ def forecast_run(tiny_backbones, tmp_path_factory):
                 "--eval-every",
                 "2",
                 "--no-progress",
+                "--no-baselines",  # statsforecast's: test_window_baselines; the intervals stay
                 "--out",
                 str(run),
             ]
@@ -419,6 +420,7 @@ def test_a_tracker_logs_a_forecasts_mse_and_mae(tiny_gpt2, tmp_path):
         steps=4,
         batch_size=8,
         eval_every=2,
+        baselines=False,
     )
     _, run_dir = train(config, out=tmp_path / "run", progress=False, tracker=build_tracker("tensorboard"))
     events = EventAccumulator(str(run_dir / "tb"))
