@@ -8,6 +8,7 @@ import contextlib
 import csv
 import io
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -139,6 +140,19 @@ def test_no_baselines_leaves_them_out_and_keeps_the_intervals(tiny_gpt2, tmp_pat
     assert status == 0, printed
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "baselines" not in summary and "intervals" in summary and "baselines on the same" not in printed
+
+
+def test_without_statsforecast_the_run_ends_and_names_the_install(tiny_gpt2, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "statsforecast", None)  # not installed: its import fails
+    write_seasonal_csv(tmp_path / "series.csv", ROWS)
+    status, printed = _train(tmp_path / "series.csv", tmp_path / "run", tiny_gpt2)
+    assert status == 0, printed
+    beside = json.loads((tmp_path / "run" / "summary.json").read_text())["baselines"]
+    assert beside["scores"] == {} and beside["missing"] == [
+        'Naive, SeasonalNaive, Theta, AutoETS: pip install "fpt[forecasting]"'
+    ]
+    assert '  (left out: Naive, SeasonalNaive, Theta, AutoETS: pip install "fpt[forecasting]")' in printed
+    assert "no baseline ran on this split" in printed
 
 
 def test_a_model_too_slow_for_every_window_is_fitted_on_every_kth_and_weighed_there(run, monkeypatch):

@@ -46,7 +46,7 @@ def baseline_scores(task, summary: dict, model=None) -> dict | None:
         split = _test_split(summary, "mse")
         if split is None:
             return None
-        scores, metric, missing = _window_scores(task, split, model), "mse", []
+        (scores, missing), metric = _window_scores(task, split, model), "mse"
     elif hasattr(task, "series_scores"):
         split = _test_split(summary, "smape")
         if split is None:
@@ -81,15 +81,23 @@ def baseline_scores(task, summary: dict, model=None) -> dict | None:
     }
 
 
-def _window_scores(task, split: str, model) -> dict:
-    """The baselines on a forecast's windows (fpt.reference.windows), with fpt's score on a subset of them."""
-    from fpt.reference.windows import window_baseline_scores
+def _window_scores(task, split: str, model) -> tuple[dict, list[str]]:
+    """The baselines on a forecast's windows (fpt.reference.windows), with fpt's score on a subset of
+    them, and those left out: all of them without statsforecast (an optional extra that `ett` and
+    `forecast:` runs do not otherwise need), named with its install, never a failure of a finished run."""
+    from fpt.reference.windows import WINDOW_BASELINES, window_baseline_scores
+    from fpt.tasks.forecast_metrics import PIP
     from fpt.training.evaluation import evaluate
+
+    try:
+        import statsforecast  # noqa: F401
+    except ImportError:
+        return {}, [f"{', '.join(WINDOW_BASELINES)}: {PIP}"]
 
     def fpt_on(limit: int) -> dict:
         return evaluate(model, task, split=split, limit=limit)
 
-    return window_baseline_scores(task, split, fpt_on=None if model is None else fpt_on)
+    return window_baseline_scores(task, split, fpt_on=None if model is None else fpt_on), []
 
 
 def _shown(metric: str, scores: dict) -> str:
@@ -120,6 +128,8 @@ def verdict(summary: dict) -> str:
     tables'; by accuracy for labels), or ties it. A baseline fitted on some windows only is weighed by
     its score against fpt's on those same windows ("fpt" in its record)."""
     beside = summary["baselines"]
+    if not beside["scores"]:
+        return f"no baseline ran on this split (left out: {'; '.join(beside.get('missing', []))})"
     metric = beside.get("metric", "smape")
     whole = scored_tests(summary)[beside["split"]][metric]
     lower = metric in LOWER_IS_BETTER
