@@ -4,6 +4,7 @@ report; and backbones and data, which read this machine."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from fpt.core.errors import FptError
 
@@ -62,16 +63,24 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "splits": mixed,
         }
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
-    for line in _recorded_beside(RunDir(args.run_dir).read_summary(), results):
+    for line in _recorded_beside(RunDir(args.run_dir), results):
         print(line)
 
 
-def _recorded_beside(summary: dict | None, results: dict) -> list[str]:
-    """What the run recorded beside its test score when it ended, where this evaluation scored that split
-    too: the intervals' test coverage and the baselines on the same split with the sentence on who wins."""
+def _recorded_beside(run, results: dict) -> list[str]:
+    """What the run (a RunDir) recorded beside its test score when it ended, where this evaluation scored that
+    split too: the intervals' test coverage and the baselines on the same split with the sentence on who wins.
+    A damaged summary.json is a warning here: the evaluation itself is done and written."""
     from fpt.training.intervals import coverage_line
     from fpt.training.reference_scores import comparison_lines
 
+    if "test" not in results:
+        return []
+    try:
+        summary = run.read_summary()
+    except FptError as exc:
+        print(f"fpt: warning: {exc}", file=sys.stderr)
+        return []
     beside = (summary or {}).get("baselines")
     lines = []
     if summary and "intervals" in summary and "test" in results:
