@@ -161,6 +161,29 @@ def write_ett_csv(path: Path, hours: int = 48, seed: int = 0) -> tuple[np.ndarra
     return dates, values
 
 
+def write_seasonal_csv(
+    path: Path, rows: int, columns=("load", "temp"), period: int = 24, step=np.timedelta64(1, "h"), seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A CSV a forecast task reads (date + numeric columns, `step` apart from 2020-01-01 00:00): each column
+    a cycle of `period` steps on its own level and scale, with noise; returns its dates (datetime64[s]) and
+    values (float64, written with repr: read back exactly)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(rows)
+    values = np.stack(
+        [
+            (10.0 * (c + 1)) + (c + 2) * np.sin(2 * np.pi * t / period) + rng.normal(0, 0.3, rows)
+            for c in range(len(columns))
+        ],
+        axis=1,
+    )
+    dates = np.datetime64("2020-01-01T00:00:00") + t * step
+    lines = [",".join(["date", *columns])]
+    lines += [",".join([str(d).replace("T", " "), *map(repr, row.tolist())]) for d, row in zip(dates, values)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return dates, values
+
+
 def write_arm_run(
     root: Path,
     arm: str,

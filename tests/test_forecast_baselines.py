@@ -52,6 +52,7 @@ def linear_config(csv, **overrides):
         eval_every=10,
         lr=5e-3,
         seed=1,
+        baselines=False,  # statsforecast's, tested in test_window_baselines: 4-6 s a run here
     )
     return TrainConfig(**{**base, **overrides})
 
@@ -111,6 +112,7 @@ def test_fpt_train_model_linear_learns_and_scores_the_test_split_at_the_end(tmp_
                 "--lr",
                 "5e-3",
                 "--no-progress",
+                "--no-baselines",
                 "--out",
                 str(out),
             ]

@@ -64,6 +64,7 @@ def forecast_run(tiny_backbones, tmp_path_factory):
                 "--eval-every",
                 "2",
                 "--no-progress",
+                "--no-baselines",  # statsforecast's: test_window_baselines; the intervals stay
                 "--out",
                 str(run),
             ]
@@ -176,7 +177,8 @@ def test_predict_continues_a_csv_series_in_its_units_and_its_step(forecast_run, 
     assert "forecast of 24 steps (2021-06-29 to 2021-08-14) for load, temp" in capsys.readouterr().out
     with open(tmp_path / "forecast.csv", newline="") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0] == ["date", *COLUMNS] and len(rows) == 25
+    bounds = [f"{c}-{side}-{level}" for level in (80, 95) for c in COLUMNS for side in ("lo", "hi")]
+    assert rows[0] == ["date", *COLUMNS, *bounds] and len(rows) == 25  # the run's intervals after its forecast
     assert str(dates[-1])[:10] == "2021-06-27"  # 59 steps of 2 days after 2021-03-01
     expected_dates = [str(d)[:10] for d in dates[-1] + np.timedelta64(2, "D") * np.arange(1, 25)]
     assert [row[0] for row in rows[1:]] == expected_dates
@@ -186,7 +188,7 @@ def test_predict_continues_a_csv_series_in_its_units_and_its_step(forecast_run, 
     mean, std = np.array(notes["scaler_mean"]), np.array(notes["scaler_std"])
     scaled = _model_values(forecast_run, ((values[-48:] - mean) / std).T)  # (2, 24)
     by_hand = scaled.T * std + mean
-    written = np.array([row[1:] for row in rows[1:]], dtype=float)
+    written = np.array([row[1:3] for row in rows[1:]], dtype=float)
     np.testing.assert_allclose(written, by_hand, rtol=1e-5, atol=1e-4)
 
 
@@ -206,8 +208,8 @@ def test_a_csv_with_the_runs_columns_in_another_order_is_read_by_name(forecast_r
         assert main(["predict", str(forecast_run), "--input", str(tmp_path / f"{name}.csv"), "--out", str(out)]) == 0
         with open(out, newline="") as handle:
             rows = list(csv.reader(handle))
-        assert rows[0] == ["date", *COLUMNS]  # labelled in the run's order
-        forecasts[name] = np.array([row[1:] for row in rows[1:]], dtype=float)
+        assert rows[0][:3] == ["date", *COLUMNS]  # labelled in the run's order
+        forecasts[name] = np.array([row[1:] for row in rows[1:]], dtype=float)  # the intervals too
     np.testing.assert_array_equal(forecasts["swapped"], forecasts["ordered"])
 
 
@@ -248,7 +250,8 @@ def test_an_hourly_csv_forecast_continues_its_hours(forecast_run, tmp_path):
     )
     records = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
     assert [r["date"] for r in records[:2]] == ["2020-01-03 02:00:00", "2020-01-03 03:00:00"]  # 50 hours on
-    assert len(records) == 24 and set(records[0]) == {"date", *COLUMNS}
+    bounds = {f"{c}-{side}-{level}" for level in (80, 95) for c in COLUMNS for side in ("lo", "hi")}
+    assert len(records) == 24 and set(records[0]) == {"date", *COLUMNS, *bounds}
 
 
 @pytest.mark.parametrize(
@@ -417,6 +420,7 @@ def test_a_tracker_logs_a_forecasts_mse_and_mae(tiny_gpt2, tmp_path):
         steps=4,
         batch_size=8,
         eval_every=2,
+        baselines=False,
     )
     _, run_dir = train(config, out=tmp_path / "run", progress=False, tracker=build_tracker("tensorboard"))
     events = EventAccumulator(str(run_dir / "tb"))

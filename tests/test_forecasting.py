@@ -154,6 +154,7 @@ def test_a_forecast_trains_scores_test_once_and_resumes_exactly(tmp_path, tiny_g
         batch_size=8,
         eval_every=5,
         seed=2,
+        baselines=False,  # statsforecast's, tested in test_window_baselines: 4-6 s a run here
     )
     straight, _ = train(TrainConfig(**config), out=tmp_path / "straight", progress=False)
     assert straight["final"]["split"] == "val" and set(straight["test"]) == {"test"}
@@ -182,6 +183,7 @@ def test_target_mse_stops_a_run(tmp_path, tiny_gpt2):
             batch_size=8,
             eval_every=5,
             target_mse=1e6,
+            baselines=False,
         ),
         out=tmp_path / "run",
         progress=False,
@@ -252,6 +254,7 @@ def test_a_run_refuses_its_csv_once_the_file_has_changed(tmp_path, tiny_gpt2, ca
                 "--out",
                 str(out),
                 "--no-progress",
+                "--no-baselines",
             ]
         )
         == 0

@@ -4,6 +4,7 @@ report; and backbones and data, which read this machine."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from fpt.core.errors import FptError
 
@@ -62,6 +63,34 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "splits": mixed,
         }
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
+    for line in _recorded_beside(RunDir(args.run_dir), results):
+        print(line)
+
+
+def _recorded_beside(run, results: dict) -> list[str]:
+    """What the run (a RunDir) recorded beside its test score when it ended, where this evaluation scored that
+    split too: the intervals' test coverage and the baselines on the same split with the sentence on who wins.
+    A damaged summary.json is a warning here: the evaluation itself is done and written."""
+    from fpt.training.intervals import coverage_line
+    from fpt.training.reference_scores import comparison_lines
+
+    if "test" not in results:
+        return []
+    try:
+        summary = run.read_summary()
+    except FptError as exc:
+        print(f"fpt: warning: {exc}", file=sys.stderr)
+        return []
+    beside = (summary or {}).get("baselines")
+    lines = []
+    if summary and "intervals" in summary and "test" in results:
+        lines.append(f"{coverage_line(summary['intervals'])} (recorded when the run ended)")
+    if beside and beside.get("split") in results:
+        lines += [
+            "recorded when the run ended, " + line if i == 0 else line
+            for i, line in enumerate(comparison_lines(summary))
+        ]
+    return lines
 
 
 def cmd_backtest(args: argparse.Namespace) -> None:
@@ -248,7 +277,6 @@ def cmd_predict(args: argparse.Namespace) -> None:
     from fpt.training.evaluation import eval_batch_for
     from fpt.training.inference import predict_probabilities
     from fpt.training.lifecycle import load_run
-    from fpt.training.run_dir import RunDir
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -264,8 +292,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         from fpt.serve.predict import predict_forecast
 
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
-        summary = None if is_saved_model(args.run_dir) else RunDir(args.run_dir).read_summary()
-        intervals = (summary or {}).get("intervals")  # a collection's, recorded when its test was scored
+        intervals = _recorded_intervals(args.run_dir)
         batch = eval_batch_for(task, args.batch_size)
         print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals)))
         return
@@ -276,6 +303,18 @@ def cmd_predict(args: argparse.Namespace) -> None:
     print(f"{len(probabilities)} predictions: {out}")
     if labels is not None:
         print(f"accuracy {accuracy(probabilities, labels):.4f} on the labels in {args.input.name}")
+
+
+def _recorded_intervals(source) -> dict | None:
+    """The intervals a forecast run recorded when its test was scored (summary.json), or an export carries."""
+    from fpt.serve.predict import is_saved_model
+    from fpt.training.run_dir import RunDir
+
+    if is_saved_model(source):
+        from fpt.models.transformer import read_pretrained_config
+
+        return read_pretrained_config(source).get("fpt", {}).get("intervals")
+    return (RunDir(source).read_summary() or {}).get("intervals")
 
 
 def cmd_report(args: argparse.Namespace) -> None:

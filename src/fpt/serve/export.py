@@ -69,13 +69,16 @@ def export_run(run_dir: str | Path, format: str, out: str | Path) -> Path:
         )
     if format == "peft":
         _check_expressible_in_peft(model, config.init, config.layers)
-    final = (RunDir(run_dir).read_summary() or {}).get("final")
+    summary = RunDir(run_dir).read_summary() or {}
+    final = summary.get("final")
     scores = reported(final) if final else {"accuracy": None}  # a forecast's: mse and mae
     extra = {
         "task": config.task,
         "task_options": config.task_options,
         "run": {"dir": str(run_dir), "step": trainer.weights_step, **scores},
     }
+    if "intervals" in summary:  # a forecast's, so that `fpt predict` of the export writes them as the run's does
+        extra["intervals"] = summary["intervals"]
 
     def write(directory: Path) -> None:
         if format == "peft":

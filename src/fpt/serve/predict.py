@@ -18,7 +18,7 @@ The model comes from a run directory (`fpt.training.lifecycle.load_run`) or from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -253,6 +253,18 @@ class SeriesForecast:
     values: np.ndarray  # (horizon, C): a column per channel
     columns: list[str]
     whole_days: bool  # a daily (or coarser) series: dates written without a time
+    # the run's intervals in the file's units: {"load-lo-80": (horizon,), "load-hi-80": ..., ...} (Nixtla's names)
+    bounds: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def with_intervals(self, intervals: dict | None, std: np.ndarray) -> SeriesForecast:
+        """This forecast with each column's bounds at each level the run recorded (fpt.training.intervals:
+        half-widths per column and step on the scaled values, times the column's training std)."""
+        for level, widths in (intervals or {}).get("halfwidths", {}).items():
+            reach = np.asarray(widths, dtype=np.float64).T * std  # (horizon, C) in the file's units
+            for c, name in enumerate(self.columns):
+                self.bounds[f"{name}-lo-{level}"] = self.values[:, c] - reach[:, c]
+                self.bounds[f"{name}-hi-{level}"] = self.values[:, c] + reach[:, c]
+        return self
 
     def date_texts(self) -> list[str]:
         """ISO dates as ETT writes them ("2016-07-01 00:00:00"), or days alone for a daily series."""
@@ -278,11 +290,12 @@ def _csv_header(path: Path) -> list[str] | None:
         return None  # read_series_csv says what is wrong with the file
 
 
-def forecast_csv(model, task: Task, path: str | Path) -> SeriesForecast:
+def forecast_csv(model, task: Task, path: str | Path, intervals: dict | None = None) -> SeriesForecast:
     """Forecast the `horizon` steps after a CSV series of the run's own format (its date column and
     the run's columns): each column's last `lookback` values, scaled with the run's training scaler,
     through the model as one window, and its forecast scaled back to the file's units. Dates continue
-    the file's step (`series_step`)."""
+    the file's step (`series_step`). `intervals`: what the run recorded (summary.json), whose
+    half-widths become each column's bounds."""
     from fpt.data.series_csv import read_series_csv
 
     task, path = unwrapped(task), Path(path)
@@ -312,12 +325,12 @@ def forecast_csv(model, task: Task, path: str | Path) -> SeriesForecast:
         (table.dates == table.dates.astype("datetime64[D]")).all()
         and step % np.timedelta64(1, "D") == np.timedelta64(0, "s")
     )
-    return SeriesForecast(dates, scaled.T * std + mean, columns, whole_days)
+    return SeriesForecast(dates, scaled.T * std + mean, columns, whole_days).with_intervals(intervals, std)
 
 
 def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
-    """.csv (date, then one column per channel, the input's layout), .jsonl ({"date", column: value}
-    per step) or .npy ((horizon, C))."""
+    """.csv (date, then one column per channel, the input's layout, then the interval bounds, if any),
+    .jsonl ({"date", column: value, bound: value} per step) or .npy ((horizon, C): the forecast alone)."""
     import csv
     import io
     import json
@@ -329,12 +342,15 @@ def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
     if suffix == ".csv":
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(["date", *forecast.columns])
-        writer.writerows([date, *(f"{v:.7g}" for v in row)] for date, row in zip(dates, forecast.values.tolist()))
+        writer.writerow(["date", *forecast.columns, *forecast.bounds])
+        rows = np.column_stack([forecast.values, *forecast.bounds.values()]).tolist()
+        writer.writerows([date, *(f"{v:.7g}" for v in row)] for date, row in zip(dates, rows))
         return atomic_write(path, lambda tmp: tmp.write_text(text.getvalue()))
+    names = [*forecast.columns, *forecast.bounds]
+    rows = np.column_stack([forecast.values, *forecast.bounds.values()]).tolist()
     records = [
-        json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(forecast.columns, row)}}, allow_nan=False)
-        for date, row in zip(dates, forecast.values.tolist())
+        json.dumps({"date": date, **{c: float(f"{v:.7g}") for c, v in zip(names, row)}}, allow_nan=False)
+        for date, row in zip(dates, rows)
     ]
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
@@ -353,10 +369,16 @@ def predict_forecast(
         return predict_future(model, unwrapped(task), source, out, intervals)
     horizon = unwrapped(task).notes["horizon"]
     if source.suffix.lower() == ".csv":
-        forecast = forecast_csv(model, task, source)
+        forecast = forecast_csv(model, task, source, intervals)
         written = write_forecast(out, forecast)
         first, last = forecast.date_texts()[0], forecast.date_texts()[-1]
-        return [f"forecast of {horizon} steps ({first} to {last}) for {', '.join(forecast.columns)}: {written}"]
+        lines = [f"forecast of {horizon} steps ({first} to {last}) for {', '.join(forecast.columns)}: {written}"]
+        if forecast.bounds and written.suffix.lower() != ".npy":
+            levels = " and ".join(f"{level}%" for level in intervals["halfwidths"])
+            lines.append(
+                f"with {levels} intervals (split conformal on validation): columns COLUMN-lo-LEVEL, COLUMN-hi-LEVEL"
+            )
+        return lines
     batches, targets = read_inputs(source, task, batch_size)
     values = predict_values(model, batches)
     lines = [f"{len(values)} forecasts of {horizon} steps: {write_values(out, values)}"]

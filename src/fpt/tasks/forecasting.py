@@ -198,6 +198,25 @@ def check_unchanged(path: Path, sha256: str | None) -> str:
     return digest
 
 
+DAY = 86_400  # seconds
+
+
+def seasonal_period(dates: np.ndarray) -> int:
+    """The season of a series in steps, from its most common step: a day of sub-daily steps (24 hourly,
+    ETTh's; 96 at 15 minutes, ETTm's), a week of days (7), a year of weeks (52), of months (12) or of
+    quarters (4); 1 for any other step. What the seasonal baselines repeat (fpt.reference.windows)."""
+    gaps, counts = np.unique(np.diff(dates).astype("timedelta64[s]").astype(np.int64), return_counts=True)
+    if not len(gaps):
+        return 1
+    step = int(gaps[counts.argmax()])
+    if 0 < step < DAY and DAY % step == 0:
+        return DAY // step
+    for low, high, period in ((DAY, DAY, 7), (7 * DAY, 7 * DAY, 52), (28 * DAY, 31 * DAY, 12), (89 * DAY, 92 * DAY, 4)):
+        if low <= step <= high:
+            return period
+    return 1
+
+
 def build_forecast(
     name: str,
     table: SeriesTable,
@@ -251,6 +270,7 @@ def build_forecast(
         "first_target_date": {s: str(table.dates[first + lookback]) for s, (first, _) in bounds.items()},
         "scaler_mean": mean.tolist(),
         "scaler_std": std.tolist(),
+        "period": seasonal_period(table.dates),
         "protocol": ("ETTh: 12/4/4 months" if ett else "70/10/20% of rows") + ", scaler fitted on train, "
         "metrics on scaled values, channel-independent, every window scored",
     }

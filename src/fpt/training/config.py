@@ -166,7 +166,8 @@ class TrainConfig:
         True,
         "once the test split is scored, the field's reference methods on the same split, through the same metric "
         "code, printed and recorded beside fpt's score (a collection of series: Naive, SeasonalNaive, Naive2, "
-        "Theta, AutoETS from statsforecast); --no-baselines skips them",
+        "Theta, AutoETS from statsforecast; a forecast's windows: Naive, SeasonalNaive, Theta, AutoETS by MSE and "
+        "MAE); --no-baselines skips them",
     )
     seed: int = option(0, "seeds the new layers, the batches and dropout", group="model")
     # a function of the step alone: a resumed run needs no scheduler state

@@ -182,21 +182,21 @@ def _train(
 def _after_test(trainer: Trainer, summary: dict) -> dict:
     """The summary, once its test split is scored (rank 0), with what a forecaster reads beside the score:
     the reference methods' scores on the same split where the run asks for them and the task has any
-    (fpt.training.reference_scores), and a collection's prediction intervals with their test coverage
-    (fpt.training.intervals); written to summary.json too."""
+    (fpt.training.reference_scores), and a forecast's prediction intervals (a collection's or one series'
+    windows') with their test coverage (fpt.training.intervals); written to summary.json too."""
     from fpt.training.reference_scores import scored_tests
 
     if not (trainer.world.is_main and scored_tests(summary)):
         return summary
-    added = {}
-    if hasattr(trainer.task, "collection"):
-        from fpt.training.intervals import conformal_intervals
+    from fpt.training.intervals import conformal_intervals, has_intervals
 
+    added = {}
+    if has_intervals(trainer.task):
         added["intervals"] = conformal_intervals(trainer.model, trainer.task)
     if trainer.config.baselines:
         from fpt.training.reference_scores import baseline_scores
 
-        beside = baseline_scores(trainer.task, summary)
+        beside = baseline_scores(trainer.task, summary, trainer.model)
         if beside is not None:
             added["baselines"] = beside
     if added:

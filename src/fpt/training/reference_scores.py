@@ -4,6 +4,10 @@ the same metric code. Only at the end: the test split is never touched before (s
 
 - A collection of series (fpt.tasks.collections): statsforecast's Naive, SeasonalNaive, Theta and
   AutoETS and M4's Naive2 (fpt.reference.forecasting), by sMAPE, MASE and OWA.
+- The windows of one multivariate series (`ett`, `forecast:FILE.csv`): statsforecast's Naive,
+  SeasonalNaive, Theta and AutoETS on each test window's look-back (fpt.reference.windows), by MSE
+  and MAE on the scaled values; a model too slow for every window is fitted on every k-th one and
+  compared with fpt's score on those same windows.
 - A dataset classifier (npz, ucr, images, ListOps): the majority label, a linear probe and, for
   series, MiniRocket (fpt.reference.classification), by accuracy."""
 
@@ -11,8 +15,12 @@ from __future__ import annotations
 
 import time
 
-from fpt.core.scores import describe_series
+from fpt.core.scores import describe, describe_series
 from fpt.tasks.base import is_test_split
+from fpt.tasks.forecasting import ForecastTask
+
+LOWER_IS_BETTER = ("smape", "mse")
+NAMES = {"smape": "sMAPE", "mse": "MSE", "accuracy": "accuracy"}
 
 
 def scored_tests(summary: dict) -> dict[str, dict]:
@@ -28,12 +36,18 @@ def _test_split(summary: dict, key: str) -> str | None:
     return next((s for s, result in scored_tests(summary).items() if key in result), None)
 
 
-def baseline_scores(task, summary: dict) -> dict | None:
+def baseline_scores(task, summary: dict, model=None) -> dict | None:
     """{"split", "metric", "seconds", "scores": {method: scores}, "missing": [...]} for the task's test
-    split, or None where fpt has no reference for this kind of task or the run scored no test split."""
+    split, or None where fpt has no reference for this kind of task or the run scored no test split.
+    `model`: the run's, to score fpt on the windows a baseline too slow for all of them was fitted on."""
     started = time.perf_counter()
     task = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
-    if hasattr(task, "series_scores"):
+    if isinstance(task, ForecastTask):
+        split = _test_split(summary, "mse")
+        if split is None:
+            return None
+        (scores, missing), metric = _window_scores(task, split, model), "mse"
+    elif hasattr(task, "series_scores"):
         split = _test_split(summary, "smape")
         if split is None:
             return None
@@ -56,40 +70,91 @@ def baseline_scores(task, summary: dict) -> dict | None:
     else:
         return None
     seconds = round(time.perf_counter() - started, 1)
-    return {"split": split, "metric": metric, "seconds": seconds, "scores": scores, "missing": missing}
+    # "methods": their order, which summary.json's sorted keys lose (Naive before Theta, not alphabetical)
+    return {
+        "split": split,
+        "metric": metric,
+        "seconds": seconds,
+        "scores": scores,
+        "missing": missing,
+        "methods": list(scores),
+    }
+
+
+def _window_scores(task, split: str, model) -> tuple[dict, list[str]]:
+    """The baselines on a forecast's windows (fpt.reference.windows), with fpt's score on a subset of
+    them, and those left out: all of them without statsforecast (an optional extra that `ett` and
+    `forecast:` runs do not otherwise need), named with its install, never a failure of a finished run."""
+    from fpt.reference.windows import WINDOW_BASELINES, window_baseline_scores
+    from fpt.tasks.forecast_metrics import PIP
+    from fpt.training.evaluation import evaluate
+
+    try:
+        import statsforecast  # noqa: F401
+    except ImportError:
+        return {}, [f"{', '.join(WINDOW_BASELINES)}: {PIP}"]
+
+    def fpt_on(limit: int) -> dict:
+        return evaluate(model, task, split=split, limit=limit)
+
+    return window_baseline_scores(task, split, fpt_on=None if model is None else fpt_on), []
 
 
 def _shown(metric: str, scores: dict) -> str:
-    return describe_series(scores) if metric == "smape" else f"accuracy {100 * scores['accuracy']:.1f}%"
+    if metric == "smape":
+        return describe_series(scores)
+    if metric == "mse":  # a forecast's windows: a baseline fitted on some of them says which, and fpt's score there
+        text = describe(scores)
+        if "windows" in scores:
+            text += f" (fitted on {scores['windows']} only"
+            text += f"; fpt there: {describe(scores['fpt'])})" if "fpt" in scores else ")"
+        return text
+    return f"accuracy {100 * scores['accuracy']:.1f}%"
 
 
 def baseline_rows(summary: dict) -> list[tuple[str, str]]:
     """(method, its score as text) for each reference method a run recorded, in their order."""
     beside = summary.get("baselines") or {}
-    metric = beside.get("metric", "smape")
-    return [(name, _shown(metric, scores)) for name, scores in beside.get("scores", {}).items()]
+    metric, scores = beside.get("metric", "smape"), beside.get("scores", {})
+    order = [name for name in beside.get("methods", []) if name in scores] + sorted(
+        set(scores) - set(beside.get("methods", []))
+    )
+    return [(name, _shown(metric, scores[name])) for name in order]
 
 
 def verdict(summary: dict) -> str:
     """One plain sentence on whether the best reference method beats fpt on the recorded split (by sMAPE
-    for series, the competitions' headline; by accuracy for labels), or ties it."""
+    for a collection, the competitions' headline; by MSE for a forecast's windows, the long-horizon
+    tables'; by accuracy for labels), or ties it. A baseline fitted on some windows only is weighed by
+    its score against fpt's on those same windows ("fpt" in its record)."""
     beside = summary["baselines"]
+    if not beside["scores"]:
+        return f"no baseline ran on this split (left out: {'; '.join(beside.get('missing', []))})"
     metric = beside.get("metric", "smape")
-    ours = scored_tests(summary)[beside["split"]][metric]
-    lower = metric == "smape"  # lower is better
-    best_name, best = (min if lower else max)(beside["scores"].items(), key=lambda item: item[1][metric])
-    scale, unit = (1, "") if lower else (100, "%")
-    name = "sMAPE" if lower else "accuracy"
-    if round(best[metric], 6) == round(ours, 6):
-        return f"{best_name} scores as fpt does on this split ({name} {scale * ours:.2f}{unit})"
-    if (best[metric] < ours) if lower else (best[metric] > ours):
-        return (
-            f"{best_name} beats fpt on this split ({name} {scale * best[metric]:.2f}{unit} "
-            f"against fpt's {scale * ours:.2f}{unit})"
-        )
+    whole = scored_tests(summary)[beside["split"]][metric]
+    lower = metric in LOWER_IS_BETTER
+
+    def ours(scores: dict) -> float:
+        return scores.get("fpt", {}).get(metric, whole)
+
+    def ratio(item) -> float:  # to fpt's score on the same windows; a plain score where fpt's is 0
+        return item[1][metric] / ours(item[1]) if ours(item[1]) else item[1][metric]
+
+    best_name, best = (min if lower else max)(beside["scores"].items(), key=ratio)
+    mine = ours(best)
+    scale, unit, digits = (100, "%", 2) if metric == "accuracy" else (1, "", 4 if metric == "mse" else 2)
+    name, there = NAMES[metric], f" on {best['windows']}" if "fpt" in best else ""
+
+    def shown(value: float) -> str:
+        return f"{scale * value:.{digits}f}{unit}"
+
+    if round(best[metric], 6) == round(mine, 6):
+        return f"{best_name} scores as fpt does on this split ({name} {shown(mine)}{there})"
+    if (best[metric] < mine) if lower else (best[metric] > mine):
+        return f"{best_name} beats fpt on this split ({name} {shown(best[metric])} against fpt's {shown(mine)}{there})"
     return (
-        f"fpt beats every baseline on this split ({name} {scale * ours:.2f}{unit}; the best, {best_name}, "
-        f"{scale * best[metric]:.2f}{unit})"
+        f"fpt beats every baseline on this split ({name} {shown(mine)}{there}; the best, {best_name}, "
+        f"{shown(best[metric])})"
     )
 
 
