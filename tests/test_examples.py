@@ -10,12 +10,13 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 
 
-def test_there_are_the_four_examples():
+def test_there_are_the_five_examples():
     assert [p.name for p in NOTEBOOKS] == [
         "01_bit_xor_demo.ipynb",
         "02_your_own_data.ipynb",
         "03_sweep_with_mlflow.ipynb",
         "04_forecast_your_csv.ipynb",
+        "05_forecast_a_panel.ipynb",
     ]
 
 
