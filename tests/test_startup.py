@@ -111,6 +111,13 @@ def test_import_fpt_is_light_and_every_public_name_still_resolves():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.stdout.split("\n")[0] == "True True [] True", done.stderr[-2000:]
+    done = subprocess.run(  # as when `import fpt` imported them all
+        [sys.executable, "-c", "import fpt; print(fpt.tasks.create_task is fpt.create_task, fpt.core.errors.__name__)"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.split() == ["True", "fpt.core.errors"], done.stderr[-2000:]
     import fpt
 
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):

@@ -55,7 +55,13 @@ _HOMES = {
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 
+# the packages `import fpt` used to bring in with those names: `fpt.tasks.create_task` after `import fpt` works still
+_PACKAGES = ("backbones", "core", "data", "models", "tasks", "tracking", "training")
+
+
 def __getattr__(name: str):
+    if name in _PACKAGES:
+        return importlib.import_module(f"fpt.{name}")
     if name not in _HOME:
         raise AttributeError(f"module 'fpt' has no attribute {name!r}")
     value = getattr(importlib.import_module(_HOME[name]), name)
