@@ -53,7 +53,7 @@ def test_every_public_module_has_a_place_in_the_api_reference():
 
 def test_every_name_fpt_exports_has_a_docstring():
     # the top level is the API most programs use; the reference renders only documented names there
-    # (GROUPS and POLICIES are data: their docstrings are the strings after them in fpt.models.policy)
+    # (GROUPS and POLICIES are data: their docstrings are the strings after them in fpt.core.choices)
     import griffe
 
     package = griffe.load("fpt", search_paths=[str(SOURCE.parent)])

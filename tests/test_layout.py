@@ -15,7 +15,7 @@ SOURCE = Path(fpt.__file__).parent
 # results out; training runs the loop; serve puts a trained run to use; experiments are grids of runs
 # and the paper's tables; cli parses, calls and prints.
 LEVELS = {
-    "core": 0,  # errors, paths, jsonfile, runtime (process settings, the parent watch), devices, scores
+    "core": 0,  # errors, paths, jsonfile, runtime (process settings, the parent watch), devices, scores, choices
     "data": 1,
     "backbones": 2,
     "tasks": 2,

@@ -32,15 +32,9 @@ from torch import nn
 
 from fpt.backbones.families import CAUSAL, blocks_path
 from fpt.backbones.surgery import is_norm
+from fpt.core.choices import BACKBONE, BODIES
 from fpt.core.errors import FptError
 
-BODIES = {
-    "backbone": "the backbone's own blocks (fpt)",
-    "none": "nothing between the input layer and the head but the positions (Tan et al.'s w/o LLM)",
-    "attention": "one freshly initialised self-attention layer of the backbone's width and heads (LLM2Attn)",
-    "block": "one freshly initialised block of the backbone's own architecture (LLM2Trsf)",
-}
-BACKBONE = "backbone"
 SMALL_BODIES = ("none", "attention")  # built here, not by transformers
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from fpt.core.choices import BIDIRECTIONAL, CAUSAL
+
 
 @dataclass(frozen=True)
 class AttentionDropout:
@@ -27,10 +29,6 @@ class AttentionDropout:
     attr: str
     owner_suffix: str = ""
     holds_rate: bool = False
-
-
-CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
-ATTENTIONS = (CAUSAL, BIDIRECTIONAL)
 
 
 @dataclass(frozen=True)

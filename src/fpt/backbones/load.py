@@ -31,10 +31,9 @@ from fpt.backbones.catalog import BackboneEntry, get_backbone_entry
 from fpt.backbones.families import native_attention
 from fpt.backbones.saved_body import bit_backbone_path, load_exported_backbone
 from fpt.backbones.vit import ViTBody
+from fpt.core.choices import INITS
 from fpt.core.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
 from fpt.core.paths import user_path
-
-INITS = ("pretrained", "random", "stats", "bit")
 
 
 def check_init(init: str) -> str:

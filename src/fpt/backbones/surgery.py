@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.backbones.families import (
-    ATTENTIONS,
     BIDIRECTIONAL,
     CausalSwitch,
     attention_dropout_sites,
@@ -27,6 +26,7 @@ from fpt.backbones.families import (
     position_table_path,
 )
 from fpt.core import runtime
+from fpt.core.choices import ATTENTIONS, AUTO, PRECISION_CHOICES
 from fpt.core.errors import FptError
 
 # int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32; int8-bf16: the
@@ -40,10 +40,9 @@ PRECISIONS = {
     "int8": torch.float32,
     "int8-bf16": torch.bfloat16,
 }
-# auto: one of PRECISIONS picked for the device (auto_precision), before the model is built and
-# written into config.json as picked, so a run resumed, scored or exported elsewhere keeps its dtype
-AUTO = "auto"
-PRECISION_CHOICES = (AUTO, *PRECISIONS)
+# auto (fpt.core.choices.AUTO): one of PRECISIONS picked for the device (auto_precision), before the model is
+# built and written into config.json as picked, so a run resumed, scored or exported elsewhere keeps its dtype;
+# PRECISION_CHOICES, auto and these names, is there for the option parser (tests/test_startup.py checks both agree)
 
 
 def check_precision(precision: str) -> None:

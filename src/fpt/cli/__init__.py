@@ -29,7 +29,7 @@ from fpt.cli.runs import (
 from fpt.cli.sweeps import cmd_reproduce, cmd_sweep
 from fpt.cli.train import cmd_info, cmd_train
 from fpt.core.errors import FptError, StopRequested
-from fpt.core.runtime import PARENT_PID_ENV, PROGRESS_LINES, StopOnSignal, watch_parent
+from fpt.core.runtime import FAILURE_RECORD_ENV, PARENT_PID_ENV, PROGRESS_LINES, StopOnSignal, watch_parent
 from fpt.training import distributed
 
 __all__ = ["COMMANDS", "build_parser", "entry", "main"]
@@ -56,7 +56,6 @@ def _record_failure(kind: str, message: str) -> None:
     """Inside a sweep cell, say what kind of failure this was (the file the sweep named, read by
     it afterwards); a failure to write it must not hide the failure being reported."""
     from fpt.core.paths import write_json
-    from fpt.experiments.sweep import FAILURE_RECORD_ENV
 
     target = os.environ.get(FAILURE_RECORD_ENV)
     if target:

@@ -8,11 +8,12 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+# light modules only: --help and a usage error import neither torch nor transformers (issue 59;
+# tests/test_startup.py); TASK_OPTIONS is the task registry's own table, filled as tasks register
 from fpt import __version__
-from fpt.core.devices import DEVICE_CHOICES
+from fpt.core.choices import DEVICE_CHOICES, TASK_OPTIONS
 from fpt.core.errors import FptError
 from fpt.experiments.paper import REPRODUCIBLE
-from fpt.tasks import TASK_OPTIONS
 from fpt.training.config import TrainConfig
 
 

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from fpt.cli.parser import tracker_from_args
+from fpt.core.choices import TASK_OPTIONS  # the registry's table, without importing a task
 from fpt.core.errors import FptError
-from fpt.tasks import TASK_OPTIONS
 
 
 def _config_file(path: Path | None) -> dict:

@@ -13,9 +13,8 @@ import functools
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from fpt.core.choices import DEVICE_CHOICES
 from fpt.core.errors import FptError
-
-DEVICE_CHOICES = "auto | cpu | cuda | cuda:N | mps"
 
 
 def available_devices() -> list[str]:

@@ -19,7 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import Callable
 
-import torch
+# torch is imported where it is used: the `fpt` command reads this module before every command, --help
+# and a usage error too, which need no torch (issue 59)
 
 # glibc's malloc raises its mmap threshold (up to 32 MiB) each time a large block is freed, after
 # which tensors of ever-changing sizes are carved from the heap and it fragments: ListOps batches
@@ -48,6 +49,8 @@ def thread_budget() -> int:
 def set_threads(threads: int | None) -> None:
     """Intra-op threads for torch (None: torch's default, one per core). Checked by TrainConfig."""
     if threads is not None:
+        import torch
+
         torch.set_num_threads(threads)
 
 
@@ -67,6 +70,8 @@ def configure_process(threads: int | None, precision: str = "fp32") -> None:
     warn_if_bf16_emulated(precision)
     # Subnormal floats take a slow path on x86 CPUs: an LSTM baseline on Bit Memory went from
     # 1.9 to over 7 s a step within 150 steps. Flushing them to zero keeps it at 1.9 s.
+    import torch
+
     torch.set_flush_denormal(True)
 
 
@@ -215,6 +220,9 @@ def restore_handlers(previous: dict[int, object]) -> None:
 
 # Set for a child process that must not outlive its parent (a sweep's cell): the parent's pid.
 PARENT_PID_ENV = "FPT_DIE_WITH_PARENT"
+# Set for a sweep cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it,
+# fpt.experiments.sweep reads it); here, below both, so that a usage error's exit imports no sweep machinery.
+FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
 
 
 def watch_parent(

@@ -41,7 +41,7 @@ from typing import Iterator, Protocol
 
 from fpt.core.errors import FptError
 from fpt.core.paths import atomic_write, write_json
-from fpt.core.runtime import PARENT_PID_ENV, PROGRESS_LINES, thread_budget, usable_cores
+from fpt.core.runtime import FAILURE_RECORD_ENV, PARENT_PID_ENV, PROGRESS_LINES, thread_budget, usable_cores
 from fpt.core.scores import REGRESSION_METRICS, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
 from fpt.experiments.sittings import log_sitting, reached_step
@@ -55,8 +55,6 @@ from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.tracking import Tracker
 from fpt.training.run_dir import RunDir
 
-# Set for a cell's `fpt train` process: where it records why it failed (fpt.cli.main writes it).
-FAILURE_RECORD_ENV = "FPT_FAILURE_RECORD"
 # A row's status for a cell its sitting's time (max_minutes) stopped: neither done nor failed.
 STOPPED = "stopped"
 

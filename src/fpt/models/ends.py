@@ -15,11 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fpt.core.choices import POOLINGS
 from fpt.core.errors import FptError
 from fpt.models.policy import GroupRow
 from fpt.tasks.spec import TaskSpec
-
-POOLINGS = ("last", "mean", "flatten")
 
 
 class InputEmbedder(nn.Module):

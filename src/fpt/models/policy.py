@@ -15,24 +15,8 @@ from dataclasses import dataclass
 from torch import nn
 
 from fpt.backbones.families import group_by_module_type, group_rules
+from fpt.core.choices import GROUPS, POLICIES
 from fpt.core.errors import FptError
-
-GROUPS = ("input", "output", "layernorm", "position", "attention", "last-attention", "feedforward")
-"""The seven groups every backbone parameter is put in; `last-attention` is the last block's attention,
-so that it can be trained alone."""
-
-POLICIES: dict[str, frozenset[str]] = {
-    "fpt": frozenset({"input", "output", "layernorm", "position"}),
-    "full": frozenset(GROUPS),
-    "output-only": frozenset({"output"}),
-    "output+input": frozenset({"output", "input"}),
-    "output+position": frozenset({"output", "position"}),
-    "output+layernorm": frozenset({"output", "layernorm"}),
-    # "Finetuning more" (the paper's CIFAR-10 ablation)
-    "fpt+feedforward": frozenset({"input", "output", "layernorm", "position", "feedforward"}),
-    "fpt+last-attention": frozenset({"input", "output", "layernorm", "position", "feedforward", "last-attention"}),
-}
-"""The named policies (`--policy NAME`): each the set of groups it trains; every other group is frozen."""
 
 
 def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:

@@ -8,54 +8,25 @@ import inspect
 import typing
 from typing import Callable
 
+from fpt.core.choices import BUILTIN_TASK_OPTIONS, TASK_NAMES, TASK_OPTIONS
 from fpt.core.errors import FptError, check_type
 from fpt.tasks.base import Task
 
 _TASKS: dict[str, Callable[..., Task]] = {}
 
-# The help of each task option the CLI and sweeps expose, written once; an option's type comes from
-# the registered factories' signatures (`register_task`), so an option a factory gains needs no line
-# in a table to be offered (only its help here: `tests/test_tasks.py` asks for one).
-OPTION_HELP: dict[str, str] = {
-    "n_bits": "bit tasks: bits per string",
-    "n_strings": "bit-memory: strings to memorise",
-    "patch_size": "values (bits, pixels, time steps) per token",
-    "mask_prob": "bit-memory: share of bits masked in the query",
-    "eval_size": "generated tasks: held-out examples",
-    "data_dir": "folder holding the task's files (default: the fpt cache)",
-    "protocol": "listops: lra | paper; cifar10-lra: paper | lra",
-    "max_len": "longest sequence kept; longer ones are cut and counted",
-    "augment": "image augmentation on training batches (cifar10: on by default, the paper's; "
-    "mnist: shifts; fashion-mnist: shifts and mirroring)",
-    "test_path": "npz: a second file used as the test split",
-    "heldout_fraction": "npz without --test-path: share of the file held out",
-    "dataset": "ucr: UCR/UEA dataset, bundled with sktime or NAME/ under --data-dir; ett: ETTh1 or ETTh2; "
-    "m3: yearly, quarterly, monthly or other; m1, tourism: yearly, quarterly or monthly",
-    "znorm": "ucr: z-normalise each series per channel",
-    "lookback": "forecasts: time steps of input (ETTh: 336, One Fits All's; a CSV or a collection: chosen from the "
-    "data where not given)",
-    "horizon": "forecasts: time steps predicted (the published tables: 96, 192, 336, 720); panel: required "
-    "(m1, m3, tourism: the competition's own)",
-    "patch_stride": "forecasts: time steps between the starts of two patches (default 8)",
-    "date_column": "forecast:FILE.csv: the column of dates (default: one named date, else the first)",
-    "columns": "forecast:FILE.csv: the numeric columns to forecast, comma-separated (default: all)",
-    "id_column": "panel:FILE: the column naming each series (default unique_id)",
-    "time_column": "panel:FILE: the column of timestamps (default ds)",
-    "value_column": "panel:FILE: the column of values (default y)",
-    "freq": "panel:FILE: the series' pandas frequency (MS, QS, D, h; default: inferred)",
-    "cutoff": "m1, m3, tourism, panel: drop every series' last C observations first (its test then the "
-    "horizon before them; `fpt backtest` trains its earlier origins so)",
-    "val_size": "mnist, fashion-mnist, cifar10, ucr: hold out this many training examples as a 'val' split "
-    "and evaluate on it while training (choose settings there, not on test)",
-}
+# The help of each task option the CLI and sweeps expose, written once (with its type, in
+# fpt.core.choices, where the CLI reads it without importing a task); an option's type comes from the
+# registered factories' signatures (`register_task`), so an option a factory gains needs no line in a
+# table to be offered (only its help there: `tests/test_tasks.py` asks for one, and the type it has).
+OPTION_HELP: dict[str, str] = {key: help_text for key, (_, help_text) in BUILTIN_TASK_OPTIONS.items()}
 
 # Factory parameters that are not options: given in the task's name, or pinned by the task itself.
 NOT_OPTIONS = frozenset({"path", "sha256"})  # npz:PATH, forecast:PATH; a forecast's file hash
 
 # The task options the CLI and sweeps expose: name -> (type, help), filled by `register_task` from
-# each factory's parameters. Only those given are passed, so each task keeps its own defaults; a
-# task refuses options it does not take (`task_options`).
-TASK_OPTIONS: dict[str, tuple[type, str]] = {}
+# each factory's parameters (fpt.core.choices.TASK_OPTIONS, the same dict, starts with the built-in
+# tasks' so the CLI can list them unregistered). Only those given are passed, so each task keeps its
+# own defaults; a task refuses options it does not take (`task_options`).
 _OPTION_TYPES = (bool, int, float, str)  # what a command line and a config.json can give
 _OWNERS: dict[str, str] = {}  # option -> the first task that declared it (for a conflict's message)
 
@@ -135,6 +106,7 @@ def register_task(name: str):
     def wrap(factory):
         _add_options(name, factory)
         _TASKS[name] = factory
+        TASK_NAMES.add(name)
         return factory
 
     return wrap

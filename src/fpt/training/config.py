@@ -8,17 +8,23 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from fpt.backbones import INITS, check_init
-from fpt.backbones.control_bodies import BACKBONE, BODIES, check_body
-from fpt.backbones.families import ATTENTIONS
-from fpt.backbones.surgery import AUTO, PRECISION_CHOICES, check_attention, check_dropout_rates, check_precision
-from fpt.core.devices import DEVICE_CHOICES, check_device_name
+# The names and choices come from fpt.core.choices, and what checks a value is imported where it is
+# called: the option parser is generated from this module, and `fpt --help` must not import torch
+# (issue 59).
+from fpt.core.choices import (
+    ATTENTIONS,
+    AUTO,
+    BACKBONE,
+    BODIES,
+    DEVICE_CHOICES,
+    INITS,
+    MODELS,
+    POLICIES,
+    POOLINGS,
+    PRECISION_CHOICES,
+    task_names,
+)
 from fpt.core.errors import FptError, check_type, quoted
-from fpt.models.baselines import MODELS
-from fpt.models.ends import POOLINGS
-from fpt.models.policy import POLICIES, parse_policy
-from fpt.tasks import check_task_option_types, list_tasks, task_option_types
-from fpt.tasks.bucketing import check_bucket_window
 
 # Options only transformer models take: refused for a baseline --model, and left out of a sweep's
 # baseline cells when the sweep sets them for every cell.
@@ -93,7 +99,7 @@ class TrainConfig:
     """Everything that defines a run; saved as config.json and enough to rebuild it. Each field's
     metadata is its `fpt train` option (see `option`)."""
 
-    task: str = option("bit-xor", "npz:PATH: your own arrays", list_tasks, "model")
+    task: str = option("bit-xor", "npz:PATH: your own arrays", task_names, "model")
     task_options: dict = option(help="e.g. {'n_bits': 1000, 'patch_size': 50}", group=None, default_factory=dict)
     train_fraction: float | None = option(
         help="dataset tasks: train on the first fraction F of the training split, in its stored order (a "
@@ -196,6 +202,10 @@ class TrainConfig:
 
     def validate(self, world_size: int = 1) -> None:
         """Check every value; `world_size`: the number of ranks the global batch is split among."""
+        from fpt.backbones.surgery import check_dropout_rates
+        from fpt.core.devices import check_device_name
+        from fpt.tasks.bucketing import check_bucket_window
+
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
             if getattr(self, key) < 1:
                 raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
@@ -241,6 +251,11 @@ class TrainConfig:
 
     def _check_names(self) -> None:
         """Names, through each one's own lookup, so a typo fails before a backbone is loaded."""
+        from fpt.backbones import check_init
+        from fpt.backbones.control_bodies import check_body
+        from fpt.backbones.surgery import check_attention, check_precision
+        from fpt.models.policy import parse_policy
+
         parse_policy(self.policy)
         check_body(self.body)
         if self.body != BACKBONE and self.policy not in ("fpt", "full"):
@@ -288,6 +303,8 @@ class TrainConfig:
         A baseline model takes none of the recipe's transformer-only options (e.g. bf16), and
         neither it nor a policy or a control body that trains attention or feed-forward weights
         takes its dropout."""
+        from fpt.models.policy import parse_policy
+
         defaults = recipe_defaults(recipe)
         baseline = options.get("model", "fpt") != "fpt"
         if baseline:
@@ -309,6 +326,8 @@ class TrainConfig:
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise FptError(f"{where}: unknown keys {', '.join(unknown)}")
+        from fpt.tasks import check_task_option_types
+
         for key, value in data.items():
             check_option_type(key, value, where)
         check_task_option_types(data.get("task_options", {}), f"{where}: task_options")
@@ -351,7 +370,11 @@ def check_threads(threads: int | None) -> None:
 
 def option_types(key: str) -> tuple[type, ...]:
     """The types a value of `fpt train` option or task option `key` may have."""
-    return _FIELD_TYPES[key] if key in _FIELD_TYPES else task_option_types(key)
+    if key in _FIELD_TYPES:
+        return _FIELD_TYPES[key]
+    from fpt.tasks import task_option_types
+
+    return task_option_types(key)
 
 
 def check_option_type(key: str, value, where: str) -> None:

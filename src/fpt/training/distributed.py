@@ -21,10 +21,14 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Callable, NoReturn, TypeVar
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported by the functions that use it: the `fpt` command asks `launched()` and says its
+# errors through `say_last` before every command, --help and a usage error too, which need no torch
+# (issue 59: `fpt --help` took 1.3x a bare `import torch`).
 
 from fpt.core.errors import FptError
 from fpt.core.runtime import usable_cores, watch_parent
@@ -68,6 +72,9 @@ def check_backend(name: str | None, device: str | None = None) -> None:
     if name is not None and name not in BACKENDS:
         raise FptError(f"unknown --ddp-backend {name!r}; choose {' or '.join(BACKENDS)}")
     if name == "nccl":
+        import torch
+        import torch.distributed as dist
+
         if not (dist.is_nccl_available() and torch.cuda.is_available()):
             raise FptError("--ddp-backend nccl needs CUDA GPUs and a torch built with NCCL; use --ddp-backend gloo")
         if device is not None and not str(device).startswith(("cuda", "auto")):
@@ -169,6 +176,8 @@ class World:
     def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
         """The elementwise sum over ranks (in place; returned for chaining)."""
         if self.distributed:
+            import torch.distributed as dist
+
             dist.all_reduce(values, op=dist.ReduceOp.SUM)
         return values
 
@@ -176,6 +185,8 @@ class World:
         """Every rank's `value`, in rank order (pickled between our own ranks, never from a file)."""
         if not self.distributed:
             return [value]
+        import torch.distributed as dist
+
         gathered: list = [None] * self.size
         dist.all_gather_object(gathered, value)
         return gathered
@@ -184,6 +195,8 @@ class World:
         """Run `on_main` on rank 0 and hand its result, or its FptError, to every rank."""
         if not self.distributed:
             return on_main()
+        import torch.distributed as dist
+
         outcome: list = [None]
         if self.is_main:
             try:
@@ -217,6 +230,8 @@ SINGLE = World()
 
 def is_peer_failure(exc: BaseException) -> bool:
     """Whether a collective failed because another rank left (it crashed, or stopped on its error)."""
+    import torch.distributed as dist
+
     text = str(exc)
     return isinstance(exc, getattr(dist, "DistError", ())) or any(
         words in text for words in ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Gloo")
@@ -238,6 +253,9 @@ def start(backend: str | None = None) -> World:
     local_rank = _launch_number("LOCAL_RANK", "0")
     if rank >= size:
         raise FptError(f"RANK={rank} with WORLD_SIZE={size}: ranks count from 0 to WORLD_SIZE-1; let torchrun set them")
+    import torch
+    import torch.distributed as dist
+
     owns_group = not dist.is_initialized()
     if owns_group:
         seconds = _launch_number(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S), float)
@@ -261,6 +279,8 @@ def _join(backend: str | None, rank: int, size: int, where: str, seconds: float)
     """init_process_group, saying what it waits for when that takes long, and a timeout in one line.
     c10d's C++ log lines (each failed try of a TCPStore client, with a stack) go to the file
     descriptor, not sys.stderr: it points at /dev/null meanwhile, the outcome is said here."""
+    import torch.distributed as dist
+
     sys.stderr.flush()
     saved = os.dup(2)
     said = os.fdopen(os.dup(saved), "w", buffering=1)
@@ -298,6 +318,8 @@ def stop(world: World, finished: bool = True) -> None:
     """Leave the process group if `start` joined it (the Python API may train again). After a
     normal end the ranks first wait for each other, so none tears its connections down while
     another still talks to it; after an error they do not (a peer may never arrive)."""
+    import torch.distributed as dist
+
     if world.owns_group and dist.is_initialized():
         if finished:
             dist.barrier()

@@ -13,12 +13,10 @@ import torch
 from torch import nn
 
 from fpt.backbones import weights_hash
+from fpt.core.choices import MODELS
 from fpt.core.errors import FptError
 from fpt.models.policy import GroupRow
 
-# "fpt": no baseline, a frozen transformer. "-frozen": the LSTM layers kept at their random init and
-# only the input layer, positions and head trained (Table 3 of the paper). "linear": DLinear, for a forecast.
-MODELS = ("fpt", "lstm", "lstm*", "lstm-frozen", "lstm*-frozen", "cnn", "cnn-matched", "linear")
 FORECAST_MODELS = ("linear",)  # baselines of a series regression task (a forecast) alone
 
 
