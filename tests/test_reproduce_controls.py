@@ -19,7 +19,6 @@ from fpt.experiments.controls import (
     read_arm_runs,
     step_seconds,
 )
-from fpt.experiments.controls import main as controls_main
 from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.shuffled import SHUFFLE_FILE
@@ -165,7 +164,7 @@ def test_the_table_is_written_from_run_files_alone(tmp_path):
     # the same text from the command line, from the files alone
     out = tmp_path / "controls.md"
     chart = tmp_path / "c.png"
-    assert controls_main([str(root), "--out", str(out), "--note", "Ran on a test.", "--chart", str(chart)]) == 0
+    assert main(["controls", str(root), "--out", str(out), "--note", "Ran on a test.", "--chart", str(chart)]) == 0
     assert out.read_text() == text
     assert chart.read_bytes().startswith(b"\x89PNG")
     from fpt.experiments.plots import controls_digest, png_description
@@ -356,17 +355,13 @@ def test_a_run_from_before_cutoff_and_one_at_cutoff_0_are_one_setting_and_backte
 
 
 def test_no_runs_is_one_line(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        controls_main([str(tmp_path)])
-    assert exit_.value.code == 2
+    assert main(["controls", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "fpt: no finished controls runs found; run `fpt reproduce controls` first"
+        "fpt: error: no finished controls runs found; run `fpt reproduce controls` first"
     ]
     # a folder where a file to write is asked for: one line before anything is read or drawn
-    with pytest.raises(SystemExit) as exit_:
-        controls_main([str(tmp_path), "--chart", str(tmp_path)])
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"fpt: {tmp_path} is a folder: name a file to write"]
+    assert main(["controls", str(tmp_path), "--chart", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"fpt: error: {tmp_path} is a folder: name a file to write"]
 
 
 def test_an_output_that_cannot_be_written_is_one_line_and_nothing_half_written(tmp_path, capsys, monkeypatch):
@@ -374,21 +369,18 @@ def test_an_output_that_cannot_be_written_is_one_line_and_nothing_half_written(t
     (tmp_path / "a-file").write_text("")
     chart = tmp_path / "controls.png"
     out = tmp_path / "a-file" / "deeper" / "t.md"
-    with pytest.raises(SystemExit) as exit_:
-        controls_main([str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)])
-    assert exit_.value.code == 2
+    assert main(["controls", str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)]) == 2
     said = f"{tmp_path / 'a-file'} is a file, not a folder; name a file in a folder"
-    assert capsys.readouterr().err.strip().splitlines() == [f"fpt: cannot write {out}: {said}"]
+    assert capsys.readouterr().err.strip().splitlines() == [f"fpt: error: cannot write {out}: {said}"]
     assert not chart.exists()  # refused before the picture was drawn
     if os.geteuid() != 0:  # root writes anywhere: no folder refuses it
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        with pytest.raises(SystemExit) as exit_:
-            controls_main([str(tmp_path / "runs"), "--out", str(locked / "t.md")])
+        assert main(["controls", str(tmp_path / "runs"), "--out", str(locked / "t.md")]) == 2
         assert f"{locked} is not writable; name a file elsewhere" in capsys.readouterr().err
     # missing folders are made, as for any file fpt writes
     out = tmp_path / "new" / "folder" / "t.md"
-    assert controls_main([str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)]) == 0
+    assert main(["controls", str(tmp_path / "runs"), "--out", str(out), "--chart", str(chart)]) == 0
     assert "| fpt |" in out.read_text() and chart.exists()
 
     # a refusal only the write meets (a full disk, say): still one line, no traceback
@@ -396,11 +388,9 @@ def test_an_output_that_cannot_be_written_is_one_line_and_nothing_half_written(t
         raise OSError(28, "No space left on device", str(path))
 
     monkeypatch.setattr("fpt.core.paths.write_text", refuse)
-    with pytest.raises(SystemExit) as exit_:
-        controls_main([str(tmp_path / "runs"), "--out", str(tmp_path / "t.md")])
-    assert exit_.value.code == 2
+    assert main(["controls", str(tmp_path / "runs"), "--out", str(tmp_path / "t.md")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"fpt: cannot write {tmp_path / 't.md'}: No space left on device"
+        f"fpt: error: cannot write {tmp_path / 't.md'}: No space left on device"
     ]
 
 

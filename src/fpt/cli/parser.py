@@ -13,7 +13,7 @@ from pathlib import Path
 from fpt import __version__
 from fpt.core.choices import DEVICE_CHOICES, TASK_OPTIONS
 from fpt.core.errors import FptError
-from fpt.experiments.paper import REPRODUCIBLE
+from fpt.experiments.paper import CONTROLS_TITLE, REPRODUCIBLE
 from fpt.training.config import TrainConfig
 
 
@@ -344,3 +344,13 @@ def _add_sweep_commands(commands) -> None:
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, help=PROGRESS_HELP)
     _add_executor_options(reproduce)
     _add_tracking_options(reproduce)
+
+    controls = commands.add_parser("controls", help="the controls table (and picture) of `reproduce controls` runs")
+    controls.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
+    controls.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
+    controls.add_argument("--title", default=CONTROLS_TITLE, help="the table's title")
+    controls.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
+    controls.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
+    shuffled = commands.add_parser("shuffled", help="score a finished run's test split on shuffled inputs")
+    shuffled.add_argument("run_dir", type=Path, help="a finished run's folder, with its checkpoint")
+    shuffled.add_argument("--seed", type=int, help="the shuffle's seed (default: the one the controls table used)")

@@ -149,3 +149,21 @@ def _failed_runs_status(rows: list[dict], report: Path) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def cmd_controls(args: argparse.Namespace) -> int:
+    """`fpt controls FOLDER`: the controls table of the runs under FOLDER, printed or written to --out."""
+    from fpt.experiments.controls import write_controls_table
+
+    text = write_controls_table(args.folder, args.out, args.title, args.note, args.chart)
+    if args.out is None:
+        print(text, end="")
+    return 0
+
+
+def cmd_shuffled(args: argparse.Namespace) -> int:
+    """`fpt shuffled RUN`: score a finished run's test split on shuffled inputs, into RUN/shuffled.json."""
+    from fpt.experiments.shuffled import SHUFFLE_SEED, shuffle_evaluation
+
+    shuffle_evaluation(args.run_dir, SHUFFLE_SEED if args.seed is None else args.seed)
+    return 0

@@ -4,7 +4,7 @@ fpt and each control (fpt.experiments.paper.CONTROL_ARMS) are trained under one 
 by `fpt reproduce controls` (fpt.experiments.reproduce), which also scores each finished run on its
 test inputs shuffled (fpt.experiments.shuffled, as `fpt evaluate --shuffle tokens`, written to the
 run's shuffled.json); here the table is written from the run folders alone (`read_arm_runs`,
-`controls_markdown`): `python -m fpt.experiments.controls FOLDER [--out FILE] [--chart FILE.png]`
+`controls_markdown`): `fpt controls FOLDER [--out FILE] [--chart FILE.png]`
 rebuilds it (and its picture, fpt.experiments.plots.controls_chart) from committed result files, with
 no checkpoint needed.
 
@@ -16,7 +16,6 @@ of effect beside ours, per task, by a rule stated in the text.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -426,28 +425,19 @@ def _shuffle_lines(runs: list[ArmRun]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m fpt.experiments.controls FOLDER [--out FILE] [--chart FILE.png]`: the table from
-    committed run files, with how each --lr-search rate was chosen (the probes' chosen.json), and its
-    picture."""
-    parser = argparse.ArgumentParser(prog="python -m fpt.experiments.controls", description=main.__doc__)
-    parser.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
-    parser.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
-    parser.add_argument("--title", default=CONTROLS_TITLE)
-    parser.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
-    parser.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
-    args = parser.parse_args(argv)
-    try:
-        for path in (args.out, args.chart):
-            if path is not None:
-                _check_writable(path)
-        runs = read_arm_runs(args.folder)
-        text = controls_markdown(runs, args.title, args.note)
-        text += probe_section(read_choices(args.folder))
-        _write_outputs(runs, text, args)
-    except FptError as exc:
-        parser.exit(2, f"fpt: {exc}\n")
-    return 0
+def write_controls_table(
+    folder: Path, out: Path | None = None, title: str = CONTROLS_TITLE, note: str = "", chart: Path | None = None
+) -> str:
+    """`fpt controls FOLDER`: the table of the `fpt reproduce controls` runs under FOLDER (searched
+    deeply), with how each --lr-search rate was chosen (the probes' chosen.json); written to `out`
+    (else returned to print) and drawn to `chart` (PNG) where given, each checked writable first."""
+    for path in (out, chart):
+        if path is not None:
+            _check_writable(path)
+    runs = read_arm_runs(folder)
+    text = controls_markdown(runs, title, note) + probe_section(read_choices(folder))
+    _write_outputs(runs, text, out, chart, title)
+    return text
 
 
 def _check_writable(path: Path) -> None:
@@ -462,25 +452,19 @@ def _check_writable(path: Path) -> None:
         raise FptError(f"cannot write {path}: {ancestor} is not writable; name a file elsewhere")
 
 
-def _write_outputs(runs: list[ArmRun], text: str, args: argparse.Namespace) -> None:
-    """main's picture (--chart) and Markdown (--out, else printed), each written whole or not at all;
-    a refusal the checks could not foresee (a full disk, say) is an FptError naming the file, and may
-    leave the picture new beside an old table (readme_tables.py --check names such a pair)."""
+def _write_outputs(runs: list[ArmRun], text: str, out: Path | None, chart: Path | None, title: str) -> None:
+    """The picture (`chart`) and the Markdown (`out`), each written whole or not at all; a refusal the
+    checks could not foresee (a full disk, say) is an FptError naming the file, and may leave the
+    picture new beside an old table (readme_tables.py --check names such a pair)."""
     from fpt.core.paths import write_text
 
-    outputs = [(args.out, lambda: write_text(args.out, text))] if args.out else []
-    if args.chart:
+    outputs = [(out, lambda: write_text(out, text))] if out else []
+    if chart:
         from fpt.experiments.plots import controls_chart  # matplotlib: only when a picture is asked for
 
-        outputs.insert(0, (args.chart, lambda: controls_chart(runs, args.chart, args.title)))
+        outputs.insert(0, (chart, lambda: controls_chart(runs, chart, title)))
     for path, write in outputs:
         try:
             write()
         except OSError as exc:
             raise FptError(f"cannot write {path}: {exc.strerror or exc}") from None
-    if not args.out:
-        print(text, end="")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

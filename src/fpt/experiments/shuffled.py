@@ -3,7 +3,7 @@ uses the order of its input.
 
 `shuffle_evaluation` writes a run's shuffled.json (as `fpt evaluate --shuffle tokens` scores it).
 `fpt reproduce controls` calls it at its end through `score_shuffled`, each run in a process of its
-own (`python -m fpt.experiments.shuffled RUN`): building a run's task and model imports data readers
+own (`fpt shuffled RUN`): building a run's task and model imports data readers
 and backbone code that the long command has not loaded, and a fresh process takes all of it from the
 code installed now, never half from the code the command started with. A run that cannot be scored
 (no checkpoint here: checkpoints are never committed; its data missing) is left out with the reason.
@@ -11,7 +11,6 @@ code installed now, never half from the code the command started with. A run tha
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -82,27 +81,11 @@ def score_shuffled(run_dirs: list[Path], seed: int = SHUFFLE_SEED) -> dict[Path,
 
 
 def _score_in_child(run_dir: Path, seed: int) -> str | None:
-    """`python -m fpt.experiments.shuffled RUN`; None once it wrote the file, else its last error line."""
-    argv = [sys.executable, "-m", "fpt.experiments.shuffled", str(run_dir), "--seed", str(seed)]
+    """`fpt shuffled RUN` in a process of its own; None once it wrote the file, else its last error line."""
+    argv = [sys.executable, "-m", "fpt", "shuffled", str(run_dir), "--seed", str(seed)]
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode == 0:
         return None
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    return lines[-1].removeprefix("fpt: ") if lines else f"its scoring process ended with status {done.returncode}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m fpt.experiments.shuffled RUN [--seed N]`: write RUN/shuffled.json."""
-    parser = argparse.ArgumentParser(prog="python -m fpt.experiments.shuffled", description=main.__doc__)
-    parser.add_argument("run_dir", type=Path, help="a finished run's folder, with its checkpoint")
-    parser.add_argument("--seed", type=int, default=SHUFFLE_SEED, help="the shuffle's seed")
-    args = parser.parse_args(argv)
-    try:
-        shuffle_evaluation(args.run_dir, args.seed)
-    except FptError as exc:
-        parser.exit(2, f"fpt: {exc}\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    ended = f"its scoring process ended with status {done.returncode}"
+    return lines[-1].removeprefix("fpt: error: ") if lines else ended
