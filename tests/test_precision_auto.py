@@ -10,7 +10,6 @@ from helpers import train_argv
 import fpt.training.build
 from fpt.backbones.surgery import auto_precision
 from fpt.cli import main
-from fpt.training.build import build
 from fpt.training.checkpoint import load_checkpoint
 from fpt.training.config import RECIPES, TrainConfig
 from fpt.training.distributed import World
@@ -51,8 +50,9 @@ def test_on_cuda_auto_is_bf16_from_compute_capability_8_and_mps_stays_fp32(monke
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     monkeypatch.setattr(fpt.training.build, "resolve_device", lambda name="auto": torch.device("cuda:0"))
     config = TrainConfig()
-    said = fpt.training.build.resolve_precision(config)
-    assert config.precision == "bf16" and said.startswith("precision auto -> bf16: Fake GPU")
+    precision, said = fpt.training.build.resolve_precision(config)
+    assert precision == "bf16" and said.startswith("precision auto -> bf16: Fake GPU")
+    assert config.precision == "auto"  # the config is left as it was: the plan holds the pick
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))  # a V100: emulated
     assert auto_precision(torch.device("cuda:0"))[0] == "fp32"
     _native(monkeypatch, True)
@@ -63,11 +63,9 @@ def test_explicit_precisions_and_baselines_are_not_picked_for(monkeypatch):
     monkeypatch.setattr("fpt.training.build.auto_precision", lambda device: pytest.fail("picked"))
     for precision in ("fp32", "bf16", "fp16", "int8", "int8-bf16"):
         config = TrainConfig(precision=precision)
-        assert fpt.training.build.resolve_precision(config) is None and config.precision == precision
+        assert fpt.training.build.resolve_precision(config) == (precision, None)
     lstm = TrainConfig.from_recipe("fast", model="lstm")
-    assert (
-        fpt.training.build.resolve_precision(lstm) is None and lstm.precision == "fp32"
-    )  # what a baseline computes in
+    assert fpt.training.build.resolve_precision(lstm) == ("fp32", None)  # what a baseline computes in
     lstm.validate()  # and as an old baseline's config.json holds it, it loads
     TrainConfig.from_dict({"model": "lstm", "precision": "fp32"}).validate()
 
@@ -79,17 +77,17 @@ def test_every_rank_takes_rank_0s_pick(monkeypatch):
         def agree(self, on_main):
             return ("bf16", "rank 0's reason")  # what rank 0 broadcasts
 
-    config = TrainConfig()
-    said = fpt.training.build.resolve_precision(config, Rank1(rank=1, size=2))
-    assert config.precision == "bf16" and "rank 0's reason" in said
+    precision, said = fpt.training.build.resolve_precision(TrainConfig(), Rank1(rank=1, size=2))
+    assert precision == "bf16" and "rank 0's reason" in said
 
 
 def test_the_fast_recipe_says_auto_and_build_resolves_it_silently(tiny_gpt2, monkeypatch, capsys):
     assert RECIPES["fast"]["precision"] == TrainConfig().precision == "auto"
     _native(monkeypatch, False)
     config = TrainConfig.from_recipe("fast", task="bit-xor", task_options={"n_bits": 8}, backbone=tiny_gpt2, steps=200)
-    _, model = build(config)
-    assert config.precision == model.precision == "fp32" and model.compute_dtype == torch.float32
+    plan, model = fpt.training.build.plan_and_build(config, fpt.training.build.build_task(config))
+    assert plan.precision == model.precision == "fp32" and model.compute_dtype == torch.float32
+    assert config.precision == "auto"  # resolved in the plan, not in the config given
     assert capsys.readouterr().out == ""
 
 

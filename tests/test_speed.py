@@ -208,15 +208,13 @@ def test_long_inputs_with_attention_dropout_get_checkpointing_and_micro_batches_
     from fpt.training.build import plan_memory
 
     listops_like = TaskSpec(seq_len=2000, num_classes=10, vocab_size=20)
-    config = TrainConfig(task="listops")
-    plan_memory(config, listops_like, heads=12)
-    assert config.checkpointing is True and config.micro_batch_size == 4  # 12 x 2000^2 x 12 B x 4 < 2.5 GB
-    for kept in (TrainConfig(task="listops", checkpointing=False), TrainConfig(task="listops", attention_dropout=0.0)):
-        plan_memory(kept, listops_like, heads=12)
-        assert kept.checkpointing is False and kept.micro_batch_size is None
-    short = TrainConfig()
-    plan_memory(short, TaskSpec(seq_len=49, num_classes=10, input_dim=16), heads=12)
-    assert short.checkpointing is False and short.micro_batch_size is None
+    planned = plan_memory(TrainConfig(task="listops"), listops_like, heads=12)
+    assert planned == {"checkpointing": True, "micro_batch_size": 4}  # 12 x 2000^2 x 12 B x 4 < 2.5 GB
+    assert plan_memory(TrainConfig(task="listops", checkpointing=False), listops_like, heads=12) == {}  # chosen
+    no_dropout = TrainConfig(task="listops", attention_dropout=0.0)
+    assert plan_memory(no_dropout, listops_like, heads=12) == {"checkpointing": False}
+    short = TaskSpec(seq_len=49, num_classes=10, input_dim=16)
+    assert plan_memory(TrainConfig(), short, heads=12) == {"checkpointing": False}
     # what was chosen is recorded in config.json, so a resumed run makes the same choice
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "long.npz", x=rng.integers(0, 5, (8, 600)), y=np.arange(8) % 2)
@@ -239,12 +237,10 @@ def test_a_body_that_cannot_recompute_gets_micro_batches_for_all_its_layers_and_
     from fpt.training.build import plan_memory
 
     spec = TaskSpec(seq_len=1024, num_classes=10, vocab_size=256)
-    vit_like = TrainConfig(task="cifar10-lra")
-    plan_memory(vit_like, spec, heads=12, layers=12, can_checkpoint=False)
-    assert vit_like.checkpointing is False and vit_like.micro_batch_size == 1  # 12 x 1024^2 x 12 B x 12 layers
-    on_gpu = TrainConfig(task="cifar10-lra")
-    plan_memory(on_gpu, spec, heads=12, layers=12, device_type="cuda")  # fused kernels drop out themselves
-    assert on_gpu.checkpointing is False and on_gpu.micro_batch_size is None
+    vit_like = plan_memory(TrainConfig(task="cifar10-lra"), spec, heads=12, layers=12, can_checkpoint=False)
+    assert vit_like == {"checkpointing": False, "micro_batch_size": 1}  # 12 x 1024^2 x 12 B x 12 layers
+    on_gpu = plan_memory(TrainConfig(task="cifar10-lra"), spec, heads=12, layers=12, device_type="cuda")
+    assert on_gpu == {"checkpointing": False}  # fused kernels drop out themselves
 
 
 def _allowed_fused_kernel(monkeypatch) -> list[bool]:

@@ -386,3 +386,21 @@ def test_epochs_set_the_steps_from_the_training_examples_and_say_so(tiny_gpt2, t
     assert main(["train", "--resume", str(tmp_path / "run"), "--steps", "14", "--no-progress"]) == 0  # constant rate
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["steps"], config["epochs"]) == (14, None)  # the length given now, no longer the epochs'
+
+
+def test_a_run_is_one_frozen_plan_and_the_config_given_is_left_as_it_was(tiny_gpt2, tmp_path):
+    import dataclasses
+
+    config = TrainConfig.from_recipe(
+        "fast", task="bit-xor", task_options={"n_bits": 4}, backbone=tiny_gpt2, steps=3, warmup_steps=1
+    )
+    given = dataclasses.asdict(config)
+    _, run_dir = train(config, out=tmp_path / "run", progress=False)
+    assert dataclasses.asdict(config) == given  # precision auto, the pooling, the task's defaults: not filled in here
+    plan = load_run(run_dir).config
+    recorded = json.loads((run_dir / "config.json").read_text())
+    assert dataclasses.asdict(plan) == recorded and recorded["precision"] != "auto" and recorded["pooling"]
+    assert recorded["task_options"]["eval_size"] == 1000  # the task's default, recorded
+    with pytest.raises(dataclasses.FrozenInstanceError, match="a run's plan is frozen"):
+        plan.steps = 10
+    assert dataclasses.replace(plan, steps=10).steps == 10  # a changed copy is a new config

@@ -169,11 +169,11 @@ def cmd_info(args: argparse.Namespace) -> None:
     """`fpt info`: builds the model a run would train and prints its groups, trained or frozen, and precision."""
     from fpt.core.runtime import bf16_note
     from fpt.models.policy import format_group_table
-    from fpt.training.build import build
+    from fpt.training.build import build_task, plan_and_build
 
-    config = _config_from_args(args)
-    asked = config.precision
-    _, model = build(config)  # resolves --precision auto
+    asked = _config_from_args(args)
+    asked.validate()
+    config, model = plan_and_build(asked, build_task(asked))  # the plan: --precision auto resolved
     if config.model != "fpt":
         print(f"model {config.model} (every parameter trained), task {config.task}")
     else:
@@ -186,5 +186,6 @@ def cmd_info(args: argparse.Namespace) -> None:
 
             print(describe_body(config.body, model.backbone, model.backbone_info.positions))
     print(format_group_table(model.group_rows))
-    print(f"precision {config.precision}" + (" (--precision auto's pick on this machine)" if asked == "auto" else ""))
+    picked = " (--precision auto's pick on this machine)" if asked.precision == "auto" else ""
+    print(f"precision {config.precision}{picked}")
     print(bf16_note())

@@ -38,7 +38,7 @@ from fpt.tasks.arrays import ArrayTask, Split
 from fpt.tasks.base import Batch, TaskSpec
 from fpt.tasks.sequences import SequenceTask
 from fpt.tasks.ucr import MAX_DEFAULT_TOKENS, to_tokens
-from fpt.training.build import build_model
+from fpt.training.build import plan_and_build
 from fpt.training.config import MAX_THREADS, RECIPES, TrainConfig
 from fpt.training.inference import predict_probabilities, predict_values
 from fpt.training.loop import Trainer
@@ -174,7 +174,7 @@ def train_in_memory(estimator, config: TrainConfig, task) -> tuple[torch.nn.Modu
         RunDir.check_creatable(estimator.out)
     with torch.random.fork_rng():  # the seeded initial weights leave the caller's RNG as it was
         try:
-            model = build_model(config, task)
+            config, model = plan_and_build(config, task)  # the plan the Trainer runs and records
         except FptError as exc:  # a backbone or device this machine lacks: a bad parameter too
             raise in_parameter_names(exc, estimator.get_params()) from None
         run_dir = RunDir.create(estimator.out) if estimator.out is not None else None

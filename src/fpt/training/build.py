@@ -43,69 +43,80 @@ def check_target(config: TrainConfig, task: Task) -> None:
 
 
 def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
-    """Task + model from a config, with the policy applied. Writes nothing, changes no process setting."""
+    """Task + model from a config, with the policy applied. Writes nothing, changes no process setting,
+    and leaves `config` as it was (`plan_and_build` also returns what was resolved)."""
     config.validate()
     task = build_task(config)
-    return task, build_model(config, task)
+    return task, plan_and_build(config, task)[1]
 
 
-def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task, TrainableModel]:
-    """build(), after the process settings a run needs (threads, subnormals, heap threshold), with
-    --precision auto resolved and the pick said once, on stdout, by rank 0."""
+def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task, TrainableModel, TrainConfig]:
+    """(task, model, plan): build() after the process settings a run needs (threads, subnormals, heap
+    threshold), the plan being `config` with every choice left to fpt resolved (`plan_and_build`);
+    the pick of --precision auto said once, on stdout, by rank 0."""
     config.validate(world.size)
-    said = resolve_precision(config, world)
+    precision, said = resolve_precision(config, world)
     if said is not None and world.is_main:
         print(said, flush=True)
+    config = dataclasses.replace(config, precision=precision)
     runtime.configure_process(config.threads, config.precision)  # before the task: threads read its files
     task = build_task(config)
     if task.variable_length:
         runtime.limit_heap_fragmentation()
-    return task, build_model(config, task)
+    plan, model = plan_and_build(config, task)
+    return task, model, plan
 
 
-def steps_from_epochs(config: TrainConfig, task: Task) -> str | None:
-    """Set config.steps from --epochs and the task's training examples (and a recipe's warm-up longer
-    than that, to a tenth of it); the line that says so, or None without --epochs."""
+def steps_from_epochs(config: TrainConfig, task: Task) -> tuple[TrainConfig, str | None]:
+    """`config` with --steps set from --epochs and the task's training examples (and a recipe's warm-up
+    longer than that cut to a tenth of it), and the line that says so; as it was without --epochs."""
     if config.epochs is None:
-        return None
+        return config, None
     inner = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
     train = getattr(inner, "train", None)
     examples = len(train) if train is not None else getattr(inner, "notes", {}).get("examples", {}).get("train")
     if not examples:
         raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
-    config.steps = max(1, math.ceil(config.epochs * examples / config.batch_size))
-    said = f"--epochs {config.epochs:g} -> {config.steps:,} steps ({examples:,} training examples"
-    said += f", batch {config.batch_size})"
-    if config.warmup_steps >= config.steps:
-        config.warmup_steps = config.steps // 10
-        said += f", warm-up {config.warmup_steps} steps"
-    return said
+    steps = max(1, math.ceil(config.epochs * examples / config.batch_size))
+    said = f"--epochs {config.epochs:g} -> {steps:,} steps ({examples:,} training examples, batch {config.batch_size})"
+    warmup = config.warmup_steps
+    if warmup >= steps:
+        warmup = steps // 10
+        said += f", warm-up {warmup} steps"
+    return dataclasses.replace(config, steps=steps, warmup_steps=warmup), said
 
 
-def resolve_precision(config: TrainConfig, world: World = SINGLE) -> str | None:
-    """Replace --precision auto in `config` by what it picks on the config's device (fp32 for a
-    baseline, which computes in fp32 whatever it is given), so that config.json records a dtype
-    and a resume elsewhere keeps it; the line that says so, or None where nothing was picked.
-    Under torchrun every rank takes rank 0's pick: the ranks must compute alike, and one
-    answer needs no rule for nodes that differ."""
+def resolve_precision(config: TrainConfig, world: World = SINGLE) -> tuple[str, str | None]:
+    """(the precision to compute in, the line that says what --precision auto picked, or None): auto
+    becomes what it picks on the config's device (fp32 for a baseline, which computes in fp32 whatever
+    it is given), so that config.json records a dtype and a resume elsewhere keeps it. Under torchrun
+    every rank takes rank 0's pick: the ranks must compute alike, and one answer needs no rule for
+    nodes that differ."""
     if config.precision != AUTO:
-        return None
+        return config.precision, None
     if config.model != "fpt":
-        config.precision = "fp32"
-        return None
-    config.precision, why = world.agree(lambda: auto_precision(resolve_device(config.device)))
-    return f"precision auto -> {config.precision}: {why}; --precision fp32 or bf16 sets it"
+        return "fp32", None
+    precision, why = world.agree(lambda: auto_precision(resolve_device(config.device)))
+    return precision, f"precision auto -> {precision}: {why}; --precision fp32 or bf16 sets it"
 
 
 def build_model(config: TrainConfig, task: Task) -> TrainableModel:
-    """The model of a config, on its --device (the frozen weights move once; batches each step);
-    --precision auto is resolved first, silently (build_for_process says it)."""
-    resolve_precision(config)
+    """The model of a config (`plan_and_build`'s, without the plan)."""
+    return plan_and_build(config, task)[1]
+
+
+def plan_and_build(config: TrainConfig, task: Task) -> tuple[TrainConfig, TrainableModel]:
+    """(the plan, the model on its --device): the plan is a copy of `config` with every choice left to
+    fpt made (--precision auto, the pooling, a control body's policy, checkpointing and micro-batches),
+    what config.json records and the Trainer runs; `config` itself is left as it was."""
+    config = dataclasses.replace(config, precision=resolve_precision(config)[0])  # said by build_for_process
     device = resolve_device(config.device)
     if config.precision == "fp16" and device.type != "cuda":
         raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
-    model = _build_baseline(config, task) if config.model != "fpt" else _build_transformer(config, task)
-    return model.to(device)
+    if config.model != "fpt":
+        return config, _build_baseline(config, task).to(device)
+    plan, model = _build_transformer(config, task)
+    return plan, model.to(device)
 
 
 # With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
@@ -120,24 +131,28 @@ _BYTES_PER_ATTENTION_WEIGHT = 12  # probabilities and their gradient in fp32, th
 
 def plan_memory(
     config: TrainConfig, spec, heads: int, layers: int = 1, can_checkpoint: bool = True, device_type: str = "cpu"
-) -> None:
-    """Fill `config.checkpointing` (None: auto) and, with it, an automatic --micro-batch-size.
+) -> dict:
+    """{"checkpointing", "micro_batch_size"} where `config.checkpointing` is None (auto): checkpointing
+    and, with it, an automatic --micro-batch-size; {} where the config chose.
 
     Only where attention keeps its probabilities: CUDA's fused kernels apply dropout themselves.
     A body that cannot recompute its blocks (e.g. a ViT) gets micro-batches sized for all layers.
     """
+    if config.checkpointing is not None:
+        return {}
     attention = config.dropout if config.attention_dropout is None else config.attention_dropout
     long_with_dropout = attention > 0 and spec.seq_len >= LONG_INPUT and device_type != "cuda"
-    if config.checkpointing is None:
-        config.checkpointing = long_with_dropout and can_checkpoint
-        if long_with_dropout and config.micro_batch_size is None and layers:  # --body none: no attention
-            stored_layers = 1 if config.checkpointing else layers
-            per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT * stored_layers
-            fits = max(1, int(ATTENTION_BYTES_BUDGET // per_example))
-            config.micro_batch_size = fits if fits < config.batch_size else None
+    planned = {"checkpointing": long_with_dropout and can_checkpoint}
+    if long_with_dropout and config.micro_batch_size is None and layers:  # --body none: no attention
+        stored_layers = 1 if planned["checkpointing"] else layers
+        per_example = heads * spec.seq_len**2 * _BYTES_PER_ATTENTION_WEIGHT * stored_layers
+        fits = max(1, int(ATTENTION_BYTES_BUDGET // per_example))
+        planned["micro_batch_size"] = fits if fits < config.batch_size else None
+    return planned
 
 
-def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTransformer:
+def _build_transformer(config: TrainConfig, task: Task) -> tuple[TrainConfig, FrozenPretrainedTransformer]:
+    """(the plan, the model): the backbone first, since its heads and depth size the memory plan."""
     backbone = load_backbone(
         config.backbone,
         init=config.init,
@@ -151,7 +166,7 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
         body=config.body,
     )
     body = backbone.model.config
-    plan_memory(
+    memory = plan_memory(
         config,
         task.spec,
         getattr(body, "num_attention_heads", 1),
@@ -159,27 +174,31 @@ def _build_transformer(config: TrainConfig, task: Task) -> FrozenPretrainedTrans
         getattr(backbone.model, "supports_gradient_checkpointing", False),
         resolve_device(config.device).type,
     )
-    if config.checkpointing:
+    plan = dataclasses.replace(
+        config,
+        **memory,
+        pooling=config.pooling or default_pooling(task.spec),  # recorded in config.json as it ran
+        policy="full" if config.body != "backbone" else config.policy,  # a control trains all it has
+    )
+    if plan.checkpointing:
         enable_checkpointing(backbone.model)
-    torch.manual_seed(config.seed)  # the new input and output layers
-    config.pooling = config.pooling or default_pooling(task.spec)  # recorded in config.json as it ran
-    if config.body != "backbone":
-        config.policy = "full"  # a control trains every parameter it has; recorded as it ran
-    return FrozenPretrainedTransformer(
+    torch.manual_seed(plan.seed)  # the new input and output layers
+    model = FrozenPretrainedTransformer(
         backbone,
         task.spec,
-        policy=config.policy,
-        pooling=config.pooling,
-        dropout=config.dropout,
-        extra_positions=config.extra_positions,
-        precision=config.precision,
+        policy=plan.policy,
+        pooling=plan.pooling,
+        dropout=plan.dropout,
+        extra_positions=plan.extra_positions,
+        precision=plan.precision,
     )
+    return plan, model
 
 
 def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
     match = None
     if config.model == "cnn-matched":  # as many parameters as the FPT of this config trains
-        fpt_model = _build_transformer(dataclasses.replace(config, model="fpt"), task)  # a copy: plan_memory fills it
+        fpt_model = _build_transformer(dataclasses.replace(config, model="fpt"), task)[1]
         match = sum(p.numel() for p in fpt_model.parameters() if p.requires_grad)
     torch.manual_seed(config.seed)
     return build_baseline(config.model, task, dropout=config.dropout, match_params=match)

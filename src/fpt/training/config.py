@@ -200,6 +200,20 @@ class TrainConfig:
         "auto", "auto: CUDA if there is one, else MPS, else the CPU", tuple(DEVICE_CHOICES.split(" | ")), "model"
     )
 
+    def frozen(self) -> "TrainConfig":
+        """A copy that refuses every change: a run's plan, resolved once (fpt.training.build), which
+        config.json records and the Trainer runs (dataclasses.replace makes a changeable copy)."""
+        copy = dataclasses.replace(self)
+        object.__setattr__(copy, "_frozen", True)
+        return copy
+
+    def __setattr__(self, name: str, value) -> None:
+        if getattr(self, "_frozen", False):
+            raise dataclasses.FrozenInstanceError(
+                f"a run's plan is frozen: cannot set {name}; make a changed copy with dataclasses.replace"
+            )
+        object.__setattr__(self, name, value)
+
     def validate(self, world_size: int = 1) -> None:
         """Check every value; `world_size`: the number of ranks the global batch is split among."""
         from fpt.backbones.surgery import check_dropout_rates

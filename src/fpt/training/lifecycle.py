@@ -138,7 +138,7 @@ def _train(
     tracker: Tracker | None,
     max_minutes: float | None = None,
 ) -> tuple[dict, Path]:
-    config.task_options = task_options(config.task, config.task_options)  # defaults recorded too
+    config = dataclasses.replace(config, task_options=task_options(config.task, config.task_options))  # defaults too
     label = config.backbone if config.model == "fpt" else config.model
 
     def creatable_path() -> Path:  # rank 0 names it (the default has the time in it) for all ranks
@@ -147,20 +147,23 @@ def _train(
         return path
 
     path = world.agree(creatable_path)
-    task, model = build_for_process(config, world)
-    said = steps_from_epochs(config, task)
-    config.validate(world.size)
+    task, model, config = build_for_process(config, world)
+    config, said = steps_from_epochs(config, task)
     if world.is_main:
         if said:
             print(said, flush=True)
         say_task_choices(task)
         warn_small_selection(task, config)
         warn_grown_positions(model, config.backbone)
-    config.task_options.update(getattr(task, "pinned_options", {}))  # e.g. a forecast's file hash
     world.check_same("backbone weights", model.weights_hash)
     device = device_of(model)
-    # what ran, so a resume stays there unless told otherwise (each rank of a GPU job takes its own GPU)
-    config.device = device.type if world.distributed and device.type == "cuda" else str(device)
+    config = dataclasses.replace(
+        config,
+        task_options={**config.task_options, **getattr(task, "pinned_options", {})},  # e.g. a forecast's file hash
+        # what ran, so a resume stays there unless told otherwise (each rank of a GPU job takes its own GPU)
+        device=device.type if world.distributed and device.type == "cuda" else str(device),
+    ).frozen()  # the run's plan: config.json, and what the Trainer runs; nothing changes it now
+    config.validate(world.size)
     made: list[RunDir] = []
     new_folders = [folder for folder in Path(path).parents if not folder.exists()]  # e.g. runs/ itself
     world.agree(lambda: made.append(RunDir.create(path)))
@@ -280,11 +283,10 @@ def load_run(
     run = read[0] if read else None
     try:
         config = TrainConfig.from_dict(data, where=str(Path(run_dir) / RunDir.CONFIG))
-        if device is not None:
-            config.device = device
-        if threads is not None:
-            config.threads = threads
-        task, model = build_for_process(config, world)
+        sitting = {"device": device, "threads": threads}  # this sitting's, not recorded
+        config = dataclasses.replace(config, **{k: v for k, v in sitting.items() if v is not None})
+        task, model, config = build_for_process(config, world)
+        config = config.frozen()
         world.check_same("backbone weights", model.weights_hash)
         trainer = Trainer(model, task, config, run, progress=False, world=world)
         # resuming a run killed before its first checkpoint starts again at step 0, exactly as it
@@ -342,8 +344,8 @@ def _resume(
             )
         if steps is not None and steps < trainer.step:
             raise FptError(f"this run is at step {trainer.step:,}; --steps {steps} would end it before where it is")
-        if steps is not None:
-            config.steps = steps
+        if steps is not None:  # the run's plan, longer
+            config = trainer.config = dataclasses.replace(config, steps=steps, epochs=None).frozen()
         if trainer.run_dir is not None:
             if steps is not None:  # only the length: --device and --threads hold for this sitting alone
                 trainer.run_dir.write_config({**trainer.run_dir.read_config(), "steps": steps, "epochs": None})
