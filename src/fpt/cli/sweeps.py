@@ -19,6 +19,7 @@ from fpt.core.errors import FptError
 # module loaded at the start lacks, stopped a finished reproduction here once). What builds a model
 # or a task at the end (test and shuffled scores) runs in processes of its own, on the code installed.
 END_OF_RUN_MODULES = (
+    "fpt.experiments.competition_tables",
     "fpt.experiments.controls",
     "fpt.experiments.plots",
     "fpt.experiments.published_tables",

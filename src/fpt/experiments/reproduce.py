@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.core.errors import TOO_SHALLOW, FptError
-from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
+from fpt.experiments.paper import COLLECTION_TABLES, PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
 from fpt.experiments.rate_search import (
     PROBES,
     adopt_choice,
@@ -169,7 +169,26 @@ class Reproduction:
             if k not in ("task", "variant")
         }
         task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
+        if any(t in COLLECTION_TABLES for t in by_variant):
+            task_options.update(self._competition_options())
         return wanted, axes, task_options
+
+    def _competition_options(self) -> dict:
+        """The options of a competition table's runs (m3, tourism), as benchmarks/m3_fpt.py trained the
+        committed M3 results: the fast recipe, its warm-up and the evaluations scaled to the budget
+        (a tenth, at most 100 steps; every fifth of it, at least 100 steps apart), every arm at the
+        recipe's dropout (same_dropout) and the baselines off, but in one cell per subset
+        (`baselines_once`). --set wins over each."""
+        from fpt.training.config import RECIPES
+
+        recipe = self.options.get("recipe", "fast")
+        return {
+            "recipe": recipe,
+            "warmup_steps": min(RECIPES.get(recipe, {}).get("warmup_steps", 0), self.budget // 10),
+            "eval_every": max(100, self.budget // 5),
+            "baselines": False,
+            **same_dropout({"recipe": recipe, **self.options}),
+        }
 
     def _options(self, task_options: dict, own: dict | None = None) -> dict:
         """The options of a sweep's cells: the common ones, the task's where --set leaves them, then `own`."""
@@ -221,7 +240,24 @@ class Reproduction:
             self._options(task_options, own),
             self.parallel,
         )
+        if task in self._competition_tasks() and "baselines" not in self.options:
+            spec = baselines_once(spec)
         return folder, spec, skipped
+
+    def _competition_tasks(self) -> set[str]:
+        return {t for table in self.tables if table in COLLECTION_TABLES for t in REPRODUCIBLE[table].grid["task"]}
+
+
+def baselines_once(spec: SweepSpec) -> SweepSpec:
+    """A competition subset's sweep with its cells named ARM-seedK, the first (its first arm's seed 0)
+    scoring statsforecast's baselines on the test split (`fpt train --baselines`) and no other: they
+    are the same for every arm and seed (no seed reaches them), and take minutes on M3 monthly."""
+    cells = spec.cells()
+    named = {
+        f"{c.values['variant']}-seed{c.values['seed']}": {**c.values, **({"baselines": True} if i == 0 else {})}
+        for i, c in enumerate(cells)
+    }
+    return dataclasses.replace(spec, grid={}, named_cells=named)
 
 
 def same_dropout(options: dict) -> dict:
@@ -286,7 +322,7 @@ def run_reproduction(
     for folder, spec, skipped in plan.sweeps(chosen):
         if folder in own:  # an arm at its own rate: its seed 0 is the chosen probe
             adopt_choice(own[folder], spec, out / folder)
-        if all(spec.grid.values()):
+        if spec.cells():
             rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
@@ -305,6 +341,8 @@ def run_reproduction(
             text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds, out / f"{table}.png")
             text += probe_section(records)
             subset = probe_rows + subset  # a probe that failed is listed under the table too
+        elif table in COLLECTION_TABLES:
+            text = _competition_text(table, subset, title)
         else:
             text = _table_text(table, subset, title, options, out / f"{table}.png")
         text += failed_runs_section(subset)
@@ -328,6 +366,14 @@ def _controls_text(subset: list[dict], note: str, seeds: int, chart: Path) -> st
     title = f"controls ({seeds} seed(s))"
     drawn = controls_chart(arms, chart, title)
     return controls_markdown(arms, title, note) + (f"\n![{title} as a picture]({chart.name})\n" if drawn else "")
+
+
+def _competition_text(table: str, subset: list[dict], title: str) -> str:
+    """A competition's tables (fpt.experiments.competition_tables) from its finished runs' files."""
+    from fpt.experiments.competition_tables import competition_markdown, read_subset_run
+
+    done = [Path(row["run_dir"]) for row in subset if row["status"] == "done"]
+    return competition_markdown(table, [r for r in map(read_subset_run, done) if r is not None], title)
 
 
 def _table_text(table: str, subset: list[dict], title: str, options: dict, chart: Path) -> str:
