@@ -25,6 +25,7 @@ from fpt.training.run_dir import RunDir
 
 METRICS = {"smape": ("sMAPE (%)", 2), "mase": ("MASE", 3), "owa": ("OWA (against Naive2)", 3)}
 ALL = "all"  # the column over every series of the competition
+NOT_RUN = "not run: no finished run in these files"
 
 
 @dataclass
@@ -143,8 +144,9 @@ def _baselines(runs: list[SubsetRun], subsets: list[str]) -> tuple[dict[str, dic
     return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order)))), where
 
 
-def competition_markdown(competition: str, runs: list[SubsetRun], title: str) -> str:
-    """The competition's tables (one per metric) from its finished runs (`read_subset_run`)."""
+def competition_markdown(competition: str, runs: list[SubsetRun], title: str, skipped: tuple[str, ...] = ()) -> str:
+    """The competition's tables (one per metric) from its finished runs (`read_subset_run`); `skipped`:
+    arms left out for time (--skip-variants), which their rows say."""
     subsets = COMPETITION_SUBSETS[competition]
     runs = [r for r in runs if r.competition == competition]
     if not runs:
@@ -154,7 +156,7 @@ def competition_markdown(competition: str, runs: list[SubsetRun], title: str) ->
     baselines, where = _baselines(runs, subsets)
     series = {s: next(r.test["series"] for r in runs if r.subset == s) for s in ran}
     heading = [f"{s} ({series[s]:,} series)" if s in series else s for s in subsets] + [ALL]
-    lines = [f"### {title}", "", _setting(runs, ran), ""]
+    lines = [f"### {title}", "", _setting(competition, runs, ran), ""]
     for metric, (name, digits) in METRICS.items():
         lines += [f"#### {name}, test split, lower is better", "", "| | " + " | ".join(heading) + " |"]
         lines.append("|---" * (len(heading) + 1) + "|")
@@ -163,7 +165,8 @@ def competition_markdown(competition: str, runs: list[SubsetRun], title: str) ->
         for arm in CONTROL_ARMS:
             mine = [r for r in runs if r.arm == arm]
             if not mine:
-                lines.append(f"| {arm} | not run: no finished run in these files" + " | —" * len(subsets) + " |")
+                why = "skipped for time (--skip-variants)" if arm in skipped else NOT_RUN
+                lines.append(f"| {arm} | {why}" + " | —" * len(subsets) + " |")
                 continue
             cells = _arm_cells(mine, subsets, metric)
             means[arm] = {c: v for c, (_, v) in cells.items() if v is not None}
@@ -186,14 +189,19 @@ def _figure(values: dict[str, float], column: str, digits: int) -> str:
     return f"{values[column]:.{digits}f}" if column in values else "—"
 
 
-def _setting(runs: list[SubsetRun], ran: list[str]) -> str:
+def _setting(competition: str, runs: list[SubsetRun], ran: list[str]) -> str:
     settings = sorted({(r.subset, r.backbone, r.recipe, r.steps) for r in runs}, key=lambda s: ran.index(s[0]))
     text = "; ".join(f"{s}: backbone {b}, recipe {rc}, {n:,} steps" for s, b, rc, n in settings)
+    chosen = (
+        "benchmarks/m3_fpt.py chose 1,000 steps (yearly, other) or 3,000 (quarterly, monthly) from seed 0's "
+        "validation sMAPE"
+        if competition == "m3"
+        else f"no {competition} budget has been chosen on validation in this repository"
+    )
     return (
         f"Ran as: {text}. The budget is --budget for every arm and subset (the same steps), not chosen on "
-        "validation: benchmarks/m3_fpt.py chose 1,000 steps (yearly, other) or 3,000 (quarterly, monthly) "
-        "from seed 0's validation sMAPE; give such a budget with --budget, one subset at a time with --tasks, into one "
-        "--out, and `python -m fpt.experiments.competition_tables OUT` writes the tables over every subset."
+        f"validation: {chosen}; give a subset its own budget with --budget and --tasks, one subset at a time "
+        "into one --out, and `python -m fpt.experiments.competition_tables OUT` writes the tables over every subset."
     )
 
 

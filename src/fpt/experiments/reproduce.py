@@ -373,7 +373,8 @@ def _competition_text(table: str, subset: list[dict], title: str) -> str:
     from fpt.experiments.competition_tables import competition_markdown, read_subset_run
 
     done = [Path(row["run_dir"]) for row in subset if row["status"] == "done"]
-    return competition_markdown(table, [r for r in map(read_subset_run, done) if r is not None], title)
+    skipped = tuple(dict.fromkeys(row["variant"] for row in subset if row["status"] == "skipped"))
+    return competition_markdown(table, [r for r in map(read_subset_run, done) if r is not None], title, skipped)
 
 
 def _table_text(table: str, subset: list[dict], title: str, options: dict, chart: Path) -> str:
