@@ -178,3 +178,85 @@ def test_reproduce_m3_writes_every_arm_beside_the_baselines_and_resumes_without_
     assert {p: p.stat().st_size for p in (out / "m3-other" / "logs").iterdir()} == logs
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items() if "runs" in p.parts)
     assert (out / "m3.md").read_text() == text
+
+
+def test_budget_search_probes_the_first_arms_seed_0_per_budget_then_runs_each_subset_at_its_choice():
+    plan = Reproduction(["m3"], tasks=["m3:other"], seeds=2, skip_variants=("fpt",), budget_search=[1000, 3000])
+    plan.check()
+    ((task, folder, spec, budgets),) = plan.budget_probe_sweeps()
+    assert (task, folder, budgets) == ("m3:other", "budget-probes/m3-other", [1000, 3000])
+    flags = _cell_flags(spec)
+    assert sorted(flags) == ["random-steps1000", "random-steps3000"]  # fpt skipped: the first arm run
+    assert {n: (f["--steps"], f["--warmup-steps"], f["--eval-every"]) for n, f in flags.items()} == {
+        "random-steps1000": ("1000", "100", "200"),
+        "random-steps3000": ("3000", "100", "600"),
+    }
+    assert all(f["--seed"] == "0" and "--no-baselines" in f and f["--init"] == "random" for f in flags.values())
+    assert plan.sweeps(budgets={}) == []  # a subset with no budget chosen yet is not run
+    ((_, chosen, _),) = plan.sweeps(budgets={"m3:other": 3000})
+    assert {(f["--steps"], f["--eval-every"]) for f in _cell_flags(chosen).values()} == {("3000", "600")}
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["m3", "--budget-search", "1000"], "--budget-search takes two or more different step counts"),
+        (["m3", "--budget-search", "5,5"], "--budget-search takes two or more different step counts"),
+        (["m3", "--budget-search", "0,3"], "--budget-search takes two or more different step counts"),
+        (["m3", "--budget-search", "1k,3k"], "--budget-search takes two or more different step counts"),
+        (["m3,controls", "--budget-search", "2,3"], "--budget-search is for the m3 and tourism tables alone"),
+        (["m3", "--budget-search", "2,3", "--set", "steps=4"], "leave out --set steps"),
+    ],
+)
+def test_a_budget_search_that_cannot_run_is_one_line(argv, said, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["reproduce", *argv, "--out", str(out), "--no-progress"]) == 2
+    assert said in one_line_error(capsys) and not out.exists()
+
+
+def _write_probe(root, steps: int, val_smape: float | None):
+    """A budget probe's files (`fpt train --task m3:other --steps N`); None: one that has not finished."""
+    run = root / "budget-probes" / "m3-other" / "runs" / f"fpt-steps{steps}"
+    run.mkdir(parents=True)
+    config = {"task": "m3:other", "model": "fpt", "body": "backbone", "init": "pretrained", "policy": "fpt"}
+    (run / "config.json").write_text(json.dumps({**config, "seed": 0, "steps": steps}))
+    if val_smape is not None:
+        final = {"split": "val", "loss": 0.1, "mse": 0.1, "mae": 0.1, "examples": 174, "smape": val_smape}
+        summary = {"step": steps, "final": final, "trained_params": 1, "total_params": 2, "wall_time_s": 1.0}
+        (run / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_budget_with_the_lowest_validation_smape_wins_and_the_rebuilt_table_says_so(tmp_path, capsys):
+    _write_run(tmp_path, "other", "fpt", 0, 5.0, {"Theta": 4.9})
+    for steps, smape in ((100, 7.0), (300, 6.5), (900, 6.5)):  # a tie: the fewer steps
+        _write_probe(tmp_path, steps, smape)
+    assert tables_main([str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "- m3:other: 300 steps (val sMAPE 100 steps: 7.00; 300 steps: 6.50; 900 steps: 6.50)" in text
+    assert "was chosen on validation (--budget-search, below)" in text
+    assert "fpt-steps" not in text and _row(text, "sMAPE", "fpt")[3] == "5.00 (n=1)"  # probes are no arm's runs
+    _write_probe(tmp_path, 2700, None)
+    assert tables_main([str(tmp_path)]) == 0
+    assert "- m3:other: no budget chosen yet, so not run: the probe of 2700 steps did not finish" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.slow
+def test_reproduce_m3_chooses_each_subsets_budget_on_validation_and_keeps_its_probes(tiny_gpt2, tmp_path):
+    out = tmp_path / "out"
+    argv = ["reproduce", "m3", "--tasks", "m3:other", "--seeds", "1", "--budget-search", "1,3", "--backbone"]
+    argv += [tiny_gpt2, "--skip-variants", "random,none,attention,block,full", "--out", str(out), "--no-progress"]
+    assert main([*argv, "--set", "precision=fp32"]) == 0
+    probes = out / "budget-probes" / "m3-other" / "runs"
+    val = {int(p.name.rsplit("steps", 1)[1]): json.loads((p / "summary.json").read_text()) for p in probes.iterdir()}
+    assert sorted(val) == [1, 3] and not any("baselines" in summary for summary in val.values())
+    best = min(val, key=lambda steps: (val[steps]["final"]["smape"], steps))
+    (run,) = (out / "m3-other" / "runs").iterdir()
+    assert json.loads((run / "summary.json").read_text())["step"] == best
+    text = (out / "m3.md").read_text()
+    assert f"- m3:other: {best} steps (val sMAPE 1 steps: {val[1]['final']['smape']:.2f}; " in text
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("summary.json")}
+    assert main([*argv, "--set", "precision=fp32"]) == 0  # the probes and the run are kept, the choice the same
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("summary.json")} == stamps
+    assert (out / "m3.md").read_text() == text

@@ -312,6 +312,12 @@ def _add_sweep_commands(commands) -> None:
         "on seed 0 (repeatable; e.g. full=1e-4,3e-4); the table says so",
     )
     reproduce.add_argument(
+        "--budget-search",
+        metavar="STEPS,STEPS",
+        help="m3, tourism: give each subset the budget of these with the lowest validation sMAPE of its first "
+        "arm's seed 0, in place of --budget (benchmarks/m3_fpt.py: 1000,3000); the table says so",
+    )
+    reproduce.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",

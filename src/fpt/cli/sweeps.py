@@ -99,6 +99,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """`fpt reproduce TABLES`: the ready-made sweeps beside the paper's tables; 1 where some runs failed."""
+    from fpt.experiments.budget_search import parse_budget_search
     from fpt.experiments.rate_search import parse_lr_search
     from fpt.experiments.reproduce import Reproduction, run_reproduction
     from fpt.experiments.sweep import sweep_outcome
@@ -125,6 +126,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         tuple(v for v in (args.skip_variants or "").split(",") if v),
         options,
         parse_lr_search(args.lr_search),
+        parse_budget_search(args.budget_search),
     )
     plan.check()
     out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"

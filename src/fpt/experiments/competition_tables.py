@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.core.errors import FptError
+from fpt.experiments.budget_search import BUDGET_PROBES, budget_section, read_choices
 from fpt.experiments.controls import ARM_TEXTS, arm_of, find_run_dirs, mean_std
 from fpt.experiments.paper import COMPETITION_SUBSETS, CONTROL_ARMS, PUBLISHED_COMPETITIONS
 from fpt.reference.forecasting import KNOWN
@@ -74,9 +75,11 @@ def read_subset_run(run_dir: Path) -> SubsetRun | None:
 
 
 def read_subset_runs(root: Path) -> list[SubsetRun]:
-    """Every finished competition run under `root`; two of one subset, arm and seed are refused (one row
-    must not average both)."""
-    runs = [r for r in map(read_subset_run, find_run_dirs(root)) if r is not None]
+    """Every finished competition run under `root`, less the probes a budget was chosen from
+    (fpt.experiments.budget_search); two of one subset, arm and seed are refused (one row must not
+    average both)."""
+    dirs = [p for p in find_run_dirs(root) if BUDGET_PROBES not in p.relative_to(root).parts]
+    runs = [r for r in map(read_subset_run, dirs) if r is not None]
     seen: dict[tuple, Path] = {}
     for run in runs:
         first = seen.setdefault((run.competition, run.subset, run.arm, run.seed), run.path)
@@ -144,9 +147,12 @@ def _baselines(runs: list[SubsetRun], subsets: list[str]) -> tuple[dict[str, dic
     return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order)))), where
 
 
-def competition_markdown(competition: str, runs: list[SubsetRun], title: str, skipped: tuple[str, ...] = ()) -> str:
+def competition_markdown(
+    competition: str, runs: list[SubsetRun], title: str, skipped: tuple[str, ...] = (), searched: bool = False
+) -> str:
     """The competition's tables (one per metric) from its finished runs (`read_subset_run`); `skipped`:
-    arms left out for time (--skip-variants), which their rows say."""
+    arms left out for time (--skip-variants), which their rows say; `searched`: each subset's budget was
+    chosen on validation (--budget-search), not given."""
     subsets = COMPETITION_SUBSETS[competition]
     runs = [r for r in runs if r.competition == competition]
     if not runs:
@@ -156,7 +162,7 @@ def competition_markdown(competition: str, runs: list[SubsetRun], title: str, sk
     baselines, where = _baselines(runs, subsets)
     series = {s: next(r.test["series"] for r in runs if r.subset == s) for s in ran}
     heading = [f"{s} ({series[s]:,} series)" if s in series else s for s in subsets] + [ALL]
-    lines = [f"### {title}", "", _setting(competition, runs, ran), ""]
+    lines = [f"### {title}", "", _setting(competition, runs, ran, searched), ""]
     for metric, (name, digits) in METRICS.items():
         lines += [f"#### {name}, test split, lower is better", "", "| | " + " | ".join(heading) + " |"]
         lines.append("|---" * (len(heading) + 1) + "|")
@@ -189,9 +195,14 @@ def _figure(values: dict[str, float], column: str, digits: int) -> str:
     return f"{values[column]:.{digits}f}" if column in values else "—"
 
 
-def _setting(competition: str, runs: list[SubsetRun], ran: list[str]) -> str:
+def _setting(competition: str, runs: list[SubsetRun], ran: list[str], searched: bool) -> str:
     settings = sorted({(r.subset, r.backbone, r.recipe, r.steps) for r in runs}, key=lambda s: ran.index(s[0]))
     text = "; ".join(f"{s}: backbone {b}, recipe {rc}, {n:,} steps" for s, b, rc, n in settings)
+    if searched:
+        return (
+            f"Ran as: {text}. Each subset's budget, the same for every arm and seed, was chosen on validation "
+            "(--budget-search, below), as benchmarks/m3_fpt.py chose the committed M3 results'."
+        )
     chosen = (
         "benchmarks/m3_fpt.py chose 1,000 steps (yearly, other) or 3,000 (quarterly, monthly) from seed 0's "
         "validation sMAPE"
@@ -200,8 +211,7 @@ def _setting(competition: str, runs: list[SubsetRun], ran: list[str]) -> str:
     )
     return (
         f"Ran as: {text}. The budget is --budget for every arm and subset (the same steps), not chosen on "
-        f"validation: {chosen}; give a subset its own budget with --budget and --tasks, one subset at a time "
-        "into one --out, and `python -m fpt.experiments.competition_tables OUT` writes the tables over every subset."
+        f"validation: {chosen}; --budget-search 1000,3000 chooses each subset's that way."
     )
 
 
@@ -250,7 +260,8 @@ def _notes(competition: str, subsets: list[str], ran: list[str], where: dict[str
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m fpt.experiments.competition_tables FOLDER [--out FILE]`: a competition's tables from
-    its run files (every competition found under FOLDER)."""
+    its run files (every competition found under FOLDER), with how each subset's budget was chosen
+    where FOLDER/budget-probes/ holds the probes (--budget-search)."""
     from fpt.core.paths import write_text
 
     parser = argparse.ArgumentParser(prog="python -m fpt.experiments.competition_tables", description=main.__doc__)
@@ -259,10 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         runs = read_subset_runs(args.folder)
+        choices = read_choices(args.folder)
         found = [c for c in COMPETITION_SUBSETS if any(r.competition == c for r in runs)]
         if not found:
             raise FptError(f"no finished m3 or tourism runs under {args.folder}")
-        text = "\n".join(competition_markdown(c, runs, c) for c in found)
+        text = "\n".join(
+            competition_markdown(c, runs, c, searched=bool(mine)) + budget_section(mine)
+            for c in found
+            for mine in [{t: choice for t, choice in choices.items() if t.partition(":")[0] == c}]
+        )
         if args.out:
             write_text(args.out, text)
         else:
