@@ -26,7 +26,7 @@ from fpt.cli.runs import (
     cmd_predict,
     cmd_report,
 )
-from fpt.cli.sweeps import cmd_controls, cmd_reproduce, cmd_shuffled, cmd_sweep
+from fpt.cli.sweeps import cmd_competitions, cmd_controls, cmd_reproduce, cmd_shuffled, cmd_sweep
 from fpt.cli.train import cmd_info, cmd_train
 from fpt.core.errors import FptError, StopRequested
 from fpt.core.runtime import FAILURE_RECORD_ENV, PARENT_PID_ENV, PROGRESS_LINES, StopOnSignal, watch_parent
@@ -46,6 +46,7 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "reproduce": cmd_reproduce,
     "controls": cmd_controls,
+    "competitions": cmd_competitions,
     "shuffled": cmd_shuffled,
     "data": cmd_data,
     "report": cmd_report,

@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_run_commands(commands)
         _add_data_and_report(commands)
         _add_sweep_commands(commands)
+        _add_table_commands(commands)
     except argparse.ArgumentError as exc:  # a plugin task's parameter named like an fpt flag (--steps, --out, ...)
         raise FptError(
             f"task option {exc.argument_name.lstrip('-').replace('-', '_')!r} (a parameter of a registered task) "
@@ -334,6 +335,12 @@ def _add_sweep_commands(commands) -> None:
         "on seed 0 (repeatable; e.g. full=1e-4,3e-4); the table says so",
     )
     reproduce.add_argument(
+        "--budget-search",
+        metavar="STEPS,STEPS",
+        help="m3, tourism: give each subset the budget of these with the lowest validation sMAPE of its first "
+        "arm's seed 0, in place of --budget (benchmarks/m3_fpt.py: 1000,3000); the table says so",
+    )
+    reproduce.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",
@@ -345,12 +352,18 @@ def _add_sweep_commands(commands) -> None:
     _add_executor_options(reproduce)
     _add_tracking_options(reproduce)
 
+
+def _add_table_commands(commands) -> None:
+    """The tables of finished runs, rebuilt from their files, and a run scored on shuffled inputs."""
     controls = commands.add_parser("controls", help="the controls table (and picture) of `reproduce controls` runs")
     controls.add_argument("folder", type=Path, help="a folder holding `fpt reproduce controls` runs (searched deeply)")
     controls.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
     controls.add_argument("--title", default=CONTROLS_TITLE, help="the table's title")
     controls.add_argument("--note", default="", help="a sentence on where it ran, added to the table's note")
     controls.add_argument("--chart", type=Path, help="also draw the table as a picture here (PNG)")
+    competitions = commands.add_parser("competitions", help="the m3 or tourism tables of `reproduce m3` runs")
+    competitions.add_argument("folder", type=Path, help="a folder holding `fpt reproduce m3` runs (searched deeply)")
+    competitions.add_argument("--out", type=Path, help="write the Markdown here (default: print it)")
     shuffled = commands.add_parser("shuffled", help="score a finished run's test split on shuffled inputs")
     shuffled.add_argument("run_dir", type=Path, help="a finished run's folder, with its checkpoint")
     shuffled.add_argument("--seed", type=int, help="the shuffle's seed (default: the one the controls table used)")

@@ -19,6 +19,7 @@ from fpt.core.errors import FptError
 # module loaded at the start lacks, stopped a finished reproduction here once). What builds a model
 # or a task at the end (test and shuffled scores) runs in processes of its own, on the code installed.
 END_OF_RUN_MODULES = (
+    "fpt.experiments.competition_tables",
     "fpt.experiments.controls",
     "fpt.experiments.plots",
     "fpt.experiments.published_tables",
@@ -98,6 +99,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """`fpt reproduce TABLES`: the ready-made sweeps beside the paper's tables; 1 where some runs failed."""
+    from fpt.experiments.budget_search import parse_budget_search
     from fpt.experiments.rate_search import parse_lr_search
     from fpt.experiments.reproduce import Reproduction, run_reproduction
     from fpt.experiments.sweep import sweep_outcome
@@ -124,6 +126,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         tuple(v for v in (args.skip_variants or "").split(",") if v),
         options,
         parse_lr_search(args.lr_search),
+        parse_budget_search(args.budget_search),
     )
     plan.check()
     out = args.out or Path("runs") / f"reproduce-{'-'.join(tables)}"
@@ -166,4 +169,17 @@ def cmd_shuffled(args: argparse.Namespace) -> int:
     from fpt.experiments.shuffled import SHUFFLE_SEED, shuffle_evaluation
 
     shuffle_evaluation(args.run_dir, SHUFFLE_SEED if args.seed is None else args.seed)
+    return 0
+
+
+def cmd_competitions(args: argparse.Namespace) -> int:
+    """`fpt competitions FOLDER`: the m3 or tourism tables of the runs under FOLDER, printed or written to --out."""
+    from fpt.core.paths import write_text
+    from fpt.experiments.competition_tables import competition_tables_text
+
+    text = competition_tables_text(args.folder)
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text(args.out, text)
     return 0

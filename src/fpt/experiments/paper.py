@@ -197,6 +197,33 @@ CONTROL_TASKS = ["bit-xor", "bit-memory", "mnist", "fashion-mnist", "ucr:Japanes
 # options of a controls task's runs: JapaneseVowels raw (no z-normalisation), ETTh1 at horizon 96
 CONTROL_TASK_OPTIONS = {"ucr:JapaneseVowels": {"val_size": 50, "znorm": False}, "ett:ETTh1": {"horizon": 96}}
 
+# --- Forecasting competitions (issue 60): fpt and its controls on collections of series -----------
+# Each subset is a task (--task m3:monthly); the arms are the controls', trained under the fast recipe
+# (benchmarks/m3_fpt.py's protocol) beside statsforecast's baselines, which one cell per subset scores.
+COMPETITION_SUBSETS = {
+    "m3": ["yearly", "quarterly", "monthly", "other"],
+    "tourism": ["yearly", "quarterly", "monthly"],
+}
+COLLECTION_TABLES = tuple(COMPETITION_SUBSETS)  # `fpt reproduce m3`, `fpt reproduce tourism`
+# Published figures on the competition's own test split: {competition: {metric: [(source, {column: value})]}};
+# column "all" is every series of the competition. M3 sMAPE (%), averaged over each subset's horizons:
+# Theta, the M3 winner, from Makridakis & Hibon (2000), "The M3-Competition: results, conclusions and
+# implications", IJF 16(4), Tables 10-13 and 6 (as benchmarks/m3_baselines.py quotes them); its "all"
+# weighs each forecast value once. N-BEATS: its M3 average as issue 60 quotes it (Oreshkin et al., ICLR
+# 2020). No Tourism figure is quoted: none is in this repository or issue 60 to cite.
+PUBLISHED_COMPETITIONS: dict[str, dict[str, list[tuple[str, dict[str, float]]]]] = {
+    "m3": {
+        "smape": [
+            (
+                "Theta, published (Makridakis & Hibon 2000)",
+                {"yearly": 16.90, "quarterly": 8.96, "monthly": 13.85, "other": 4.41, "all": 13.01},
+            ),
+            ("N-BEATS, published (Oreshkin et al. 2020)", {"all": 12.37}),
+        ]
+    },
+    "tourism": {},
+}
+
 REPRODUCIBLE: dict[str, PaperTable] = {
     "table1": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
     "table2": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
@@ -249,6 +276,12 @@ REPRODUCIBLE: dict[str, PaperTable] = {
         "variant",
         {task: {"val_size": size} for task, size in UEA_VAL_SIZES.items()},
     ),
+    # issue 60: fpt and its controls on each subset of a competition, beside statsforecast's baselines
+    # (fpt.experiments.competition_tables writes the tables; reproduce.Reproduction sets the recipe)
+    **{
+        name: PaperTable({"task": [f"{name}:{s}" for s in subsets], "variant": CONTROL_ARMS}, None, "variant")
+        for name, subsets in COMPETITION_SUBSETS.items()
+    },
     # issue 32: fpt beside its controls (fpt.experiments.controls writes the table)
     "controls": PaperTable({"task": CONTROL_TASKS, "variant": CONTROL_ARMS}, None, "variant", CONTROL_TASK_OPTIONS),
 }

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.core.errors import TOO_SHALLOW, FptError
-from fpt.experiments.paper import PUBLISHED_TABLES, REPRODUCIBLE, VARIANTS, row_label
+from fpt.experiments.budget_search import BUDGET_PROBES, budget_section, choose_budget
+from fpt.experiments.budget_search import probe_spec as budget_probe
+from fpt.experiments.paper import (
+    COLLECTION_TABLES,
+    CONTROL_ARMS,
+    PUBLISHED_TABLES,
+    REPRODUCIBLE,
+    VARIANTS,
+    row_label,
+)
 from fpt.experiments.rate_search import (
     PROBES,
     adopt_choice,
@@ -54,6 +63,8 @@ class Reproduction:
     options: dict = dataclasses.field(default_factory=dict)  # more `fpt train` options for every run
     # arm -> the rates its own is chosen from on validation (fpt.experiments.rate_search)
     lr_search: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    # m3, tourism: the budgets each subset's is chosen from on validation (fpt.experiments.budget_search)
+    budget_search: list[int] = dataclasses.field(default_factory=list)
 
     def check(self) -> None:
         """Refuse, in one line, unknown tables and budgets, seeds or parallel runs out of range, and an
@@ -88,8 +99,11 @@ class Reproduction:
             )
         self.options = {key: coerce_option(key, value, "--set") for key, value in self.options.items()}
         self._check_lr_search()
+        self._check_budget_search()
         for _, spec, _ in self.sweeps():
             check_cell_options(spec, f"{', '.join(self.tables)} (--budget, --set)")
+        for _, _, spec, _ in self.budget_probe_sweeps():
+            check_cell_options(spec, f"{', '.join(self.tables)} (--budget-search)")
         for task, _, _, spec in self.probe_sweeps():
             check_cell_options(spec, f"{', '.join(self.tables)} (--lr-search)")
             check_has_validation(task, spec.options)
@@ -102,6 +116,16 @@ class Reproduction:
         # (the controls grid has no axis but task, variant and seed, so one rate is chosen per task and arm)
         check_rates(self.lr_search, list(REPRODUCIBLE["controls"].grid["variant"]), self.skip_variants)
 
+    def _check_budget_search(self) -> None:
+        if not self.budget_search:
+            return
+        if any(t not in COLLECTION_TABLES for t in self.tables):
+            raise FptError(f"--budget-search is for the {' and '.join(COLLECTION_TABLES)} tables alone")
+        if "steps" in self.options:
+            raise FptError("--budget-search chooses the steps: leave out --set steps")
+        if not [v for v in CONTROL_ARMS if v not in self.skip_variants]:
+            raise FptError("--budget-search needs an arm to probe; every arm is in --skip-variants")
+
     def common_options(self) -> dict:
         """The `fpt train` options every run of these tables shares (--set ones last, so they win)."""
         options = {"steps": self.budget, "backbone": self.backbone}
@@ -113,14 +137,21 @@ class Reproduction:
             options.update(same_dropout(self.options))
         return {**options, **self.options}
 
-    def sweeps(self, chosen: dict[tuple[str, str], float] | None = None) -> list[tuple[str, SweepSpec, list[dict]]]:
+    def sweeps(
+        self, chosen: dict[tuple[str, str], float] | None = None, budgets: dict[str, int] | None = None
+    ) -> list[tuple[str, SweepSpec, list[dict]]]:
         """(sub-folder, spec, cells not run) per task, and per variant of a table whose rows are not
         variants (Table 12: OUT/listops-table12-<variant>/, its own depths per variant). An arm with
         --lr-search is left out of its task's shared sweep; once `chosen` holds its rate (task, arm ->
-        rate; fpt.experiments.rate_search), it has a sweep of its own at that rate."""
+        rate; fpt.experiments.rate_search), it has a sweep of its own at that rate. With
+        --budget-search, `budgets` (task -> steps, chosen on validation) gives a competition subset's
+        budget, and a subset it lacks is not run yet; None: --budget for every task (what check reads)."""
         plans = []
         for task in self._tasks():
-            wanted, axes, task_options = self._variant_plan(task)
+            budget = self._budget_of(task, budgets)
+            if budget is None:
+                continue
+            wanted, axes, task_options = self._variant_plan(task, budget)
             shared = [v for v in wanted if v not in self.lr_search]
             if shared:
                 plans.append((sweep_folder(task), task, {"variant": shared, **axes}, task_options))
@@ -140,6 +171,29 @@ class Reproduction:
                         plans.append((f"{task}-{table}-{variant}", task, {"variant": [variant], **others}, {}))
         return [self._sweep(*plan) for plan in plans]
 
+    def _budget_of(self, task: str, budgets: dict[str, int] | None) -> int | None:
+        if budgets is None or not self.budget_search or task not in self._competition_tasks():
+            return self.budget
+        return budgets.get(task)
+
+    def budget_probe_sweeps(self) -> list[tuple[str, str, SweepSpec, list[int]]]:
+        """(task, sub-folder, spec, budgets) for each competition subset with --budget-search: its first
+        arm's seed 0 at each budget (fpt.experiments.budget_search), the baselines off."""
+        probes = []
+        for task in self._tasks() if self.budget_search else []:
+            if task not in self._competition_tasks():
+                continue
+            wanted, _, task_options = self._variant_plan(task)
+            arm = next(v for v in wanted if v not in self.skip_variants)
+            budgets = {b: {**self._competition_options(b), "steps": b} for b in self.budget_search}
+            own = ("steps", "warmup_steps", "eval_every")  # what a budget sets; --set wins
+            cells = {b: {k: v for k, v in o.items() if k in own and k not in self.options} for b, o in budgets.items()}
+            folder = f"{BUDGET_PROBES}/{sweep_folder(task)}"
+            name = f"reproduce-{BUDGET_PROBES}-{sweep_folder(task)}"
+            spec = budget_probe(name, task, arm, cells, self._options(task_options), self.parallel)
+            probes.append((task, folder, spec, list(self.budget_search)))
+        return probes
+
     def probe_sweeps(self) -> list[tuple[str, str, str, SweepSpec]]:
         """(task, arm, sub-folder, spec) for each arm with --lr-search: its seed 0 at each rate."""
         probes = []
@@ -155,9 +209,10 @@ class Reproduction:
     def _tasks(self) -> list[str]:
         return [t for t in _tasks_of(self.tables) if not self.tasks or t in self.tasks]
 
-    def _variant_plan(self, task: str) -> tuple[list[str], dict, dict]:
+    def _variant_plan(self, task: str, budget: int | None = None) -> tuple[list[str], dict, dict]:
         """The variants the tables whose rows are variants want on `task`, their other axes (a
-        forecast's horizons; one value where --set gives it) and their task options."""
+        forecast's horizons; one value where --set gives it) and their task options (a competition
+        subset's: for `budget` steps, default --budget)."""
         by_variant = [
             t for t in self.tables if task in REPRODUCIBLE[t].grid["task"] and REPRODUCIBLE[t].row_key == "variant"
         ]
@@ -169,7 +224,26 @@ class Reproduction:
             if k not in ("task", "variant")
         }
         task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
+        if any(t in COLLECTION_TABLES for t in by_variant):
+            task_options.update(self._competition_options(budget or self.budget), steps=budget or self.budget)
         return wanted, axes, task_options
+
+    def _competition_options(self, budget: int) -> dict:
+        """The options of a competition table's runs (m3, tourism), as benchmarks/m3_fpt.py trained the
+        committed M3 results: the fast recipe, its warm-up and the evaluations scaled to the budget
+        (a tenth, at most 100 steps; every fifth of it, at least 100 steps apart), every arm at the
+        recipe's dropout (same_dropout) and the baselines off, but in one cell per subset
+        (`baselines_once`). --set wins over each."""
+        from fpt.training.config import RECIPES
+
+        recipe = self.options.get("recipe", "fast")
+        return {
+            "recipe": recipe,
+            "warmup_steps": min(RECIPES.get(recipe, {}).get("warmup_steps", 0), budget // 10),
+            "eval_every": max(100, budget // 5),
+            "baselines": False,
+            **same_dropout({"recipe": recipe, **self.options}),
+        }
 
     def _options(self, task_options: dict, own: dict | None = None) -> dict:
         """The options of a sweep's cells: the common ones, the task's where --set leaves them, then `own`."""
@@ -221,7 +295,24 @@ class Reproduction:
             self._options(task_options, own),
             self.parallel,
         )
+        if task in self._competition_tasks() and "baselines" not in self.options:
+            spec = baselines_once(spec)
         return folder, spec, skipped
+
+    def _competition_tasks(self) -> set[str]:
+        return {t for table in self.tables if table in COLLECTION_TABLES for t in REPRODUCIBLE[table].grid["task"]}
+
+
+def baselines_once(spec: SweepSpec) -> SweepSpec:
+    """A competition subset's sweep with its cells named ARM-seedK, the first (its first arm's seed 0)
+    scoring statsforecast's baselines on the test split (`fpt train --baselines`) and no other: they
+    are the same for every arm and seed (no seed reaches them), and take minutes on M3 monthly."""
+    cells = spec.cells()
+    named = {
+        f"{c.values['variant']}-seed{c.values['seed']}": {**c.values, **({"baselines": True} if i == 0 else {})}
+        for i, c in enumerate(cells)
+    }
+    return dataclasses.replace(spec, grid={}, named_cells=named)
 
 
 def same_dropout(options: dict) -> dict:
@@ -272,30 +363,29 @@ def run_reproduction(
     OUT/results.md (every table) and OUT/curves.png; return the rows and the tables' text."""
     from fpt.core.paths import write_text
     from fpt.experiments.plots import learning_curves
-    from fpt.training.config import TRANSFORMER_ONLY_OPTIONS
 
     plan.check()
-    # an arm's own rate (--lr-search) is chosen on validation first
-    records = search_rates(
-        plan.probe_sweeps(), out, lambda spec, where: run_sweep(spec, where, progress, executor, tracker)
-    )
-    probe_rows = [row for record in records.values() for row in record["probes"]]
+
+    def run(spec: SweepSpec, where: Path) -> list[dict]:
+        return run_sweep(spec, where, progress, executor, tracker)
+
+    # an arm's own rate (--lr-search) and a subset's budget (--budget-search) are chosen on validation first
+    records = search_rates(plan.probe_sweeps(), out, run)
+    budget_rows, budgets = _choose_budgets(plan, out, run)
+    probe_rows = [row for record in records.values() for row in record["probes"]] + budget_rows
     chosen = {key: record["lr"] for key, record in records.items() if "lr" in record}
     own = {own_rate_folder(sweep_folder(task), arm): records[task, arm] for task, arm in chosen}
     rows = list(probe_rows)
-    for folder, spec, skipped in plan.sweeps(chosen):
+    steps = {task: choice["steps"] for task, choice in budgets.items() if "steps" in choice}
+    for folder, spec, skipped in plan.sweeps(chosen, steps if plan.budget_search else None):
         if folder in own:  # an arm at its own rate: its seed 0 is the chosen probe
             adopt_choice(own[folder], spec, out / folder)
-        if all(spec.grid.values()):
+        if spec.cells():
             rows += [{**row, "sweep": folder} for row in run_sweep(spec, out / folder, progress, executor, tracker)]
         rows += [{**row, "sweep": folder} for row in skipped]
     write_results_csv(rows, out / "results.csv")
     learning_curves(rows[len(probe_rows) :], out / "curves.png")  # the probes are no arm's runs
-    options = plan.common_options()
-    setting = ", ".join(f"{k}={v}" for k, v in options.items())
-    transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
-    if transformer_only:
-        setting += f" ({', '.join(transformer_only)}: transformer rows only)"
+    options, setting = plan.common_options(), _setting_text(plan)
     ran_on = (executor or LocalExecutor()).describe(plan.parallel)
     texts = []
     for table in plan.tables:
@@ -305,6 +395,9 @@ def run_reproduction(
             text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds, out / f"{table}.png")
             text += probe_section(records)
             subset = probe_rows + subset  # a probe that failed is listed under the table too
+        elif table in COLLECTION_TABLES:
+            text = _competition_text(table, subset, title, budgets)
+            subset = [row for row in budget_rows if row["task"] in REPRODUCIBLE[table].grid["task"]] + subset
         else:
             text = _table_text(table, subset, title, options, out / f"{table}.png")
         text += failed_runs_section(subset)
@@ -313,6 +406,31 @@ def run_reproduction(
     text = "\n".join(texts)
     write_text(out / "results.md", text)
     return rows, text
+
+
+def _setting_text(plan: Reproduction) -> str:
+    """The options every run shares, as a table's title gives them ("steps=500, backbone=minilm")."""
+    from fpt.training.config import TRANSFORMER_ONLY_OPTIONS
+
+    options = plan.common_options()
+    if plan.budget_search:  # each subset's own, said under its table
+        options["steps"] = f"chosen on validation from {'/'.join(map(str, plan.budget_search))}"
+    setting = ", ".join(f"{k}={v}" for k, v in options.items())
+    transformer_only = [k for k in TRANSFORMER_ONLY_OPTIONS if k in options]
+    if transformer_only:
+        setting += f" ({', '.join(transformer_only)}: transformer rows only)"
+    return setting
+
+
+def _choose_budgets(plan: Reproduction, out: Path, run) -> tuple[list[dict], dict[str, dict]]:
+    """Each competition subset's probes (--budget-search) trained by `run(spec, folder)` (a finished
+    one is kept), their rows, and the budget chosen from them per task (budget_search.choose_budget)."""
+    rows, choices = [], {}
+    for task, folder, spec, budgets in plan.budget_probe_sweeps():
+        found = [{**row, "sweep": folder} for row in run(spec, out / folder)]
+        rows += found
+        choices[task] = choose_budget(found, budgets)
+    return rows, choices
 
 
 def _controls_text(subset: list[dict], note: str, seeds: int, chart: Path) -> str:
@@ -328,6 +446,18 @@ def _controls_text(subset: list[dict], note: str, seeds: int, chart: Path) -> st
     title = f"controls ({seeds} seed(s))"
     drawn = controls_chart(arms, chart, title)
     return controls_markdown(arms, title, note) + (f"\n![{title} as a picture]({chart.name})\n" if drawn else "")
+
+
+def _competition_text(table: str, subset: list[dict], title: str, budgets: dict[str, dict]) -> str:
+    """A competition's tables (fpt.experiments.competition_tables) from its finished runs' files, and
+    how each subset's budget was chosen where --budget-search chose it (`budgets`: task -> choice)."""
+    from fpt.experiments.competition_tables import competition_markdown, read_subset_run
+
+    done = [Path(row["run_dir"]) for row in subset if row["status"] == "done"]
+    skipped = tuple(dict.fromkeys(row["variant"] for row in subset if row["status"] == "skipped"))
+    runs = [r for r in map(read_subset_run, done) if r is not None]
+    mine = {task: choice for task, choice in budgets.items() if task in REPRODUCIBLE[table].grid["task"]}
+    return competition_markdown(table, runs, title, skipped, searched=bool(mine)) + budget_section(mine)
 
 
 def _table_text(table: str, subset: list[dict], title: str, options: dict, chart: Path) -> str:
