@@ -194,3 +194,16 @@ def test_no_function_is_over_60_lines():
     """Issue 30's bound: a function a reader can hold at once."""
     long = {name: n for name, n in _lines_of_functions().items() if n > 60}
     assert not long, long
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/PACKAGE/ holds the tests of src/fpt/PACKAGE/ (the project-wide ones, docs, layout and tables,
+    stay at the top), so a change to a package finds its tests in the folder of the same name."""
+    tests = Path(__file__).parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders <= set(LEVELS), folders - set(LEVELS)
+    for folder in folders:
+        stray = [p.name for p in (tests / folder).iterdir() if p.suffix == ".py" and not p.name.startswith("test_")]
+        assert not stray, f"tests/{folder}/ holds test modules only; helpers live in tests/helpers.py: {stray}"
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), "two test modules share a name: pytest imports them by name"

@@ -42,7 +42,7 @@ PRECISIONS = {
 }
 # auto (fpt.core.choices.AUTO): one of PRECISIONS picked for the device (auto_precision), before the model is
 # built and written into config.json as picked, so a run resumed, scored or exported elsewhere keeps its dtype;
-# PRECISION_CHOICES, auto and these names, is there for the option parser (tests/test_startup.py checks both agree)
+# PRECISION_CHOICES, auto and these names, is there for the option parser (tests/cli/test_startup.py checks both agree)
 
 
 def check_precision(precision: str) -> None:

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 # light modules only: --help and a usage error import neither torch nor transformers (issue 59;
-# tests/test_startup.py); TASK_OPTIONS is the task registry's own table, filled as tasks register
+# tests/cli/test_startup.py); TASK_OPTIONS is the task registry's own table, filled as tasks register
 from fpt import __version__
 from fpt.core.choices import DEVICE_CHOICES, TASK_OPTIONS
 from fpt.core.errors import FptError

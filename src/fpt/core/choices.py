@@ -7,7 +7,7 @@ busy cores, 1.3x a bare `import torch`). Each module that acts on a name imports
 
 The task names and options are the built-in tasks'; `fpt.tasks.registry` registers into these same
 objects (`TASK_NAMES`, `TASK_OPTIONS`), so a task registered from Python is offered as well, and
-tests/test_tasks.py checks that the built-in tasks' signatures give exactly this table.
+tests/tasks/test_tasks.py checks that the built-in tasks' signatures give exactly this table.
 """
 
 from __future__ import annotations

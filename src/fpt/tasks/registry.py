@@ -17,7 +17,7 @@ _TASKS: dict[str, Callable[..., Task]] = {}
 # The help of each task option the CLI and sweeps expose, written once (with its type, in
 # fpt.core.choices, where the CLI reads it without importing a task); an option's type comes from the
 # registered factories' signatures (`register_task`), so an option a factory gains needs no line in a
-# table to be offered (only its help there: `tests/test_tasks.py` asks for one, and the type it has).
+# table to be offered (only its help there: `tests/tasks/test_tasks.py` asks for one, and the type it has).
 OPTION_HELP: dict[str, str] = {key: help_text for key, (_, help_text) in BUILTIN_TASK_OPTIONS.items()}
 
 # Factory parameters that are not options: given in the task's name, or pinned by the task itself.

@@ -14,7 +14,7 @@ from helpers import ETT_COLUMNS, raises_naming, write_ett_csv
 from fpt.core.errors import FptError
 from fpt.data.series_csv import SeriesTable, read_series_csv
 
-SHARED_ETT = Path(__file__).parents[2] / "shared" / "data" / "ett"
+SHARED_ETT = Path(__file__).parents[3] / "shared" / "data" / "ett"
 
 
 def csv_file(tmp_path: Path, text: str, name: str = "series.csv") -> Path:

@@ -16,7 +16,6 @@ from fpt.cli import main
 from fpt.core.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
-from fpt.experiments.controls import main as controls_main
 from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_section, read_choices
 from fpt.experiments.reproduce import Reproduction, run_reproduction
 from fpt.experiments.sweep import failure_summary, sweep_outcome
@@ -231,7 +230,7 @@ def test_a_search_chooses_once_reuses_its_probe_and_lets_a_diverged_rate_lose(tm
         run_reproduction(_plan((1e-4, 3e-4)), tmp_path, progress=False, executor=again)
     # the table from the files alone says how the rate was chosen too
     controls = tmp_path / "controls-again.md"
-    assert controls_main([str(tmp_path), "--out", str(controls)]) == 0 and probe_line in controls.read_text()
+    assert main(["controls", str(tmp_path), "--out", str(controls)]) == 0 and probe_line in controls.read_text()
     # nor are other options for the probes, even with no other sweep begun yet to refuse them
     for folder in ("bit-xor", "bit-xor-full-lr"):
         shutil.rmtree(tmp_path / folder)

@@ -13,7 +13,7 @@ import pytest
 
 from fpt.experiments.sweep_spec import load_spec
 
-BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 RUNS = BENCHMARKS / "results" / "converge"
 SPECS = sorted((BENCHMARKS / "specs").glob("converge-*.yaml"))
 

@@ -270,7 +270,7 @@ def test_a_home_of_no_such_user_is_a_missing_folder_not_a_traceback(tmp_path):
 
 # ---------------------------------------------------------------- ETT (ETTh1.csv, ETTh2.csv)
 
-SHARED_ETT = Path(__file__).parents[2] / "shared" / "data" / "ett"
+SHARED_ETT = Path(__file__).parents[3] / "shared" / "data" / "ett"
 
 
 def ett_files(folder: Path, monkeypatch) -> dict[str, bytes]:

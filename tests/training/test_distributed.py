@@ -21,7 +21,7 @@ from fpt.training.lifecycle import load_run, train
 from fpt.training.loop import Trainer
 from fpt.training.run_dir import RunDir
 
-WORKER = str(Path(__file__).with_name("ddp_worker.py"))
+WORKER = str(Path(__file__).parents[1] / "ddp_worker.py")
 # fp32 outright: conftest pins --precision auto to fp32 in this process only, and a subprocess on a CPU
 # with native bf16 would train in bf16, unlike the in-process runs it is compared with
 TASK = ["--task", "bit-xor", "--n-bits", "8", "--eval-size", "100", "--batch-size", "8", "--precision", "fp32"]

@@ -228,7 +228,7 @@ def test_train_and_evaluate_mnist_through_the_cli(mnist_dir, tiny_gpt2, tmp_path
 
 
 # 262,143: the largest id a task may declare (TaskSpec's bound; larger ones are refused, see
-# tests/test_reliability_outputs.py)
+# tests/cli/test_reliability_outputs.py)
 @pytest.mark.parametrize("largest", [255, 256, 32767, 32768, 50256, 65535, 65536, 262_143])
 def test_npz_token_ids_keep_their_value_whatever_their_size(tmp_path, largest):
     # ids of 32768-65535 used to wrap negative in int16, and ids of 65536 and more to small valid ids
