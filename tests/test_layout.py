@@ -207,3 +207,12 @@ def test_the_tests_mirror_the_packages():
         assert not stray, f"tests/{folder}/ holds test modules only; helpers live in tests/helpers.py: {stray}"
     names = [p.name for p in tests.rglob("test_*.py")]
     assert len(names) == len(set(names)), "two test modules share a name: pytest imports them by name"
+
+
+def test_no_module_name_is_used_in_two_packages():
+    """A module's name says which one it is: `forecasting` in tasks/ and in reference/ would not."""
+    stems: dict[str, list[str]] = {}
+    for path in SOURCE.rglob("*.py"):
+        if path.stem not in ("__init__", "__main__"):
+            stems.setdefault(path.stem, []).append(str(path.relative_to(SOURCE)))
+    assert not {stem: where for stem, where in stems.items() if len(where) > 1}

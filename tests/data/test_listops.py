@@ -195,6 +195,6 @@ def test_a_max_len_below_one_is_refused_before_the_set_is_generated(tmp_path, mo
 
     monkeypatch.setenv("FPT_CACHE_DIR", str(tmp_path / "cache"))
     for bad in (0, -1):  # 0 was read as "the protocol's default"
-        with pytest.raises(FptError, match="--max-len must be at least 1"):
+        with pytest.raises(FptError, match="--max-len must be a whole number of at least 1"):
             create_task("listops", max_len=bad)
     assert not (tmp_path / "cache").exists()

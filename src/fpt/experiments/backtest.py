@@ -212,7 +212,7 @@ def _mean(values: list) -> float | None:
 def mean_scores(results: list[dict]) -> dict:
     """{method: {metric: its mean over the origins}} for fpt and every baseline each origin scored; a
     metric some origin has no value of (None) has no mean either."""
-    from fpt.reference.forecasting import KNOWN
+    from fpt.reference.classical import KNOWN
 
     shared = [m for m in results[0]["baselines"] if all(m in r["baselines"] for r in results)]
     # in fpt train's order (summary.json sorts its keys): Naive, SeasonalNaive, Naive2, Theta, AutoETS

@@ -20,7 +20,7 @@ from fpt.core.errors import FptError
 from fpt.experiments.budget_search import BUDGET_PROBES, budget_section, read_choices
 from fpt.experiments.controls import ARM_TEXTS, arm_of, find_run_dirs, mean_std
 from fpt.experiments.paper import COMPETITION_SUBSETS, CONTROL_ARMS, PUBLISHED_COMPETITIONS
-from fpt.reference.forecasting import KNOWN
+from fpt.reference.classical import KNOWN
 from fpt.training.run_dir import RunDir
 
 METRICS = {"smape": ("sMAPE (%)", 2), "mase": ("MASE", 3), "owa": ("OWA (against Naive2)", 3)}

@@ -1,7 +1,7 @@
 """The classical baselines over the windows of one multivariate series (`--task ett:ETTh1`,
 `forecast:FILE.csv`), on exactly the windows fpt is scored on: each (window, channel) look-back is a
 series of its own, forecast `horizon` steps by statsforecast's Naive, SeasonalNaive, Theta and
-AutoETS (through fpt.reference.forecasting, as a collection's baselines are), and scored by MSE and
+AutoETS (through fpt.reference.classical, as a collection's baselines are), and scored by MSE and
 MAE over every forecast value against the window's targets, on the task's scaled values: the long-horizon
 tables' protocol, the numbers fpt's own test score gives.
 
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from fpt.data.collection import SeriesCollection
-from fpt.reference.forecasting import baseline_forecasts
+from fpt.reference.classical import baseline_forecasts
 
 WINDOW_BASELINES = ("Naive", "SeasonalNaive", "Theta", "AutoETS")
 # (window, channel) series a model is fitted on at most, past which every k-th window: about 2.5 to 4

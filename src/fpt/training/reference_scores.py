@@ -3,7 +3,7 @@ what a user asks first ("is this any good?"), answered in the same run, on the s
 the same metric code. Only at the end: the test split is never touched before (summary["test"]).
 
 - A collection of series (fpt.tasks.collections): statsforecast's Naive, SeasonalNaive, Theta and
-  AutoETS and M4's Naive2 (fpt.reference.forecasting), by sMAPE, MASE and OWA.
+  AutoETS and M4's Naive2 (fpt.reference.classical), by sMAPE, MASE and OWA.
 - The windows of one multivariate series (`ett`, `forecast:FILE.csv`): statsforecast's Naive,
   SeasonalNaive, Theta and AutoETS on each test window's look-back (fpt.reference.windows), by MSE
   and MAE on the scaled values; a model too slow for every window is fitted on every k-th one and
@@ -51,8 +51,8 @@ def baseline_scores(task, summary: dict, model=None) -> dict | None:
         split = _test_split(summary, "smape")
         if split is None:
             return None
-        from fpt.reference.forecasting import baseline_forecasts
-        from fpt.reference.forecasting import baseline_scores as score_forecasts
+        from fpt.reference.classical import baseline_forecasts
+        from fpt.reference.classical import baseline_scores as score_forecasts
 
         histories = task.split_histories(split)
         forecasts = baseline_forecasts(task.collection, histories=histories)
