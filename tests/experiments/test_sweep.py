@@ -159,7 +159,7 @@ def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, te
 def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
     plan = Reproduction(["table18"], budget=10, seeds=2)
     (_, spec, _), *_ = plan.sweeps()
-    assert spec.options == {"steps": 10, "backbone": "minilm"} and spec.grid["seed"] == [0, 1]
+    assert spec.options == {"steps": 10, "backbone": "minilm", "baselines": False} and spec.grid["seed"] == [0, 1]
     assert Reproduction(["table6"], budget=100).common_options()["eval_every"] == 5  # 20 evaluations a run
     rows = [{"task": "bit-xor", "variant": "output+layernorm", "status": "done", "accuracy": a} for a in (0.9, 1.0)]
     rows.append(
@@ -325,3 +325,18 @@ def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_pat
         threads.clear()
         list(sweep.LocalExecutor()(spec.cells()[:1], spec, tmp_path))
         assert threads == [expected], value
+
+
+def test_a_cell_run_with_the_baselines_is_the_same_cell_without_them(tiny_gpt2, tmp_path):
+    """The baselines are reported beside a run's score and change nothing it trains or scores: a
+    reproduction begun when its cells scored them continues under one that leaves them out."""
+    from fpt.experiments.cell_records import check_cells_unchanged, write_cell_records
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n  baselines: true\n")
+    write_cell_records(load_spec(path), tmp_path / "sweep")
+    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n  baselines: false\n")
+    check_cells_unchanged(load_spec(path), tmp_path / "sweep")  # not refused
+    path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 3\n  backbone: {tiny_gpt2}\n")
+    with pytest.raises(FptError, match="was run with other options \\(--steps 2 -> 3\\)"):
+        check_cells_unchanged(load_spec(path), tmp_path / "sweep")

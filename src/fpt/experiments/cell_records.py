@@ -67,7 +67,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
             and isinstance(recorded.get("recipe"), (dict, type(None)))
         ):
             raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
-        now = train_args(spec.options, cell.values)
+        now, before = _scored_alike(train_args(spec.options, cell.values)), _scored_alike(before)
         recipe_then, recipe_now = _renamed_recipe_values(recorded.get("recipe")), recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
             changed = _differences(recipe_then, recipe_now)
@@ -81,6 +81,15 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
                 f"cell {cell.name} in {sweep_dir} was run with other options ({changed or 'reordered'}); "
                 f"use another --out, or {redo}"
             )
+
+
+# Options that change what a run reports beside its score, not what it trains or scores: a cell run with
+# or without them is the same cell (`fpt reproduce` turned the baselines off in cells run before with them)
+REPORTED_BESIDE = ("--baselines", "--no-baselines")
+
+
+def _scored_alike(args: list) -> list:
+    return [arg for arg in args if arg not in REPORTED_BESIDE]
 
 
 def _differences(old: dict, new: dict) -> str:
