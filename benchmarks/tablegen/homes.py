@@ -30,7 +30,7 @@ from .m3 import m3_controls_table, m3_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
 from .results_index import results_index_table
-from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table
+from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table, startup_table
 from .time_series import forecasting_table, uea_table
 
 
@@ -46,6 +46,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "recipes": recipes_table,
     "speed": speed_table,
     "speed-listops": speed_listops_table,
+    "startup": startup_table,
     "compile": compile_table,
     "int8": int8_table,
     "int8-step": int8_step_table,
@@ -103,6 +104,7 @@ PAGES: dict[str, tuple[str, ...]] = {
         "time-to-accuracy",
         "speed-listops",
         "data-parallel",
+        "startup",
     ),
     "benchmarks/results-index.md": ("results-index",),
 }

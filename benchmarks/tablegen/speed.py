@@ -161,3 +161,25 @@ def data_parallel_table() -> str:
             ],
         ],
     )
+
+
+def startup_table() -> str:
+    """How soon `fpt` answers (benchmarks/startup.py): each machine's medians in seconds against a bare
+    `import torch` in the same sitting, with the load average it began at."""
+    rows = []
+    for path in sorted((RESULTS / "startup").glob("*.json")):
+        record = _json(path)
+        median = record["median_s"]
+        rows.append(
+            [
+                f"{record['cpu_model']}, {record['usable_cores']} cores (`{path.name}`)",
+                f"{record['load_average_before'][0]:.2f}",
+                f"{median['import_torch']:.2f}",
+                f"{median['fpt_help']:.2f} ({record['fpt_help_over_import_torch']:.0%})",
+                f"{median['fpt_backbones']:.2f}",
+                f"{median['fpt_info']:.2f}",
+                f"{median['train_to_first_step_s']:.2f}",
+            ]
+        )
+    header = ["machine", "load", "import torch", "fpt --help (of import torch)", "fpt backbones", "fpt info"]
+    return _markdown([*header, "fpt train to its first step"], rows) + "\n"
