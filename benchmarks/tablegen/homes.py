@@ -31,7 +31,7 @@ from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
 from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table, startup_table
-from .time_series import forecasting_table, uea_table
+from .time_series import forecasting_table, ucr_patching_table, uea_table
 
 
 def _results_index() -> str:
@@ -47,6 +47,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "speed": speed_table,
     "speed-listops": speed_listops_table,
     "startup": startup_table,
+    "ucr-patching": ucr_patching_table,
     "compile": compile_table,
     "int8": int8_table,
     "int8-step": int8_step_table,
@@ -83,7 +84,7 @@ FRONT = "README.md"
 PAGES: dict[str, tuple[str, ...]] = {
     FRONT: ("headline",),
     "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
-    "benchmarks/forecasting.md": ("forecasting", "uea", "m3", "m3-controls"),
+    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "m3", "m3-controls"),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
     "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe"),
     "benchmarks/early-training.md": (

@@ -127,3 +127,28 @@ def uea_table() -> str:
         rows.append(row + [f"{published[1]} ({published[0]})" if published else "-"])
     header = ["set", "series", "seed", "steps", "val (series)", "test (series)", "published"]
     return _markdown(header, rows)
+
+
+def ucr_patching_table() -> str:
+    """benchmarks/ucr_patching.py: the same GunPoint run at each --patch-size, its speed and test accuracy,
+    then the reference methods each run scored on the same split (the same training series in every run)."""
+    folder = RESULTS / "ucr_patching"
+    runs = sorted(folder.glob("patch*/summary.json"), key=lambda p: int(p.parent.name.removeprefix("patch")))
+    rows, baselines = [], {}
+    for path in runs:
+        summary = _json(path)
+        notes = summary["task_notes"]
+        rows.append(
+            [
+                f"fpt, {notes['patch_size']} steps a token",
+                str(notes["tokens"]),
+                f"{summary['ms_per_step']:.0f}",
+                f"{summary['final']['accuracy'] * 100:.1f}",
+                f"{summary['test']['test']['accuracy'] * 100:.1f}",
+                f"{summary['wall_time_s']:.0f}",
+            ]
+        )
+        baselines = {name: s["accuracy"] for name, s in summary["baselines"]["scores"].items()}
+    rows += [[name, "-", "-", "-", f"{accuracy * 100:.1f}", "-"] for name, accuracy in baselines.items()]
+    header = ["method", "tokens", "ms a step", "val accuracy %", "test accuracy %", "run s"]
+    return _markdown(header, rows) + "\n"
