@@ -404,3 +404,18 @@ def test_a_run_is_one_frozen_plan_and_the_config_given_is_left_as_it_was(tiny_gp
     with pytest.raises(dataclasses.FrozenInstanceError, match="a run's plan is frozen"):
         plan.steps = 10
     assert dataclasses.replace(plan, steps=10).steps == 10  # a changed copy is a new config
+
+
+def test_a_resumed_run_whose_last_evaluation_was_interrupted_ends_with_it_made_and_no_longer_pending(
+    tiny_gpt2, tmp_path
+):
+    def preempt(step, loss):  # as the last step's evaluation begins
+        if step == 10:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(StopRequested, match="its evaluation of step 10 was not finished"):
+        train(_config(tiny_gpt2, eval_batch_size=4), out=tmp_path / "run", progress=False, on_step=preempt)
+    resumed, _ = resume(tmp_path / "run", progress=False)
+    assert resumed["step"] == 10 and [r["step"] for r in RunDir(tmp_path / "run").read_metrics()] == [5, 10]
+    # the checkpoint its made evaluation wrote says nothing is pending: a later resume does not make it again
+    assert load_checkpoint(tmp_path / "run" / RunDir.CHECKPOINT).pending_evaluation is None

@@ -404,11 +404,11 @@ class Trainer:
         """This step's evaluation (stopped by a signal: checkpointed, to be made first when resumed),
         and this step where it reached the target on the whole split."""
         evaluating = time.perf_counter()
+        self.pending_evaluation = None  # made now: the checkpoint this evaluation writes must not ask for it again
         try:
             result = self._evaluation_step(loss, bar)
         except EvaluationInterrupted:
             raise self._checkpoint_and_stop(max_minutes, evaluating=loss) from None
-        self.pending_evaluation = None
         self.meter.eval_s = time.perf_counter() - evaluating
         target = reached(result, self.config.target_accuracy, self.config.target_mse) and not is_subset(result)
         return result, (self.step if target else None)
