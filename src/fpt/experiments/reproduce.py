@@ -234,8 +234,8 @@ class Reproduction:
         """The options of a competition table's runs (m3, tourism), as benchmarks/m3_fpt.py trained the
         committed M3 results: the fast recipe, its warm-up and the evaluations scaled to the budget
         (a tenth, at most 100 steps; every fifth of it, at least 100 steps apart), every arm at the
-        recipe's dropout (same_dropout) and the baselines off, but in one cell per subset
-        (`baselines_once`). --set wins over each."""
+        recipe's dropout (same_dropout); the baselines, off in every table's cells (common_options), are
+        scored in one cell per subset (`baselines_once`). --set wins over each."""
         from fpt.training.config import RECIPES
 
         recipe = self.options.get("recipe", "fast")
@@ -243,7 +243,6 @@ class Reproduction:
             "recipe": recipe,
             "warmup_steps": min(RECIPES.get(recipe, {}).get("warmup_steps", 0), budget // 10),
             "eval_every": max(100, budget // 5),
-            "baselines": False,
             **same_dropout({"recipe": recipe, **self.options}),
         }
 
