@@ -31,11 +31,10 @@ from fpt.core.errors import FptError
 from fpt.data.collection import SeriesCollection, cut_collection
 from fpt.tasks.arrays import ArrayTask
 from fpt.tasks.base import Batch, TaskSpec, series_tokens
-from fpt.tasks.forecasting import check_window_options
+from fpt.tasks.forecasting import check_window_options, longest_lookback_multiple
 from fpt.tasks.registry import register_task
 
 SPLITS = ("train", "val", "test")
-LOOKBACK_MULTIPLES = (5, 4, 3, 2, 1)  # of the horizon, the longest a typical series affords first
 # A window's scale is at least this share of its mean absolute level (and at least 1e-8): a nearly flat
 # look-back (a short series padded with its first value) would otherwise blow its targets up by its
 # tiny standard deviation, and one such window would outweigh a batch in the loss.
@@ -190,7 +189,7 @@ def choose_windows(
     horizon, said = collection.horizon, []
     if lookback is None:
         training = np.median([cut for cut in split_cuts(collection)["val"]]) - horizon
-        multiple = next((m for m in LOOKBACK_MULTIPLES if m * horizon <= training), 1)
+        multiple = longest_lookback_multiple(horizon, training) or 1
         lookback = multiple * horizon
         said.append(
             f"look-back {lookback} ({multiple} x the horizon {horizon}; the median series trains on {training:.0f})"

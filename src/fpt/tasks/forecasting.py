@@ -310,6 +310,14 @@ DEFAULT_LOOKBACK = 336
 DEFAULT_PATCH, DEFAULT_STRIDE = 16, 8  # One Fits All's, where the look-back holds two patches or more
 
 
+LOOKBACK_MULTIPLES = (5, 4, 3, 2, 1)  # of the horizon, the longest a series affords first
+
+
+def longest_lookback_multiple(horizon: int, room: float) -> int | None:
+    """The largest of LOOKBACK_MULTIPLES whose look-back (that many horizons) fits in `room` steps; None: none fits."""
+    return next((m for m in LOOKBACK_MULTIPLES if m * horizon <= room), None)
+
+
 def choose_csv_windows(
     rows: int, horizon: int, lookback: int | None, patch_size: int | None, patch_stride: int | None
 ) -> tuple[int | None, int, int, str]:
@@ -318,8 +326,8 @@ def choose_csv_windows(
     said = []
     if lookback is None:
         room = (int(rows * CUSTOM_SHARES["train"]) - horizon) // 2
-        multiples = [m * horizon for m in (5, 4, 3, 2, 1) if m * horizon <= room]
-        lookback = DEFAULT_LOOKBACK if DEFAULT_LOOKBACK <= room else (multiples[0] if multiples else None)
+        multiple = longest_lookback_multiple(horizon, room)
+        lookback = DEFAULT_LOOKBACK if DEFAULT_LOOKBACK <= room else (multiple and multiple * horizon)
         if lookback is not None and lookback != DEFAULT_LOOKBACK:
             said.append(f"look-back {lookback} ({lookback // horizon} x the horizon {horizon}; 336 needs more rows)")
     if patch_size is None:
