@@ -280,8 +280,12 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.level is not None:
+        from fpt.training.intervals import check_levels
+
+        check_levels(args.level)  # before any work
     if args.out is not None:
-        check_output(args.out)  # before any work
+        check_output(args.out)
     if is_saved_model(args.run_dir):  # written by `fpt export --format hf`
         task, model = load_saved_model(args.run_dir, args.device)
     else:
@@ -294,8 +298,10 @@ def cmd_predict(args: argparse.Namespace) -> None:
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
         intervals = _recorded_intervals(args.run_dir)
         batch = eval_batch_for(task, args.batch_size)
-        print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals)))
+        print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals, args.level)))
         return
+    if args.level is not None:
+        raise FptError(f"--level: {args.run_dir} is a {task.name} run, not a forecast; leave --level out")
     batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
     probabilities = predict_probabilities(model, batches)
     suffix = ".csv" if task.spec.num_outputs == 1 else ".jsonl"
