@@ -52,6 +52,11 @@ def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(ti
     assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
     config = json.loads((sweep_dir / "runs" / "task=bit-xor,variant=random,seed=1" / "config.json").read_text())
     assert config["init"] == "random" and config["seed"] == 1 and config["steps"] == 4
+    # the cell ran from its config file, the TrainConfig as JSON, not from flags
+    planned = json.loads((sweep_dir / "logs" / "task=bit-xor,variant=random,seed=1.config.json").read_text())
+    assert planned["init"] == "random" and planned["seed"] == 1 and planned["threads"] >= 1
+    asked = ("task", "backbone", "seed", "init", "policy", "steps", "eval_every", "lr", "recipe", "threads")
+    assert {k: config[k] for k in asked} == {k: planned[k] for k in asked}  # the rest resolved by the run
 
     summaries = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
     capsys.readouterr()
@@ -233,6 +238,18 @@ def test_the_engine_takes_its_variants_from_the_caller(tmp_path):
     ]
     assert "variants" not in spec.as_dict()  # spec.json as before; each cell's record holds its options
     assert train_args({}, {"variant": "tiny"}, mine) == ["--steps", "3", "--lr", "0.5"]
+
+
+def test_a_cells_config_is_its_options_as_fpt_train_makes_them():
+    """The TrainConfig a cell's process is given (as JSON): the variant applied, the task's options apart,
+    an option set to null left to the recipe as an unset flag is, the sitting's threads in it."""
+    from fpt.experiments.sweep_spec import SweepSpec, cell_config
+
+    options = {"recipe": "fast", "lr": None, "n_bits": 4, "steps": 300}
+    spec = SweepSpec("s", {"task": ["bit-xor"], "variant": ["random"]}, options, variants=PAPER_VARIANTS)
+    config = cell_config(spec, spec.cells()[0].values, threads=2)
+    assert (config.init, config.policy, config.lr, config.recipe) == ("random", "fpt", RECIPES["fast"]["lr"], "fast")
+    assert (config.task, config.task_options, config.steps, config.threads) == ("bit-xor", {"n_bits": 4}, 300, 2)
 
 
 def test_spec_wide_transformer_options_skip_baseline_cells_only():

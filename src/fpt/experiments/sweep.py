@@ -16,7 +16,9 @@ SWEEP_DIR/runs/; `max_minutes: M` gives each cell at most M minutes a sitting (`
 --max-minutes`): a cell still training then stops with a checkpoint ("stopped", not failed), and
 running the sweep again continues it.
 
-Each cell is a separate `fpt train` process writing its own run directory. A cell whose
+Each cell is a separate `fpt train --config SWEEP_DIR/logs/CELL.config.json` process writing its own
+run directory: the file is the cell's TrainConfig as JSON (fpt.experiments.sweep_spec.cell_config),
+so the options reach it with their types, none through a flag. A cell whose
 summary.json exists is never run again; one that was killed or stopped is resumed from its
 checkpoint (each sitting logged in its sittings.jsonl, fpt.experiments.sittings). A cell that
 fails is recorded with its error and the sweep goes on.
@@ -27,6 +29,7 @@ Cells run in threads of this process (`LocalExecutor`, the default) or as Ray ta
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 import shutil
 import signal
@@ -43,7 +46,7 @@ from fpt.core.runtime import FAILURE_RECORD_ENV, PARENT_PID_ENV, PROGRESS_LINES,
 from fpt.core.scores import REGRESSION_METRICS, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
 from fpt.experiments.sittings import log_sitting, reached_step
-from fpt.experiments.sweep_spec import Cell, SweepSpec, train_args
+from fpt.experiments.sweep_spec import Cell, SweepSpec, cell_config
 from fpt.experiments.sweep_stop import STOPPED_EXITS, SweepStop
 from fpt.tracking import Tracker
 from fpt.training.run_dir import RunDir
@@ -158,7 +161,7 @@ def _run_train(
     succeeded, else its failed row, or its stopped row where `stop` was asked for. The child dies
     with this process (fpt.core.runtime.watch_parent)."""
     if _cell_status(run) == "resumable":
-        command = ["train", "--resume", str(run.path)]
+        command = ["train", "--resume", str(run.path), "--threads", str(threads)]
     elif cell.runs is not None and run.read_metrics():  # the spec's folder is not the sweep's to clear
         return failed_row(
             cell,
@@ -168,8 +171,8 @@ def _run_train(
         )
     else:
         shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
-        command = ["train", *train_args(spec.options, cell.values, spec.variants), "--out", str(run.path)]
-    command += ["--threads", str(threads), "--no-progress"]
+        command = ["train", "--config", str(_write_cell_config(cell, spec, log, threads)), "--out", str(run.path)]
+    command += ["--no-progress"]
     if spec.max_minutes is not None:  # fpt ends the sitting itself: after a step, with a checkpoint, exit 0
         command += ["--max-minutes", str(spec.max_minutes)]
     run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
@@ -203,6 +206,14 @@ def _run_train(
         return _stopped_row(cell, run, f"the sweep stopped on {signal.Signals(stop.signum).name}")
     error = failure.get("message") or (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
     return failed_row(cell, run, failure.get("kind", "crash"), error)
+
+
+def _write_cell_config(cell: Cell, spec: SweepSpec, log: Path, threads: int) -> Path:
+    """The cell's TrainConfig as JSON (`cell_config`, this sitting's threads in it), beside its log:
+    what its `fpt train --config` runs, every option as typed in the spec, none through a flag."""
+    path = log.with_name(f"{cell.name}.config.json")
+    write_json(path, dataclasses.asdict(cell_config(spec, cell.values, threads=threads)))
+    return path
 
 
 def _stopped_row(cell: Cell, run: RunDir, why: str) -> dict:

@@ -367,21 +367,30 @@ def train_args(options: dict, values: dict, variants: Variants = NO_VARIANTS) ->
     return args
 
 
+def cell_config(spec: SweepSpec, values: dict, **fields):
+    """The TrainConfig a cell trains with, as `fpt train` would make it from the cell's options given
+    as flags (`cell_options`; one set to null is left to the recipe, as an option not given is),
+    `fields` set over them (the sitting's threads). Its JSON is the cell's config file, the one thing
+    its `fpt train` process is given (fpt.experiments.sweep), so no option goes through a flag."""
+    from fpt.tasks import TASK_OPTIONS
+    from fpt.training.config import TrainConfig
+
+    options = {k: v for k, v in spec.cell_options(values).items() if v is not None}
+    task = {k: options.pop(k) for k in list(options) if k in TASK_OPTIONS}
+    return TrainConfig.from_recipe(options.pop("recipe", "paper"), **{**options, **fields}, task_options=task)
+
+
 def check_cell_options(spec: SweepSpec, where: str) -> None:
     """Every cell's options checked as `fpt train` checks them (numbers in range, names known)
     before anything runs: a value out of range would otherwise fail each cell in turn."""
-    from fpt.tasks import TASK_OPTIONS, task_options
-    from fpt.training.config import TrainConfig
+    from fpt.tasks import task_options
 
     for cell in spec.cells():
-        options = spec.cell_options(cell.values)
-        fields = {k: v for k, v in options.items() if k not in TASK_OPTIONS}
         try:
-            TrainConfig.from_recipe(fields.pop("recipe", "paper"), **fields).validate()
+            config = cell_config(spec, cell.values)
+            config.validate()
             # the task's options too (`lookback: -3`, an option the task does not take), from their
             # values alone: no data is read
-            task_options(
-                str(options.get("task", TrainConfig.task)), {k: v for k, v in options.items() if k in TASK_OPTIONS}
-            )
+            task_options(config.task, config.task_options)
         except FptError as exc:
             raise FptError(f"{where}: cell {cell.name}: {exc}") from None
