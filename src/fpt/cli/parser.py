@@ -148,8 +148,9 @@ def _add_train(commands) -> None:
     train.add_argument(
         "--config",
         type=Path,
-        metavar="FILE.yaml",
-        help="any train options as YAML (names with underscores); flags given here override it",
+        metavar="FILE",
+        help="any train options as YAML (names with underscores), or as JSON (FILE.json), a run's config.json "
+        "included; flags given here override it",
     )
     train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")

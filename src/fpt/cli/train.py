@@ -14,20 +14,32 @@ from fpt.core.errors import FptError
 
 
 def _config_file(path: Path | None) -> dict:
-    """`fpt train --config FILE.yaml`: train and task options by name, each of its option's type."""
+    """`fpt train --config FILE`: train and task options by name, each of its option's type; YAML, or
+    JSON where the name ends in .json. The task's options may also be given as one `task_options`
+    mapping, as a run's config.json holds them: a run's config.json, or the one a sweep writes for
+    each cell (fpt.experiments.sweep), is a config file of its own."""
     if path is None:
         return {}
-    from fpt.experiments.sweep_spec import read_yaml
     from fpt.training.config import coerce_option
 
-    data = read_yaml(path, "config file")[0]
+    if path.suffix == ".json":
+        from fpt.core.jsonfile import read_json_object
+
+        data = read_json_object(path, missing="give the path of a JSON config", damaged="give a JSON config")
+    else:
+        from fpt.experiments.sweep_spec import read_yaml
+
+        data = read_yaml(path, "config file")[0]
     if not isinstance(data, dict):
         raise FptError(f"{path}: a config file maps option names to values, e.g. 'task: mnist'")
+    nested = data.pop("task_options", None) or {}
+    if not isinstance(nested, dict):
+        raise FptError(f"{path}: task_options maps the task's option names to values, e.g. {{'n_bits': 5}}")
     known = _train_option_names()
-    unknown = sorted(str(k) for k in data if k not in known)
+    unknown = sorted(str(k) for k in [*data, *nested] if k not in known or (k in nested and k not in TASK_OPTIONS))
     if unknown:
         raise FptError(f"{path}: unknown option {unknown[0]!r}; use `fpt train` option names with underscores")
-    return {key: coerce_option(key, value, str(path)) for key, value in data.items()}
+    return {key: coerce_option(key, value, str(path)) for key, value in {**nested, **data}.items()}
 
 
 def _train_option_names() -> set[str]:
