@@ -16,23 +16,21 @@ Nothing is written to disk unless `out` names a folder for the training record.
 
 Beside its own score, every fit answers "is this any good?": a `validation_fraction` of the rows
 (default 0.2) is held out of training, fpt's evaluations score it, and the field's simple baselines
-(fpt.training.reference_scores.split_baselines) are fitted on the same training rows and scored on the
-same validation rows: the majority label, LogisticRegression ("linear probe") and
-HistGradientBoostingClassifier ("gradient boosting") for a classifier; the training mean, Ridge and
-HistGradientBoostingRegressor for a regressor. `reference_scores_` holds them, `validation_score_`
-fpt's, and `reference_comparison_` the sentence logged (logger "fpt", INFO; printed where `progress`):
-"gradient boosting beats fpt on the validation rows (accuracy 100.00% against fpt's 96.30%)".
-`baselines=False` leaves them out. No test rows are involved: the estimator never sees them.
+(fpt.serve.held_out) are fitted on the same training rows and scored on the same validation rows:
+the majority label, LogisticRegression ("linear probe") and HistGradientBoostingClassifier ("gradient
+boosting") for a classifier; the training mean, Ridge and HistGradientBoostingRegressor for a
+regressor. `reference_scores_` holds them, `validation_score_` fpt's, and `reference_comparison_` the
+sentence logged (logger "fpt", INFO; printed where `progress`): "gradient boosting beats fpt on the
+24 validation rows (accuracy 100.00% against fpt's 95.83%)". `baselines=False` leaves them out.
+No test rows are involved: the estimator never sees them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import os
 import re
-import sys
 
 import numpy as np
 import torch
@@ -46,6 +44,7 @@ from fpt.core.errors import FptError, require
 from fpt.core.runtime import set_threads
 from fpt.models.ends import POOLINGS
 from fpt.models.policy import GROUPS, POLICIES, parse_policy
+from fpt.serve.held_out import VALIDATION_FRACTION, compare_on_validation, evaluation_splits, held_out_rows
 from fpt.tasks.arrays import ArrayTask, Split
 from fpt.tasks.base import Batch, TaskSpec
 from fpt.tasks.sequences import SequenceTask
@@ -60,11 +59,6 @@ from fpt.training.run_dir import RunDir
 # a held-out split, and fit(X, y) has none, so it scores (at most) this many of the training rows.
 EVAL_ROWS = 1024
 PREDICT_BATCH = 256  # rows per forward pass in predict: the results do not depend on it
-# Held out by default: 0.2, not scikit-learn's usual 0.1 (MLPClassifier, HistGradientBoosting), because
-# these estimators meet small tables: load_wine's 142 training rows give 28 validation rows at 0.2
-# (a row is 3.6 points of accuracy), 14 at 0.1 (7 points), too coarse to compare methods on.
-VALIDATION_FRACTION = 0.2
-LOG = logging.getLogger("fpt")
 
 
 class FPTInputError(FptError, ValueError):
@@ -138,17 +132,19 @@ def check_parameters(estimator) -> None:
     check_choice("recipe", estimator.recipe, tuple(RECIPES))
     check_choice("precision", estimator.precision, PRECISION_CHOICES, optional=True)
     check_choice("pooling", estimator.pooling, POOLINGS, optional=True)
-    for name in ("progress", "baselines"):
-        if not isinstance(getattr(estimator, name), (bool, np.bool_)):
-            raise FPTInputError(f"{name} must be True or False, got {plain(getattr(estimator, name))!r}")
-    fraction = estimator.validation_fraction
-    if (
-        isinstance(fraction, (bool, np.bool_))
-        or not isinstance(fraction, (int, float, np.number))
-        or not 0 <= fraction < 1
-    ):
-        raise FPTInputError(f"validation_fraction must be a number from 0 to below 1, got {plain(fraction)!r}")
+    if not isinstance(estimator.progress, (bool, np.bool_)):
+        raise FPTInputError(f"progress must be True or False, got {plain(estimator.progress)!r}")
     _check_names(estimator)
+
+
+def check_held_out(estimator) -> None:
+    """The classifier's and the regressor's validation_fraction and baselines, checked as check_parameters checks."""
+    if not isinstance(estimator.baselines, (bool, np.bool_)):
+        raise FPTInputError(f"baselines must be True or False, got {plain(estimator.baselines)!r}")
+    fraction = estimator.validation_fraction
+    number = isinstance(fraction, (int, float, np.number)) and not isinstance(fraction, (bool, np.bool_))
+    if not number or not 0 <= fraction < 1:
+        raise FPTInputError(f"validation_fraction must be a number from 0 to below 1, got {plain(fraction)!r}")
 
 
 def in_parameter_names(error: FptError, names) -> FPTInputError:
@@ -317,53 +313,6 @@ class _FPTEstimator(BaseEstimator):
             self, training_config(self, f"sklearn:{type(self).__name__}"), task
         )
 
-    def _held_out(self, n: int, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(training rows, validation rows): validation_fraction of the n rows (rounded down) held out,
-        seeded by `seed`, stratified by `labels` where every class has two rows; none where that leaves
-        no row on either side."""
-        held = int(n * float(self.validation_fraction))
-        if held < 1 or held >= n:
-            return np.arange(n), np.arange(0)
-        from sklearn.model_selection import train_test_split
-
-        stratify = labels
-        if labels is not None and (np.bincount(labels).min() < 2 or held < len(np.unique(labels))):
-            stratify = None  # a class of one row, or fewer held-out rows than classes: a plain shuffle
-        train, held_out = train_test_split(np.arange(n), test_size=held, random_state=int(self.seed), stratify=stratify)
-        return np.sort(train), np.sort(held_out)
-
-    def _evals(self, tokens: torch.Tensor, targets: torch.Tensor, rows: tuple) -> tuple[Split, dict, str]:
-        """(the training split, the evaluation splits, the one watched): the held-out rows where there are
-        any, else (at most EVAL_ROWS of) the training rows."""
-        train_rows, held = rows
-        train = Split(tokens[train_rows], targets[train_rows])
-        if len(held):
-            return train, {"validation": Split(tokens[held], targets[held])}, "validation"
-        return train, {"train": Split(train.x[:EVAL_ROWS], train.y[:EVAL_ROWS])}, "train"
-
-    def _compare(self, task, X, y, held: np.ndarray) -> None:
-        """reference_scores_, validation_score_ and reference_comparison_ (see the module's docstring)."""
-        from fpt.training.reference_scores import compare, split_baselines
-
-        self.reference_scores_, self.validation_score_ = {}, None
-        if not self.baselines:
-            self.reference_comparison_ = "baselines left out (baselines=False)"
-            return
-        if "validation" not in task.evals or (not task.spec.regression and len(np.unique(task.train.y.numpy())) < 2):
-            self.reference_comparison_ = (
-                f"no baseline scored: no validation rows to score them on (validation_fraction="
-                f"{plain(self.validation_fraction)} of {len(X)} rows) or one class among the training rows"
-            )
-            return
-        beside = split_baselines(task, "validation")
-        metric = beside["metric"]
-        self.reference_scores_ = {name: scores[metric] for name, scores in beside["scores"].items()}
-        self.validation_score_ = float(self.score(X[held], y[held]))
-        self.reference_comparison_ = compare(beside, self.validation_score_, f"the {len(held)} validation rows")
-        LOG.info("%s: %s", type(self).__name__, self.reference_comparison_)
-        if self.progress:
-            print(self.reference_comparison_, file=sys.stderr, flush=True)
-
     def _batches(self, X) -> list[Batch]:
         check_is_fitted(self, "model_")
         X = validate_data(self, _from_nested(X), reset=False, allow_nd=True, dtype=(np.float64, np.float32))
@@ -395,6 +344,7 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
         them the first 1,024 training rows (EVAL_ROWS). Raises FPTInputError for a bad parameter, a y of one
         class or an X of another shape."""
         check_parameters(self)
+        check_held_out(self)
         X, y = validate_data(self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         self.classes_, labels = np.unique(y, return_inverse=True)
@@ -403,8 +353,9 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
                 f"y holds 1 class ({plain(self.classes_[0])!r}); a classifier needs examples of at least two classes"
             )
         tokens = self._tokens(X, fitting=True)
-        rows = self._held_out(len(labels), labels)
-        train, evals, watched = self._evals(tokens, torch.from_numpy(labels.astype(np.int64)), rows)
+        rows = held_out_rows(len(labels), self.validation_fraction, self.seed, labels)
+        targets = torch.from_numpy(labels.astype(np.int64))
+        train, evals, watched = evaluation_splits(tokens, targets, rows, EVAL_ROWS)
         task = SequenceTask(
             f"sklearn:{type(self).__name__}",
             train,
@@ -415,7 +366,9 @@ class FPTClassifier(ClassifierMixin, _FPTEstimator):
             input_dim=tokens.shape[2],
         )
         self._train(task)
-        self._compare(task, X, y, rows[1])
+        self.reference_scores_, self.validation_score_, self.reference_comparison_ = compare_on_validation(
+            self, task, X, y, rows[1]
+        )
         return self
 
     def predict_proba(self, X) -> np.ndarray:
@@ -462,19 +415,20 @@ class FPTRegressor(RegressorMixin, _FPTEstimator):
         as FPTClassifier.fit holds them (a plain shuffle). Raises FPTInputError for a bad parameter or an X
         of another shape."""
         check_parameters(self)
+        check_held_out(self)
         X, y = validate_data(
             self, _from_nested(X), y, allow_nd=True, dtype=(np.float64, np.float32), y_numeric=True, multi_output=True
         )
         self._single_output = y.ndim == 1
         targets = y.reshape(len(y), -1).astype(np.float64)
         self.n_outputs_ = targets.shape[1]
-        rows = self._held_out(len(targets))
+        rows = held_out_rows(len(targets), self.validation_fraction, self.seed)
         self._y_mean = targets[rows[0]].mean(0)
         scale = targets[rows[0]].std(0)
         self._y_scale = np.where(scale > 0, scale, 1.0)  # a constant target scales by 1, as StandardScaler's
         tokens = self._tokens(X, fitting=True)
         values = torch.from_numpy(((targets - self._y_mean) / self._y_scale).astype(np.float32))
-        train, evals, watched = self._evals(tokens, values, rows)
+        train, evals, watched = evaluation_splits(tokens, values, rows, EVAL_ROWS)
         spec = TaskSpec(
             seq_len=tokens.shape[1],
             num_classes=1,
@@ -484,7 +438,9 @@ class FPTRegressor(RegressorMixin, _FPTEstimator):
         )
         task = _ValuesTask(f"sklearn:{type(self).__name__}", train, evals, watched, spec)
         self._train(task)
-        self._compare(task, X, y, rows[1])
+        self.reference_scores_, self.validation_score_, self.reference_comparison_ = compare_on_validation(
+            self, task, X, y, rows[1]
+        )
         return self
 
     def predict(self, X) -> np.ndarray:
