@@ -115,7 +115,7 @@ def test_bad_input_is_one_fpt_error_that_is_also_a_value_error(backbone, blobs):
     assert isinstance(info.value, FptError) and isinstance(info.value, ValueError)
     with pytest.raises(ValueError, match="patch_size must be a whole number from 1 to 2"):
         FPTClassifier(backbone=backbone, steps=2, patch_size=3).fit(X, y)
-    with pytest.raises(FPTInputError, match="^steps must be a whole number of at least 1, got 0$"):
+    with pytest.raises(FPTInputError, match="^steps must be a whole number of at least 1 or None, got 0$"):
         FPTClassifier(backbone=backbone, steps=0).fit(X, y)
     with pytest.raises(FPTInputError, match="4 dimensions"):
         FPTClassifier(backbone=backbone, steps=2).fit(np.zeros((4, 2, 2, 2)), [0, 1, 0, 1])
@@ -256,6 +256,14 @@ def test_baselines_false_and_no_validation_rows_leave_them_out(backbone, blobs, 
     assert whole.reference_scores_ == {} and not spy.fitted
     assert whole.summary_["final"]["split"] == "train"  # every row trained on: evaluated on training rows
     assert whole.reference_comparison_.startswith("no baseline scored: no validation rows")
+
+
+def test_steps_none_trains_ten_passes_over_the_training_rows(backbone, blobs):
+    X, y = blobs  # 120 rows: 96 trained on once 24 are held out, 6 batches of 16 a pass
+    clf = FPTClassifier(backbone=backbone, batch_size=16, precision="fp32").fit(X, y)
+    assert clf.steps is None and clf.steps_ == 60 and clf.summary_["step"] == 60
+    given = FPTRegressor(backbone=backbone, steps=3).fit(X, X[:, 0])
+    assert given.steps_ == 3 and given.summary_["step"] == 3
 
 
 def test_fitted_estimator_pickles_and_predicts_the_same(backbone, blobs):
