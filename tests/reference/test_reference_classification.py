@@ -82,6 +82,22 @@ def test_an_npz_run_ends_beside_the_majority_label_and_a_linear_probe(tiny_gpt2,
     assert beside["scores"]["gradient boosting"]["accuracy"] > 0.75
 
 
+def test_an_npz_without_a_test_file_is_compared_on_the_held_out_rows_it_reports(tiny_gpt2, tmp_path, capsys):
+    # no --test-path: the held-out tenth is the only score the run reports, so the baselines sit beside it
+    pytest.importorskip("sklearn")
+    _npz(tmp_path / "train.npz")
+    argv = ["train", "--task", f"npz:{tmp_path / 'train.npz'}", "--backbone", tiny_gpt2, "--steps", "2"]
+    argv += ["--no-progress", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "baselines on the same heldout split" in out and "linear probe: accuracy" in out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert not summary.get("test") and summary["baselines"]["split"] == "heldout"
+    assert summary["baselines"]["scores"]["linear probe"]["accuracy"] > 0.9  # 40 held-out rows, separable
+    assert main(["evaluate", str(tmp_path / "run")]) == 0  # `fpt evaluate` shows them beside the same split
+    assert "recorded when the run ended, baselines on the same heldout split" in capsys.readouterr().out
+
+
 @pytest.mark.slow  # MiniRocket's numba kernels compile on first use (about 30 s)
 def test_a_series_task_is_compared_with_minirocket_and_1nn_dtw_where_cheap(tmp_path, monkeypatch):
     pytest.importorskip("sktime")

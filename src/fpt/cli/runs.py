@@ -74,7 +74,7 @@ def _recorded_beside(run, results: dict) -> list[str]:
     from fpt.training.intervals import coverage_line
     from fpt.training.reference_scores import comparison_lines
 
-    if "test" not in results:
+    if not results:
         return []
     try:
         summary = run.read_summary()

@@ -184,18 +184,20 @@ def _train(
 
 
 def _after_test(trainer: Trainer, summary: dict) -> dict:
-    """The summary, once its test split is scored (rank 0), with what a forecaster reads beside the score:
+    """The summary, once its test split is scored (rank 0; or the held-out split a task without a test split
+    reports, fpt.training.reference_scores.reported_split), with what a forecaster reads beside the score:
     the reference methods' scores on the same split where the run asks for them and the task has any
     (fpt.training.reference_scores), and a forecast's prediction intervals (a collection's or one series'
     windows') with their test coverage (fpt.training.intervals); written to summary.json too."""
-    from fpt.training.reference_scores import scored_tests
+    from fpt.training.reference_scores import reported_split, scored_tests
 
-    if not (trainer.world.is_main and scored_tests(summary)):
+    tested = bool(scored_tests(summary))
+    if not (trainer.world.is_main and (tested or reported_split(trainer.task, summary))):
         return summary
     from fpt.training.intervals import conformal_intervals, has_intervals
 
     added = {}
-    if has_intervals(trainer.task):
+    if tested and has_intervals(trainer.task):
         added["intervals"] = conformal_intervals(trainer.model, trainer.task)
     if trainer.config.baselines:
         from fpt.training.reference_scores import baseline_scores

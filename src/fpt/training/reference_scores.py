@@ -1,6 +1,7 @@
 """The field's reference methods scored on a finished run's test split, beside fpt's own score:
 what a user asks first ("is this any good?"), answered in the same run, on the same split, through
-the same metric code. Only at the end: the test split is never touched before (summary["test"]).
+the same metric code. Only at the end: the test split is never touched before (summary["test"]). A task
+with no test split at all (an npz without --test-path) is compared on the held-out split it reports.
 
 - A collection of series (fpt.tasks.collections): statsforecast's Naive, SeasonalNaive, Theta and
   AutoETS and M4's Naive2 (fpt.reference.classical), by sMAPE, MASE and OWA.
@@ -41,6 +42,13 @@ def _test_split(summary: dict, key: str) -> str | None:
     return next((s for s, result in scored_tests(summary).items() if key in result), None)
 
 
+def reported_split(task, summary: dict) -> str | None:
+    """The split whose score a finished run reports where its task has no test split at all (an npz
+    without --test-path: its held-out rows, watched while training); None for any other task."""
+    final = summary.get("final") or {}
+    return None if getattr(task, "inner", task).test_splits else final.get("split")
+
+
 def baseline_scores(task, summary: dict, model=None) -> dict | None:
     """{"split", "metric", "seconds", "scores": {method: scores}, "missing": [...]} for the task's test
     split, or None where fpt has no reference for this kind of task or the run scored no test split.
@@ -54,7 +62,7 @@ def baseline_scores(task, summary: dict, model=None) -> dict | None:
         metric = "accuracy"
     else:
         return None
-    split = _test_split(summary, metric)
+    split = _test_split(summary, metric) or reported_split(task, summary)
     return None if split is None else split_baselines(task, split, model)
 
 
@@ -147,7 +155,8 @@ def verdict(summary: dict) -> str:
     beside = summary["baselines"]
     if not beside["scores"]:
         return compare(beside, float("nan"))
-    return compare(beside, scored_tests(summary)[beside["split"]][beside.get("metric", "smape")])
+    scored = {**{(summary.get("final") or {}).get("split"): summary.get("final")}, **scored_tests(summary)}
+    return compare(beside, scored[beside["split"]][beside.get("metric", "smape")])
 
 
 def compare(beside: dict, whole: float, where: str = "this split") -> str:
