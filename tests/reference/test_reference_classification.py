@@ -95,7 +95,11 @@ def test_an_npz_without_a_test_file_is_compared_on_the_held_out_rows_it_reports(
     assert not summary.get("test") and summary["baselines"]["split"] == "heldout"
     assert summary["baselines"]["scores"]["linear probe"]["accuracy"] > 0.9  # 40 held-out rows, separable
     assert main(["evaluate", str(tmp_path / "run")]) == 0  # `fpt evaluate` shows them beside the same split
-    assert "recorded when the run ended, baselines on the same heldout split" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "recorded when the run ended, baselines on the same heldout split" in out
+    evaluation = json.loads((tmp_path / "run" / "evaluation.json").read_text())["splits"]["heldout"]
+    first, second = evaluation["per_class_accuracy"]
+    assert f"  per class: 0 {first:.3f}, 1 {second:.3f}; confusion matrix: {tmp_path / 'run'}" in out
 
 
 @pytest.mark.slow  # MiniRocket's numba kernels compile on first use (about 30 s)

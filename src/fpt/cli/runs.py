@@ -48,6 +48,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             result["forecast_png"] = str(_draw_forecasts(args.run_dir, config, task, model, split))
         results[split] = result
         print(f"{split}: {describe(result)} on {result['examples']} examples, loss {result['loss']:.4f}")
+        if single_label:
+            print(f"  {_per_class(result)}; confusion matrix: {png}")
         if shuffled is not None:
             mixed[split] = evaluate(model, shuffled, config.eval_batch_size, split)
             print(
@@ -65,6 +67,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(f"written: {RunDir(args.run_dir).write_evaluation(evaluation)}")
     for line in _recorded_beside(RunDir(args.run_dir), results):
         print(line)
+
+
+def _per_class(result: dict, shown: int = 10) -> str:
+    """ "per class: 0 0.950, 1 0.900, 2 -" for the first `shown` classes (- where the split has none of
+    that class); evaluation.json holds every class's."""
+    values = result["per_class_accuracy"]
+    parts = [f"{label} {'-' if value is None else f'{value:.3f}'}" for label, value in enumerate(values[:shown])]
+    more = f", ... ({len(values)} classes in evaluation.json)" if len(values) > shown else ""
+    return f"per class: {', '.join(parts)}{more}"
 
 
 def _recorded_beside(run, results: dict) -> list[str]:
