@@ -178,26 +178,30 @@ def _without_nproc(argv: list[str]) -> list[str]:
 
 
 def cmd_info(args: argparse.Namespace) -> None:
-    """`fpt info`: builds the model a run would train and prints its groups, trained or frozen, and precision."""
+    """`fpt info`: the model a run would train, its groups, trained or frozen, and precision; counted from
+    the backbone's files where they tell (no transformers, no weights read), else from the model built."""
     from fpt.core.runtime import bf16_note
     from fpt.models.policy import format_group_table
-    from fpt.training.build import build_task, plan_and_build
+    from fpt.training.build import build_task, counts_without_weights, plan_and_build
 
     asked = _config_from_args(args)
     asked.validate()
-    config, model = plan_and_build(asked, build_task(asked))  # the plan: --precision auto resolved
+    task = build_task(asked)
+    model, counted = None, counts_without_weights(asked, task)
+    if counted is not None:
+        config, family, rows = counted
+    else:
+        config, model = plan_and_build(asked, task)  # the plan: --precision auto resolved
+        family, rows = getattr(getattr(model, "backbone_info", None), "family", None), model.group_rows
     if config.model != "fpt":
         print(f"model {config.model} (every parameter trained), task {config.task}")
     else:
-        print(
-            f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
-            f"task {config.task}, policy {config.policy}"
-        )
-        if config.body != "backbone":
+        print(f"backbone {config.backbone} ({family}, init {config.init}), task {config.task}, policy {config.policy}")
+        if config.body != "backbone":  # never counted without the model
             from fpt.backbones.control_bodies import describe_body
 
             print(describe_body(config.body, model.backbone, model.backbone_info.positions))
-    print(format_group_table(model.group_rows))
+    print(format_group_table(rows))
     picked = " (--precision auto's pick on this machine)" if asked.precision == "auto" else ""
     print(f"precision {config.precision}{picked}")
     print(bf16_note())
