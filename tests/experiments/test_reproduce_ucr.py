@@ -90,15 +90,20 @@ def test_the_table_is_built_from_the_run_files_and_says_who_wins_each_set_and_wh
     _write_run(tmp_path, "GunPoint", "random", 0, 80.0)
     _write_run(tmp_path, "GunPoint", "none", 0, 70.0)
     _write_run(tmp_path, "UnitTest", "fpt", 0, 100.0, {"MiniRocket": 95.5}, missing=dtw_left_out)
+    _write_run(tmp_path, "UnitTest", "random", 0, 100 * 22 / 22)  # as the same share of the test series, a tie
     text = ucr_markdown(read_ucr_runs(tmp_path), "ucr", skipped=("none",))
     assert _cells(text, "GunPoint") == ["GunPoint (40 / 10 / 150)", "91.0 ± 1.4 (n=2)", "80.0 (n=1)", "70.0 (n=1)"] + [
         "99.5",
         "90.5",
         "-8.5",
     ]
-    assert _cells(text, "UnitTest")[1:] == ["100.0 (n=1)", "not run", "skipped for time", "95.5", "—", "+4.5"]
-    assert "- GunPoint: MiniRocket wins, 99.5 against fpt's 91.0: by 8.5 points; best of every row: MiniRocket" in text
-    assert "- UnitTest: fpt wins, 100.0 against MiniRocket's 95.5: by 4.5 points; best of every row: fpt" in text
+    assert _cells(text, "UnitTest")[1:] == ["100.0 (n=1)", "100.0 (n=1)", "skipped for time", "95.5", "—", "+4.5"]
+    assert (
+        "- GunPoint: MiniRocket wins, 99.5 against fpt's 91.0: by 8.5 points; best of every row: MiniRocket (99.5)."
+        in (text)
+    )
+    won = "- UnitTest: fpt wins, 100.0 against MiniRocket's 95.5: by 4.5 points"
+    assert f"{won}; best of every row: fpt and random (100.0)." in text
     assert "Average gap fpt - MiniRocket over the 2 set(s) with both scores: -2.0 points" in text
     assert "on average): met." in text and "majority label" not in text
     assert "Left out: UnitTest: 1-NN DTW: too costly here" in text and "ACSF1, ArrowHead, BasicMotions" in text
