@@ -31,7 +31,7 @@ from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
 from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table, startup_table
-from .time_series import forecasting_table, ucr_patching_table, uea_table
+from .time_series import forecasting_table, ucr_patching_table, ucr_table, uea_table
 
 
 def _results_index() -> str:
@@ -66,6 +66,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "table6-xor": table6_xor,
     "forecasting": forecasting_table,
     "uea": uea_table,
+    "ucr": ucr_table,
     "controls": controls_table,
     "controls-head": controls_head_table,
     "controls-full-rate": controls_full_rate_table,
@@ -84,7 +85,7 @@ FRONT = "README.md"
 PAGES: dict[str, tuple[str, ...]] = {
     FRONT: ("headline",),
     "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
-    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "m3", "m3-controls"),
+    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "ucr", "m3", "m3-controls"),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
     "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe"),
     "benchmarks/early-training.md": (
