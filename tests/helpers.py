@@ -161,6 +161,18 @@ def write_ett_csv(path: Path, hours: int = 48, seed: int = 0) -> tuple[np.ndarra
     return dates, values
 
 
+def write_panel_csv(path: Path, lengths=(48, 60, 36, 10), seed: int = 1) -> None:
+    """A long-format table (unique_id, ds, y) a `--task panel:FILE` run reads: monthly series shop0, shop1, ...
+    from 2015-01-01, one per length, each a random walk on its own level with a yearly cycle."""
+    rng = np.random.default_rng(seed)
+    lines = ["unique_id,ds,y"]
+    for i, n in enumerate(lengths):
+        dates = np.arange(np.datetime64("2015-01"), np.datetime64("2015-01") + n, dtype="datetime64[M]")
+        values = 50.0 * (i + 1) + np.cumsum(rng.normal(size=n)) + 4 * np.sin(np.arange(n) * 2 * np.pi / 12)
+        lines += [f"shop{i},{d}-01,{v:.4f}" for d, v in zip(dates, values)]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def write_seasonal_csv(
     path: Path, rows: int, columns=("load", "temp"), period: int = 24, step=np.timedelta64(1, "h"), seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -216,3 +216,23 @@ def test_no_module_name_is_used_in_two_packages():
         if path.stem not in ("__init__", "__main__"):
             stems.setdefault(path.stem, []).append(str(path.relative_to(SOURCE)))
     assert not {stem: where for stem, where in stems.items() if len(where) > 1}
+
+
+# The generic sweep engine (a grid of `fpt train` runs, resumable, on threads or Ray) and the paper's side
+# (its variants, figures, tables, plots and searches), which is built on the engine: the engine imports no
+# module of experiments/ but its own, so a user's sweep runs without the paper and the paper's tables can
+# change without touching how cells run (issue 56).
+SWEEP_ENGINE = ("sweep_spec", "sweep", "sweep_stop", "cell_records", "sittings", "ray_executor")
+
+
+def test_the_sweep_engine_imports_nothing_of_the_paper():
+    engine = {f"fpt.experiments.{name}" for name in SWEEP_ENGINE}
+    modules = _modules()
+    assert engine <= set(modules), engine - set(modules)
+    outside = [
+        f"{name} imports {target}"
+        for name in sorted(engine)
+        for target in sorted(_edges()[name])
+        if target.startswith("fpt.experiments.") and target not in engine
+    ]
+    assert not outside, outside

@@ -28,7 +28,14 @@ from .converged import converged_table, table6_mnist, table6_xor
 from .headline import headline_table
 from .m3 import m3_controls_table, m3_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
-from .recipes import dropout_probe_table, lr_probe_table, recipe_search_table, recipes_table
+from .recipes import (
+    dropout_probe_table,
+    lr_probe_table,
+    recipe_search_table,
+    recipes_table,
+    small_data_test_table,
+    small_data_validation_table,
+)
 from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table, startup_table
 from .time_series import forecasting_table, ucr_patching_table, ucr_table, uea_table
@@ -63,6 +70,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "recipe-search": recipe_search_table,
     "dropout-probe": dropout_probe_table,
     "lr-probe": lr_probe_table,
+    "small-data-validation": small_data_validation_table,
+    "small-data-test": small_data_test_table,
     "table6-xor": table6_xor,
     "forecasting": forecasting_table,
     "uea": uea_table,
@@ -87,7 +96,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
     "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "ucr", "m3", "m3-controls"),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
-    "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe"),
+    "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe", "small-data-validation", "small-data-test"),
     "benchmarks/early-training.md": (
         "bit-xor-budget",
         "bit-memory-budget",

@@ -140,3 +140,54 @@ def dropout_probe_table() -> str:
     return _markdown(
         ["fast recipe, 2,000 steps", "val at step 2,000 (all 5,000)", "test, scored once at the end"], lines
     )
+
+
+def _score(metric: str, value: float) -> str:
+    """Accuracy as a percentage, R² as it is."""
+    return _pct(value) if metric == "accuracy" else f"{value:.2f}"
+
+
+def _small_data_sets() -> list[dict]:
+    selection = _json(RESULTS / "small_data" / "selection.json")
+    return [_json(RESULTS / "small_data" / f"{name}.json") for name in selection["sets"]]
+
+
+def small_data_validation_table() -> str:
+    """benchmarks/small_data.py: every candidate recipe's validation score on each set (accuracy %, R² for
+    diabetes) with its steps, the best baseline's on the same rows, and each candidate's mean gap to it,
+    which chose."""
+    selection = _json(RESULTS / "small_data" / "selection.json")
+    sets = _small_data_sets()
+    default = selection["default"]  # the former default first, then the rest (the file sorts them by name)
+    candidates = [default, *(c for c in sets[0]["candidates"] if c != default)]
+    rows = []
+    for record in sets:
+        metric = "r2" if record["set"] == "diabetes" else "accuracy"
+        first = record["candidates"][candidates[0]]
+        best = max(first["baselines"], key=first["baselines"].get)
+        cells = [
+            f"{_score(metric, record['candidates'][c]['fpt'])} ({record['candidates'][c]['steps']})" for c in candidates
+        ]
+        rows.append([record["set"], *cells, f"{_score(metric, first['baselines'][best])} ({best})"])
+    gaps = [f"{selection['mean_gap'][c]:+.3f}" + (" (chosen)" if c == selection["chosen"] else "") for c in candidates]
+    rows.append(["mean gap to the best baseline", *gaps, "-"])
+    return _markdown(["set", *candidates, "best baseline"], rows)
+
+
+def small_data_test_table() -> str:
+    """benchmarks/small_data.py: the test split, scored once after the choice: fpt's chosen recipe and the
+    estimators' former default, beside the baselines fitted on all the training rows."""
+    selection = _json(RESULTS / "small_data" / "selection.json")
+    chosen, default = (f"fpt, {selection[key]}" for key in ("chosen", "default"))
+    rows = []
+    for name in selection["sets"]:
+        scored = selection["test"][name]
+        scores, metric = scored["scores"], scored["metric"]
+        linear = "LogisticRegression" if metric == "accuracy" else "Ridge"
+        trees = "HistGradientBoosting" + ("Classifier" if metric == "accuracy" else "Regressor")
+        cells = [_score(metric, scores[key]) for key in (chosen, default, linear, trees)]
+        rows.append(
+            [name, "accuracy %" if metric == "accuracy" else "R²", f"{scored['rows'][0]} / {scored['rows'][1]}"] + cells
+        )
+    header = ["set", "metric", "train / test rows", f"{chosen} (chosen)", default]
+    return _markdown(header + ["LogisticRegression / Ridge", "HistGradientBoosting"], rows)

@@ -10,6 +10,7 @@ from helpers import raises_naming
 from fpt.backbones import load_backbone
 from fpt.cli import main
 from fpt.core.errors import FptError
+from fpt.experiments.paper import PAPER_VARIANTS
 from fpt.training.build import build
 from fpt.training.config import TrainConfig
 from fpt.training.lifecycle import load_run
@@ -189,9 +190,9 @@ def test_sweeps_take_attention_in_the_grid_and_leave_it_out_of_baseline_cells(tm
 
     path = tmp_path / "spec.yaml"
     path.write_text("grid:\n  task: [bit-xor]\n  attention: [null, causal]\n")
-    assert [c.values["attention"] for c in load_spec(path).cells()] == [None, "causal"]
-    args = train_args({"attention": "causal"}, {"variant": "fpt"})
+    assert [c.values["attention"] for c in load_spec(path, PAPER_VARIANTS).cells()] == [None, "causal"]
+    args = train_args({"attention": "causal"}, {"variant": "fpt"}, PAPER_VARIANTS)
     assert args[args.index("--attention") + 1] == "causal"
-    assert "--attention" not in train_args({"attention": "causal"}, {"variant": "lstm"})
+    assert "--attention" not in train_args({"attention": "causal"}, {"variant": "lstm"}, PAPER_VARIANTS)
     with pytest.raises(FptError):
         TrainConfig(attention="both").validate()

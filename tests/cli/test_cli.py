@@ -179,6 +179,40 @@ def test_train_reads_a_yaml_config_and_flags_override_it(tiny_gpt2, tmp_path, ca
         assert words in capsys.readouterr().err and not (tmp_path / "bad").exists()
 
 
+def test_train_takes_a_runs_config_json_as_its_config(tiny_gpt2, tmp_path, capsys):
+    """A run's config.json (its task options in one mapping) is a config file: the same run again,
+    its values with their JSON types; how a sweep's cell is started (fpt.experiments.sweep)."""
+    first, again = tmp_path / "first", tmp_path / "again"
+    flags = ["--task", "bit-xor", "--backbone", tiny_gpt2, "--steps", "2", "--lr", "3e-4", "--n-bits", "4"]
+    assert (
+        main(
+            [
+                "train",
+                *flags,
+                "--eval-size",
+                "8",
+                "--recipe",
+                "fast",
+                "--warmup-steps",
+                "0",
+                "--no-progress",
+                "--out",
+                str(first),
+            ]
+        )
+        == 0
+    )
+    assert main(["train", "--config", str(first / "config.json"), "--no-progress", "--out", str(again)]) == 0
+    saved = json.loads((first / "config.json").read_text())
+    assert json.loads((again / "config.json").read_text()) == saved and saved["task_options"]["n_bits"] == 4
+    (tmp_path / "bad.json").write_text(json.dumps({**saved, "task_options": {"colour": "red"}}))
+    assert main(["train", "--config", str(tmp_path / "bad.json"), "--out", str(tmp_path / "bad")]) == 2
+    assert "unknown option 'colour'" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    (tmp_path / "bad.json").write_text("{not json")
+    assert main(["train", "--config", str(tmp_path / "bad.json"), "--out", str(tmp_path / "bad")]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
+
+
 def test_device_choices_are_checked_and_a_missing_device_named_in_one_line(tiny_gpt2, tmp_path, capsys):
     import torch
 

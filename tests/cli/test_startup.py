@@ -136,3 +136,25 @@ def test_the_light_choices_are_the_acting_modules_own():
     built_in = [name for name in list_tasks() if task_factory(name).__module__.startswith("fpt.")]
     assert built_in == sorted(choices.BUILTIN_TASKS)
     assert choices.task_names() == list_tasks()
+
+
+def test_info_counts_a_pretrained_body_from_its_files_without_transformers(tiny_backbones):
+    """`fpt info` on a pretrained body reads its config and safetensors header (issue 59: 4.05 s on two
+    cores, 2.5 of them importing transformers and loading weights): it says what the built model says
+    (--layers 2 keeps both of the tiny BERT's blocks, and builds it), without transformers or torch's
+    compiler (which torch's meta device would import: 2 s)."""
+    info = ["info", "--backbone", tiny_backbones["bert"], "--task", "bit-xor", "--n-bits", "4"]
+    code = (
+        "import contextlib, io, sys; from fpt.cli import main; out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out): status = main(%r)\n"
+        "import json; print(json.dumps([status, [m for m in ('transformers', 'torch._dynamo') if m in sys.modules], "
+        "out.getvalue()]))"
+    )
+    said = []
+    for argv in (info, [*info, "--layers", "2"]):
+        done = subprocess.run([sys.executable, "-c", code % (argv,)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        said.append(json.loads(done.stdout))
+    (fast_status, fast_heavy, fast_out), (built_status, built_heavy, built_out) = said
+    assert fast_status == built_status == 0 and fast_heavy == [] and "transformers" in built_heavy
+    assert fast_out == built_out and "feedforward" in fast_out

@@ -11,7 +11,7 @@ from fpt.cli import main
 from fpt.core.errors import TOO_SHALLOW, FptError
 from fpt.experiments.cell_records import train_flags
 from fpt.experiments.convergence import convergence, smoothed
-from fpt.experiments.paper import FINETUNE_LR, VARIANTS
+from fpt.experiments.paper import FINETUNE_LR, PAPER_VARIANTS, VARIANTS
 from fpt.experiments.reproduce import Reproduction, run_reproduction, table_rows
 from fpt.experiments.sweep import run_sweep
 from fpt.experiments.sweep_spec import load_spec, train_args
@@ -24,12 +24,15 @@ def test_full_is_trained_from_scratch_and_finetune_fine_tunes_at_its_own_lr():
     assert VARIANTS["full"] == {"policy": "full", "init": "random"}
     assert VARIANTS["finetune"] == {"policy": "full", "init": "pretrained", "lr": FINETUNE_LR}
     assert FINETUNE_LR < 1e-3  # below the FPT's rate, which collapsed full fine-tunes to chance
-    full = train_flags(train_args({"steps": 5}, {"task": "mnist", "variant": "full"}))
+    full = train_flags(train_args({"steps": 5}, {"task": "mnist", "variant": "full"}, PAPER_VARIANTS))
     assert full["--init"] == "random" and full["--policy"] == "full" and "--layers" not in full
     # the paper's Full on CIFAR-10 is a 3-layer GPT-2; a grid value still wins over the variant
-    assert train_flags(train_args({}, {"task": "cifar10", "variant": "full"}))["--layers"] == "3"
-    assert train_flags(train_args({}, {"task": "cifar10", "variant": "full", "layers": 6}))["--layers"] == "6"
-    finetune = train_flags(train_args({"lr": 1e-3}, {"task": "bit-xor", "variant": "finetune"}))
+    assert train_flags(train_args({}, {"task": "cifar10", "variant": "full"}, PAPER_VARIANTS))["--layers"] == "3"
+    assert (
+        train_flags(train_args({}, {"task": "cifar10", "variant": "full", "layers": 6}, PAPER_VARIANTS))["--layers"]
+        == "6"
+    )
+    finetune = train_flags(train_args({"lr": 1e-3}, {"task": "bit-xor", "variant": "finetune"}, PAPER_VARIANTS))
     assert finetune["--init"] == "pretrained" and float(finetune["--lr"]) == FINETUNE_LR
     assert "finetune" in Reproduction(["table1"], tasks=["bit-xor"]).sweeps()[0][1].grid["variant"]
 
@@ -211,7 +214,7 @@ def test_a_sweep_scores_each_test_holdout_once_at_the_end(tiny_gpt2, homology_di
         f"grid:\n  task: [remote-homology]\noptions:\n  steps: 2\n  eval_every: 1\n  batch_size: 2\n"
         f"  max_len: 8\n  backbone: {tiny_gpt2}\n  data_dir: {homology_dir}\n"
     )
-    (row,) = run_sweep(load_spec(spec), tmp_path / "sweep", progress=False)
+    (row,) = run_sweep(load_spec(spec, PAPER_VARIANTS), tmp_path / "sweep", progress=False)
     assert row["status"] == "done" and row["error"] == "" and row["eval_split"] == "valid"
     assert row["split"] == "test_fold_holdout"  # the first holdout, in the task's order
     holdouts = ("test_fold_holdout", "test_superfamily_holdout", "test_family_holdout")

@@ -16,10 +16,12 @@ from fpt.cli import main
 from fpt.core.errors import DIVERGED, FptError
 from fpt.experiments.cell_records import cell_run, train_flags
 from fpt.experiments.controls import controls_markdown, read_arm_runs
+from fpt.experiments.paper import PAPER_VARIANTS
 from fpt.experiments.rate_search import PROBES, choose_rate, parse_lr_search, probe_section, read_choices
 from fpt.experiments.reproduce import Reproduction, run_reproduction
-from fpt.experiments.sweep import failure_summary, sweep_outcome
+from fpt.experiments.sweep import sweep_outcome
 from fpt.experiments.sweep_spec import train_args
+from fpt.experiments.tables import failure_summary
 
 
 def test_rates_are_read_per_arm():
@@ -82,9 +84,11 @@ def test_the_searched_arm_leaves_the_shared_sweep_and_differs_from_it_in_its_rat
     # the arm's own cells and its probe at the chosen rate are one run; the shared options reach both
     seed0 = {"task": "ucr:JapaneseVowels", "variant": "full", "seed": 0}
     probe = next(c for c in probes.cells() if c.values["lr"] == 3e-4)
-    assert train_flags(train_args(own.options, seed0)) == train_flags(train_args(probes.options, probe.values))
+    assert train_flags(train_args(own.options, seed0, PAPER_VARIANTS)) == train_flags(
+        train_args(probes.options, probe.values, PAPER_VARIANTS)
+    )
     assert {k: v for k, v in own.options.items() if k != "lr"} == shared.options == probes.options
-    assert "--no-znorm" in train_args(own.options, seed0)
+    assert "--no-znorm" in train_args(own.options, seed0, PAPER_VARIANTS)
 
 
 def _probe(root: Path, lr: float, final: dict | None, status: str = "done", failure: str = "") -> dict:
@@ -186,7 +190,7 @@ class FakeTraining:
     def __call__(self, cells, spec, sweep_dir, tracking=None):
         for index, cell in enumerate(cells):
             run = cell_run(sweep_dir, cell)
-            lr = float(train_flags(train_args(spec.options, cell.values)).get("--lr", 3e-3))
+            lr = float(train_flags(train_args(spec.options, cell.values, PAPER_VARIANTS)).get("--lr", 3e-3))
             row = {**cell.values, "run_dir": str(run.path), "failure": "", "error": ""}
             if not run.is_finished:
                 self.trained.append((cell.values["variant"], cell.values["seed"], lr))

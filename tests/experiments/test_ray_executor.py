@@ -12,6 +12,7 @@ from helpers import wait_for
 
 from fpt.cli import main
 from fpt.core.errors import FptError
+from fpt.experiments.paper import PAPER_VARIANTS
 from fpt.experiments.sweep import run_sweep
 from fpt.experiments.sweep_spec import load_spec
 
@@ -124,7 +125,7 @@ def test_ray_runs_each_cell_as_a_task_and_writes_the_local_results(local_ray, ti
     done = tmp_path / "ray" / "runs" / "task=bit-xor,seed=1" / "summary.json"
     before = done.stat().st_mtime_ns
     with ray_executor.RayExecutor() as executor:
-        rows = run_sweep(load_spec(spec), tmp_path / "ray", progress=False, executor=executor)
+        rows = run_sweep(load_spec(spec, PAPER_VARIANTS), tmp_path / "ray", progress=False, executor=executor)
     assert [r["status"] for r in rows] == ["done", "done"]
     assert json.loads((cell / "summary.json").read_text())["resumed_from_step"] == 4
     assert done.stat().st_mtime_ns == before

@@ -13,7 +13,7 @@ from helpers import one_line_error
 from fpt.cli import main
 from fpt.experiments.cell_records import train_flags
 from fpt.experiments.competition_tables import competition_markdown, read_subset_runs
-from fpt.experiments.paper import CONTROL_ARMS, VARIANTS
+from fpt.experiments.paper import CONTROL_ARMS, PAPER_VARIANTS, VARIANTS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.sweep_spec import train_args
 
@@ -23,7 +23,7 @@ THETA = {"yearly": 16.90, "quarterly": 8.96, "monthly": 13.85, "other": 4.41, "a
 
 def _cell_flags(spec) -> dict[str, dict[str, str]]:
     """Each cell's `fpt train` flags by its name (a flag without a value: "on")."""
-    return {c.name: train_flags(train_args(spec.options, c.values)) for c in spec.cells()}
+    return {c.name: train_flags(train_args(spec.options, c.values, PAPER_VARIANTS)) for c in spec.cells()}
 
 
 def test_m3_runs_every_arm_of_every_subset_and_scores_the_baselines_once_per_subset():

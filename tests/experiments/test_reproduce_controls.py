@@ -19,7 +19,7 @@ from fpt.experiments.controls import (
     read_arm_runs,
     step_seconds,
 )
-from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, VARIANTS
+from fpt.experiments.paper import CONTROL_ARMS, CONTROLS_TITLE, PAPER_VARIANTS, VARIANTS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.shuffled import SHUFFLE_FILE
 from fpt.experiments.sweep_spec import train_args
@@ -31,7 +31,7 @@ ARM_KEYS = ("policy", "init", "body", "seed")  # what may differ between the arm
 def _resolved(options: dict, values: dict) -> dict:
     """A cell's `fpt train` arguments read by fpt's own parser and resolved as a run resolves them
     (the recipe filled in): every field of the config the run writes, less its task options."""
-    given = vars(build_parser().parse_args(["train", *train_args(options, values)]))
+    given = vars(build_parser().parse_args(["train", *train_args(options, values, PAPER_VARIANTS)]))
     names = {f.name for f in dataclasses.fields(TrainConfig)} - {"task_options"}
     fields = {k: v for k, v in given.items() if k in names and v is not None}
     return vars(TrainConfig.from_recipe(fields.pop("recipe", "paper"), **fields))
@@ -77,7 +77,7 @@ def test_task_options_reach_their_task_and_set_wins():
     assert vowels.options["val_size"] == 50 and vowels.options["znorm"] is False and "horizon" not in vowels.options
     assert ett.options["horizon"] == 96 and "val_size" not in ett.options
     assert vowels.options["dropout"] == 0.2 and ett.options["dropout"] == 0.2
-    args = train_args(vowels.options, {"task": "ucr:JapaneseVowels", "variant": "none", "seed": 0})
+    args = train_args(vowels.options, {"task": "ucr:JapaneseVowels", "variant": "none", "seed": 0}, PAPER_VARIANTS)
     assert "--no-znorm" in args and args[args.index("--body") + 1] == "none"
     with pytest.raises(FptError, match="has no task cifar10"):
         Reproduction(["controls"], tasks=["cifar10"]).check()

@@ -9,7 +9,7 @@ from helpers import write_ett_csv
 
 from fpt.cli import main
 from fpt.core.errors import FptError
-from fpt.experiments.paper import FORECAST_HORIZONS
+from fpt.experiments.paper import FORECAST_HORIZONS, PAPER_VARIANTS
 from fpt.experiments.reproduce import Reproduction
 from fpt.experiments.sweep_spec import train_args
 from fpt.tasks import task_options
@@ -29,9 +29,13 @@ def test_forecasting_runs_every_task_variant_and_horizon_and_set_picks_one_horiz
             "horizon": FORECAST_HORIZONS,
             "seed": [0, 1],
         }
-    linear = _flags(train_args(sweeps[0][1].options, {"task": "ett:ETTh1", "variant": "linear", "horizon": 336}))
+    linear = _flags(
+        train_args(sweeps[0][1].options, {"task": "ett:ETTh1", "variant": "linear", "horizon": 336}, PAPER_VARIANTS)
+    )
     assert linear["--model"] == "linear" and linear["--horizon"] == "336"
-    random = _flags(train_args(sweeps[0][1].options, {"task": "ett:ETTh1", "variant": "random", "horizon": 96}))
+    random = _flags(
+        train_args(sweeps[0][1].options, {"task": "ett:ETTh1", "variant": "random", "horizon": 96}, PAPER_VARIANTS)
+    )
     assert random["--init"] == "random" and random["--policy"] == "fpt"
     plan = Reproduction(["forecasting"], tasks=["ett:ETTh2"], seeds=1, options={"horizon": "24"})
     plan.check()

@@ -22,7 +22,7 @@ needs_sktime = pytest.mark.skipif(importlib.util.find_spec("sktime") is None, re
 
 
 def _cell_flags(spec) -> dict[str, dict[str, str]]:
-    return {c.name: train_flags(train_args(spec.options, c.values)) for c in spec.cells()}
+    return {c.name: train_flags(train_args(spec.options, c.values, spec.variants)) for c in spec.cells()}
 
 
 def test_every_set_runs_every_arm_and_seed_chosen_on_validation_and_scores_the_references_once():

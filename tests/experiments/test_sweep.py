@@ -9,8 +9,10 @@ import pytest
 
 from fpt.cli import main
 from fpt.core.errors import MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, FptError
+from fpt.experiments.paper import PAPER_VARIANTS
+from fpt.experiments.report import write_sweep_report
 from fpt.experiments.reproduce import Reproduction, run_reproduction
-from fpt.experiments.sweep import run_sweep, write_sweep_report
+from fpt.experiments.sweep import run_sweep
 from fpt.experiments.sweep_spec import load_spec
 from fpt.experiments.tables import markdown_table
 from fpt.training.config import RECIPES
@@ -50,6 +52,11 @@ def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(ti
     assert (sweep_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
     config = json.loads((sweep_dir / "runs" / "task=bit-xor,variant=random,seed=1" / "config.json").read_text())
     assert config["init"] == "random" and config["seed"] == 1 and config["steps"] == 4
+    # the cell ran from its config file, the TrainConfig as JSON, not from flags
+    planned = json.loads((sweep_dir / "logs" / "task=bit-xor,variant=random,seed=1.config.json").read_text())
+    assert planned["init"] == "random" and planned["seed"] == 1 and planned["threads"] >= 1
+    asked = ("task", "backbone", "seed", "init", "policy", "steps", "eval_every", "lr", "recipe", "threads")
+    assert {k: config[k] for k in asked} == {k: planned[k] for k in asked}  # the rest resolved by the run
 
     summaries = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("runs/*/summary.json")}
     capsys.readouterr()
@@ -62,7 +69,7 @@ def test_sweep_runs_every_cell_writes_tables_and_never_reruns_a_finished_cell(ti
 
 @pytest.mark.slow
 def test_a_killed_cell_is_resumed_from_its_checkpoint(tiny_gpt2, tmp_path):
-    spec = load_spec(_spec(tmp_path, tiny_gpt2))
+    spec = load_spec(_spec(tmp_path, tiny_gpt2), PAPER_VARIANTS)
     sweep_dir = tmp_path / "sweep"
     run_sweep(spec, sweep_dir, progress=False)
     cell = sweep_dir / "runs" / "task=bit-xor,variant=fpt,seed=0"
@@ -78,9 +85,9 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tiny_gpt2, tmp_path):
     options = f"options:\n  steps: 2\n  backbone: {tiny_gpt2}\n  data_dir: {tmp_path / 'no-data'}\n"
     path.write_text("grid:\n  task: [bit-xor, mnist]\n" + options)
     with pytest.raises(FptError, match="cell task=bit-xor: task 'bit-xor' takes no option data_dir"):
-        load_spec(path)  # an option a cell's task does not take: refused before any cell runs
+        load_spec(path, PAPER_VARIANTS)  # an option a cell's task does not take: refused before any cell runs
     path.write_text("grid:\n  task: [mnist]\n  seed: [0, 1]\n" + options)
-    rows = run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+    rows = run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)
     assert [r["status"] for r in rows] == ["failed", "failed"] and all("no mnist data" in r["error"] for r in rows)
     # the kind of failure is recorded by the cell itself (failure.json), not read from its wording
     assert {r["failure"] for r in rows} == {MISSING_DATA}
@@ -151,7 +158,7 @@ def test_bad_specs_are_refused_naming_the_line_before_anything_runs(tmp_path, te
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     with pytest.raises(FptError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        load_spec(path)
+        load_spec(path, PAPER_VARIANTS)
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
     assert not (tmp_path / "sweep").exists()
 
@@ -203,24 +210,58 @@ def test_reproduce_shares_runs_between_tables_and_keeps_skipped_cells(tiny_gpt2,
 def test_a_variant_overrides_the_specs_options_and_a_grid_value_overrides_the_variant():
     from fpt.experiments.sweep_spec import train_args
 
-    args = train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"})
+    args = train_args({"backbone": "minilm", "steps": 5}, {"variant": "vit", "task": "mnist"}, PAPER_VARIANTS)
     assert args[args.index("--backbone") + 1] == "vit-base" and args.count("--backbone") == 1
-    args = train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"})
+    args = train_args({"backbone": "minilm"}, {"variant": "random", "init": "stats"}, PAPER_VARIANTS)
     assert args[args.index("--init") + 1] == "stats"
-    args = train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"})
+    args = train_args({"backbone": "minilm"}, {"variant": "lstm*-frozen"}, PAPER_VARIANTS)
     assert args[args.index("--model") + 1] == "lstm*-frozen"
+
+
+def test_the_engine_takes_its_variants_from_the_caller(tmp_path):
+    """A grid's `variant` means what the caller's Variants say: the engine has none of its own (issue 56)."""
+    from fpt.experiments.sweep_spec import Variants, train_args
+
+    path = tmp_path / "spec.yaml"
+    path.write_text("grid:\n  task: [bit-xor, bit-memory]\n  variant: [tiny, fpt]\n")
+    with pytest.raises(FptError, match="line 3: this sweep takes no variant"):
+        load_spec(path)  # no variants given: the paper's are not looked up
+    with pytest.raises(FptError, match="line 3: unknown variant 'tiny'"):
+        load_spec(path, PAPER_VARIANTS)
+    mine = Variants({"tiny": {"steps": 3, "lr": 0.5}, "fpt": {"policy": "fpt"}}, {("tiny", "bit-memory"): {"steps": 7}})
+    spec = load_spec(path, mine)
+    assert [spec.cell_options(c.values) for c in spec.cells()] == [
+        {"task": "bit-xor", "steps": 3, "lr": 0.5},
+        {"task": "bit-xor", "policy": "fpt"},
+        {"task": "bit-memory", "steps": 7, "lr": 0.5},
+        {"task": "bit-memory", "policy": "fpt"},
+    ]
+    assert "variants" not in spec.as_dict()  # spec.json as before; each cell's record holds its options
+    assert train_args({}, {"variant": "tiny"}, mine) == ["--steps", "3", "--lr", "0.5"]
+
+
+def test_a_cells_config_is_its_options_as_fpt_train_makes_them():
+    """The TrainConfig a cell's process is given (as JSON): the variant applied, the task's options apart,
+    an option set to null left to the recipe as an unset flag is, the sitting's threads in it."""
+    from fpt.experiments.sweep_spec import SweepSpec, cell_config
+
+    options = {"recipe": "fast", "lr": None, "n_bits": 4, "steps": 300}
+    spec = SweepSpec("s", {"task": ["bit-xor"], "variant": ["random"]}, options, variants=PAPER_VARIANTS)
+    config = cell_config(spec, spec.cells()[0].values, threads=2)
+    assert (config.init, config.policy, config.lr, config.recipe) == ("random", "fpt", RECIPES["fast"]["lr"], "fast")
+    assert (config.task, config.task_options, config.steps, config.threads) == ("bit-xor", {"n_bits": 4}, 300, 2)
 
 
 def test_spec_wide_transformer_options_skip_baseline_cells_only():
     from fpt.experiments.sweep_spec import train_args
 
     options = {"precision": "bf16", "checkpointing": True, "steps": 5}
-    fpt_args = train_args(options, {"variant": "random"})
+    fpt_args = train_args(options, {"variant": "random"}, PAPER_VARIANTS)
     assert fpt_args[fpt_args.index("--precision") + 1] == "bf16" and "--checkpointing" in fpt_args
-    lstm_args = train_args(options, {"variant": "lstm"})
+    lstm_args = train_args(options, {"variant": "lstm"}, PAPER_VARIANTS)
     assert "--precision" not in lstm_args and "--checkpointing" not in lstm_args and "--steps" in lstm_args
     # asked for in the cell itself, it is kept, and `fpt train` refuses it with its own clear error
-    lstm_args = train_args({}, {"model": "lstm", "precision": "bf16"})
+    lstm_args = train_args({}, {"model": "lstm", "precision": "bf16"}, PAPER_VARIANTS)
     assert lstm_args[lstm_args.index("--precision") + 1] == "bf16"
 
 
@@ -263,24 +304,24 @@ def test_duplicate_cells_are_refused_when_the_spec_loads(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text("grid:\n  task: [bit-xor]\n  seed: [0, 0]\n")
     with pytest.raises(FptError, match="twice"):
-        load_spec(path)
+        load_spec(path, PAPER_VARIANTS)
 
 
 @pytest.mark.slow
 def test_a_sweep_rerun_with_other_options_is_refused_before_anything_runs(tiny_gpt2, tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
-    rows = run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+    rows = run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)
     assert rows[0]["status"] == "done"
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 3\n  eval_size: 8\n  backbone: {tiny_gpt2}\n")
     with pytest.raises(FptError, match="was run with other options.*--steps"):
-        run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+        run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)
     assert main(["sweep", str(path), "--out", str(tmp_path / "sweep")]) == 2
     record = next((tmp_path / "sweep" / "cells").glob("*.json"))
     for damaged in ("{", "[]", '{"args": 5}', '{"args": ["--steps"], "recipe": 3}'):
         record.write_text(damaged)
         with pytest.raises(FptError, match="not a cell's record.*delete"):
-            run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+            run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)
 
 
 @pytest.mark.slow
@@ -290,16 +331,16 @@ def test_a_sweep_whose_recipe_was_redefined_since_its_cells_ran_is_refused(tiny_
         f"grid:\n  task: [bit-xor]\noptions:\n  recipe: fast\n  precision: fp32\n  steps: 2\n"
         f"  warmup_steps: 1\n  eval_size: 8\n  backbone: {tiny_gpt2}\n"
     )
-    assert run_sweep(load_spec(path), tmp_path / "sweep", progress=False)[0]["status"] == "done"
+    assert run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)[0]["status"] == "done"
     monkeypatch.setitem(RECIPES, "fast", {**RECIPES["fast"], "dropout": 0.5})  # an upgrade of fpt, say
     with pytest.raises(FptError, match=r"earlier --recipe fast \(dropout 0.0 -> 0.5\)"):
-        run_sweep(load_spec(path), tmp_path / "sweep", progress=False)
+        run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)
     monkeypatch.undo()
     # a cell recorded when the fast recipe's precision was named native-bf16 (now auto: the same pick)
     record = next((tmp_path / "sweep" / "cells").glob("*.json"))
     recorded = json.loads(record.read_text())
     record.write_text(json.dumps({**recorded, "recipe": {**recorded["recipe"], "precision": "native-bf16"}}))
-    assert run_sweep(load_spec(path), tmp_path / "sweep", progress=False)[0]["status"] == "done"
+    assert run_sweep(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep", progress=False)[0]["status"] == "done"
 
 
 def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_path, monkeypatch):
@@ -315,7 +356,7 @@ def test_local_cells_split_the_cores_this_process_may_use_not_every_core(tmp_pat
     monkeypatch.setattr(
         sweep, "run_cell", lambda cell, spec, sweep_dir, n, tracking, stop: threads.append(n) or {"status": "done"}
     )
-    spec = dataclasses.replace(load_spec(_spec(tmp_path, "unused")), parallel=1)
+    spec = dataclasses.replace(load_spec(_spec(tmp_path, "unused"), PAPER_VARIANTS), parallel=1)
     list(sweep.LocalExecutor()(spec.cells()[:2], spec, tmp_path))
     assert threads == [2, 2]
     # OMP_NUM_THREADS caps them (make test sets 1 for its pytest -n auto workers: a cell with every
@@ -334,9 +375,9 @@ def test_a_cell_run_with_the_baselines_is_the_same_cell_without_them(tiny_gpt2, 
 
     path = tmp_path / "spec.yaml"
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n  baselines: true\n")
-    write_cell_records(load_spec(path), tmp_path / "sweep")
+    write_cell_records(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep")
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 2\n  backbone: {tiny_gpt2}\n  baselines: false\n")
-    check_cells_unchanged(load_spec(path), tmp_path / "sweep")  # not refused
+    check_cells_unchanged(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep")  # not refused
     path.write_text(f"grid:\n  task: [bit-xor]\noptions:\n  steps: 3\n  backbone: {tiny_gpt2}\n")
     with pytest.raises(FptError, match="was run with other options \\(--steps 2 -> 3\\)"):
-        check_cells_unchanged(load_spec(path), tmp_path / "sweep")
+        check_cells_unchanged(load_spec(path, PAPER_VARIANTS), tmp_path / "sweep")

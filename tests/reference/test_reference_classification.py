@@ -82,6 +82,26 @@ def test_an_npz_run_ends_beside_the_majority_label_and_a_linear_probe(tiny_gpt2,
     assert beside["scores"]["gradient boosting"]["accuracy"] > 0.75
 
 
+def test_an_npz_without_a_test_file_is_compared_on_the_held_out_rows_it_reports(tiny_gpt2, tmp_path, capsys):
+    # no --test-path: the held-out tenth is the only score the run reports, so the baselines sit beside it
+    pytest.importorskip("sklearn")
+    _npz(tmp_path / "train.npz")
+    argv = ["train", "--task", f"npz:{tmp_path / 'train.npz'}", "--backbone", tiny_gpt2, "--steps", "2"]
+    argv += ["--no-progress", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "baselines on the same heldout split" in out and "linear probe: accuracy" in out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert not summary.get("test") and summary["baselines"]["split"] == "heldout"
+    assert summary["baselines"]["scores"]["linear probe"]["accuracy"] > 0.9  # 40 held-out rows, separable
+    assert main(["evaluate", str(tmp_path / "run")]) == 0  # `fpt evaluate` shows them beside the same split
+    out = capsys.readouterr().out
+    assert "recorded when the run ended, baselines on the same heldout split" in out
+    evaluation = json.loads((tmp_path / "run" / "evaluation.json").read_text())["splits"]["heldout"]
+    first, second = evaluation["per_class_accuracy"]
+    assert f"  per class: 0 {first:.3f}, 1 {second:.3f}; confusion matrix: {tmp_path / 'run'}" in out
+
+
 @pytest.mark.slow  # MiniRocket's numba kernels compile on first use (about 30 s)
 def test_a_series_task_is_compared_with_minirocket_and_1nn_dtw_where_cheap(tmp_path, monkeypatch):
     pytest.importorskip("sktime")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import one_line_error
+from helpers import one_line_error, write_panel_csv
 
 from fpt.cli import main
 from fpt.core.errors import FptError
@@ -105,18 +105,8 @@ def test_a_series_too_short_for_validation_and_test_is_one_line():
         build_collection_task(collection, lookback=8, patch_size=4, patch_stride=2)
 
 
-def _panel_csv(path, lengths=(48, 60, 36, 10), seed=1) -> None:  # shop3: too short for a horizon of 6
-    rng = np.random.default_rng(seed)
-    lines = ["unique_id,ds,y"]
-    for i, n in enumerate(lengths):
-        dates = np.arange(np.datetime64("2015-01"), np.datetime64("2015-01") + n, dtype="datetime64[M]")
-        values = 50.0 * (i + 1) + np.cumsum(rng.normal(size=n)) + 4 * np.sin(np.arange(n) * 2 * np.pi / 12)
-        lines += [f"shop{i},{d}-01,{v:.4f}" for d, v in zip(dates, values)]
-    path.write_text("\n".join(lines) + "\n")
-
-
 def _train(tiny_gpt2, tmp_path, *extra) -> tuple[int, str]:
-    _panel_csv(tmp_path / "sales.csv")
+    write_panel_csv(tmp_path / "sales.csv")  # shop3: too short for a horizon of 6
     argv = ["train", "--task", f"panel:{tmp_path / 'sales.csv'}", "--horizon", "6", "--backbone", tiny_gpt2]
     argv += ["--steps", "4", "--batch-size", "8", "--eval-every", "2", "--no-progress", "--out", str(tmp_path / "run")]
     return main([*argv, *extra])
@@ -211,7 +201,7 @@ def test_no_baselines_leaves_them_out(tiny_gpt2, tmp_path, capsys):
 
 
 def test_a_panel_without_a_horizon_is_one_line(tiny_gpt2, tmp_path, capsys):
-    _panel_csv(tmp_path / "sales.csv")
+    write_panel_csv(tmp_path / "sales.csv")
     argv = ["train", "--task", f"panel:{tmp_path / 'sales.csv'}", "--backbone", tiny_gpt2, "--steps", "1"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 2
     assert "needs --horizon" in one_line_error(capsys) and not (tmp_path / "run").exists()

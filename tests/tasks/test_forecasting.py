@@ -226,6 +226,22 @@ def test_ett_without_its_file_names_the_fetch(tmp_path):
         create_task("ett:ETTm1", data_dir=str(tmp_path))
 
 
+def test_none_leaves_a_window_option_to_the_task_and_is_refused_where_no_rule_chooses_it(tmp_path, ett_dir):
+    # a config's null: a CSV's look-back and patches are chosen from its rows ...
+    _csv(tmp_path / "mine.csv", 400)
+    none = dict(lookback=None, patch_size=None, patch_stride=None)
+    assert create_task(f"forecast:{tmp_path / 'mine.csv'}", horizon=24, **none).notes["lookback"] == 120
+    # ... but nothing chooses a horizon, or ETT's windows: the words of a 0, not a traceback
+    for task, options, key in [
+        (f"forecast:{tmp_path / 'mine.csv'}", {"horizon": None}, "--horizon"),
+        ("ett:ETTh1", {**SMALL, "horizon": None}, "--horizon"),
+        ("ett:ETTh1", {**SMALL, "patch_stride": None}, "--patch-stride"),
+    ]:
+        where = {} if task.startswith("forecast") else {"data_dir": str(ett_dir[0])}
+        with pytest.raises(FptError, match=f"^{key} must be a whole number of at least 1, got None$"):
+            create_task(task, **where, **options)
+
+
 def test_ett_columns_are_the_channels(ett_dir):
     task = create_task("ett:ETTh1", data_dir=str(ett_dir[0]), **SMALL)
     assert task.notes["columns"] == list(ETT_COLUMNS) and task.evals["val"].channels == 7

@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fpt.backbones.body import Backbone, backbone_from_config, weights_hash
     from fpt.backbones.catalog import (
+        INITS,
         BackboneEntry,
+        check_init,
         get_backbone_entry,
         list_backbones,
         register_backbone,
         require_backbone_entry,
     )
-    from fpt.backbones.load import INITS, backbone_depth, check_init, load_backbone
+    from fpt.backbones.load import backbone_depth, load_backbone
     from fpt.backbones.saved_body import (
         bit_backbone_path,
         bit_backbone_recipe,
@@ -28,8 +30,16 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "body": ("Backbone", "backbone_from_config", "weights_hash"),
-    "catalog": ("BackboneEntry", "get_backbone_entry", "list_backbones", "register_backbone", "require_backbone_entry"),
-    "load": ("INITS", "backbone_depth", "check_init", "load_backbone"),
+    "catalog": (
+        "INITS",
+        "BackboneEntry",
+        "check_init",
+        "get_backbone_entry",
+        "list_backbones",
+        "register_backbone",
+        "require_backbone_entry",
+    ),
+    "load": ("backbone_depth", "load_backbone"),
     "saved_body": ("bit_backbone_path", "bit_backbone_recipe", "export_backbone", "load_exported_backbone"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}

@@ -21,9 +21,6 @@ from fpt.backbones.vit import ViTBody, is_vit
 from fpt.core.devices import attention_kernel
 from fpt.core.errors import FptError
 
-# Longer sequences than any attention here could take in memory: their position table alone is GBs.
-MAX_SEQ_LEN = 1 << 20
-
 
 class UnusedTokenTable(nn.Module):
     """Stands in for the dropped token-embedding table: fpt always passes inputs_embeds."""
@@ -133,9 +130,9 @@ def adapt(
 ) -> None:
     """The run-specific surgery, after the weights' identity is fixed."""
     model, family = backbone.model, backbone.family
-    if seq_len is not None and seq_len > MAX_SEQ_LEN:  # a typo in --n-bits or --max-len, not a real task
+    if seq_len is not None and seq_len > surgery.MAX_SEQ_LEN:  # a typo in --n-bits or --max-len, not a real task
         raise FptError(
-            f"the task's sequences are {seq_len:,} tokens; fpt takes at most {MAX_SEQ_LEN:,}: "
+            f"the task's sequences are {seq_len:,} tokens; fpt takes at most {surgery.MAX_SEQ_LEN:,}: "
             "lower --n-bits or --max-len, or raise --patch-size"
         )
     if seq_len is not None:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
+from fpt.core.choices import INITS
 from fpt.core.errors import MISSING_BACKBONE, FptError
-from fpt.core.paths import cache_dir
+from fpt.core.paths import cache_dir, user_path
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,30 @@ def require_backbone_entry(name: str) -> BackboneEntry:
     if entry is None:
         raise FptError(f"{name!r} is not a registered backbone; choose one of {', '.join(_REGISTRY)}")
     return entry
+
+
+def check_init(init: str) -> str:
+    """The one lookup of --init."""
+    if init not in INITS:
+        raise FptError(f"unknown --init {init!r}; choose one of {', '.join(INITS)}")
+    return init
+
+
+def source_of(name: str) -> tuple[str | None, BackboneEntry | None]:
+    """Resolve a backbone name to (path-or-hub-id, registry entry): (None, entry) for a registered
+    name, (directory, None) for a local checkpoint, (hub id, None) otherwise; FptError for a path
+    that holds no checkpoint."""
+    entry = get_backbone_entry(name)
+    if entry is not None:
+        return None, entry
+    path = user_path(name)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FptError(f"backbone directory {path} has no config.json; save it with save_pretrained")
+        return str(path), None
+    if path.exists() or name.startswith((".", "/", "~")):
+        raise FptError(f"backbone {name!r} is not a directory holding a Hugging Face checkpoint")
+    return name, None  # a hub id
 
 
 def _hub_cached(hub_id: str) -> bool:

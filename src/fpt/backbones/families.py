@@ -46,7 +46,7 @@ class CausalSwitch:
 class Family:
     """What fpt knows of one architecture (a Hugging Face model_type): the regexes that put each parameter
     in a group, where its blocks and position table are, where and how its attention dropout is set, which
-    way it attends as pretrained, and how (if at all) it is made causal."""
+    way it attends as pretrained, how (if at all) it is made causal, and how its checkpoints are laid out."""
 
     group_rules: tuple[tuple[str, str], ...]  # ordered (group, regex on the parameter name); first match wins
     blocks: str  # dotted path of the ModuleList of transformer blocks
@@ -55,6 +55,13 @@ class Family:
     config_dropout_keys: tuple[str, ...]  # config fields holding the attention dropout rate
     attention: str  # which way it attends as pretrained: causal | bidirectional
     causal_switch: CausalSwitch | None = None  # how a bidirectional family is made causal; None: fpt cannot
+    # How its checkpoints are laid out, for reading a body's shapes from the files alone (fpt.backbones.shapes):
+    # the token table's parameter name (None: no table, a ViT's patches), transformers' base_model_prefix
+    # (a checkpoint with a head keeps the body under it), and the buffers older checkpoints saved beside the
+    # parameters (a regex on the tensor name; None: none known)
+    token_table: str | None = None
+    base_prefix: str | None = None
+    checkpoint_buffers: str | None = None
 
 
 FAMILIES: dict[str, Family] = {
@@ -71,6 +78,9 @@ FAMILIES: dict[str, Family] = {
         attention_dropout=(AttentionDropout("attn_dropout"),),
         config_dropout_keys=("attn_pdrop",),
         attention=CAUSAL,
+        token_table="wte.weight",
+        base_prefix="transformer",
+        checkpoint_buffers=r"\.attn\.(masked_)?bias$",  # the causal mask, in older files (skipped on load)
     ),
     "bert": Family(
         group_rules=(
@@ -89,6 +99,9 @@ FAMILIES: dict[str, Family] = {
         attention=BIDIRECTIONAL,
         # as a BERT decoder: transformers 5 reads is_causal (sdpa, where it skips the mask), 4.x is_decoder
         causal_switch=CausalSwitch("is_decoder", owner_suffix="SelfAttention", attrs=("is_causal", "is_decoder")),
+        token_table="embeddings.word_embeddings.weight",
+        base_prefix="bert",
+        checkpoint_buffers=r"embeddings\.(position_ids|token_type_ids)$",  # index buffers, as in MiniLM's file
     ),
     "llama": Family(
         group_rules=(
@@ -102,6 +115,9 @@ FAMILIES: dict[str, Family] = {
         attention_dropout=(AttentionDropout("attention_dropout", holds_rate=True),),
         config_dropout_keys=("attention_dropout",),
         attention=CAUSAL,
+        token_table="embed_tokens.weight",
+        base_prefix="model",
+        checkpoint_buffers=r"\.rotary_emb\.inv_freq$",  # the rotary frequencies, in older files
     ),
     "vit": Family(  # as wrapped by fpt.backbones.vit.ViTBody
         group_rules=(

@@ -27,35 +27,12 @@ from fpt.backbones.body import (
     weights_hash,
     with_small_vocabulary,
 )
-from fpt.backbones.catalog import BackboneEntry, get_backbone_entry
+from fpt.backbones.catalog import BackboneEntry, check_init, source_of
 from fpt.backbones.families import native_attention
 from fpt.backbones.saved_body import bit_backbone_path, load_exported_backbone
 from fpt.backbones.vit import ViTBody
-from fpt.core.choices import INITS
 from fpt.core.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
 from fpt.core.paths import user_path
-
-
-def check_init(init: str) -> str:
-    """The one lookup of --init."""
-    if init not in INITS:
-        raise FptError(f"unknown --init {init!r}; choose one of {', '.join(INITS)}")
-    return init
-
-
-def _source_of(name: str) -> tuple[str | None, BackboneEntry | None]:
-    """Resolve a backbone name to (path-or-hub-id, registry entry)."""
-    entry = get_backbone_entry(name)
-    if entry is not None:
-        return None, entry
-    path = user_path(name)
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise FptError(f"backbone directory {path} has no config.json; save it with save_pretrained")
-        return str(path), None
-    if path.exists() or name.startswith((".", "/", "~")):
-        raise FptError(f"backbone {name!r} is not a directory holding a Hugging Face checkpoint")
-    return name, None  # a hub id
 
 
 def _load_config(source: str, name: str):
@@ -189,7 +166,7 @@ def backbone_depth(name: str) -> int | None:
     """The number of blocks a backbone has as published, where that is known on this machine
     without a download (a registered architecture, an installed package, a local directory)."""
     try:
-        source, entry = _source_of(name)
+        source, entry = source_of(name)
         if entry is not None and entry.offline_config is not None:
             return _depth(entry.offline_config())
         if entry is not None and not entry.is_available():
@@ -283,7 +260,7 @@ def load_backbone(
 
     hf_logging.disable_progress_bar()  # fpt draws its own progress; loading is a second or two
     _check_request(init, body, layers, dropout, attention_dropout)
-    source, entry = _source_of(name)
+    source, entry = source_of(name)
     config, source = _architecture(name, source, entry, init)
     _check_layers(config, layers, name, init)
     surgery.attention_switch(config.model_type, attention)  # refused before any weights are read

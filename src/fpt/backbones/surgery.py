@@ -45,6 +45,10 @@ PRECISIONS = {
 # PRECISION_CHOICES, auto and these names, is there for the option parser (tests/cli/test_startup.py checks both agree)
 
 
+# Longer sequences than any attention here could take in memory: their position table alone is GBs.
+MAX_SEQ_LEN = 1 << 20
+
+
 def check_precision(precision: str) -> None:
     """--precision NAME is auto or a name `compute_dtype` knows (checked before anything is built)."""
     if precision != AUTO:

@@ -148,8 +148,9 @@ def _add_train(commands) -> None:
     train.add_argument(
         "--config",
         type=Path,
-        metavar="FILE.yaml",
-        help="any train options as YAML (names with underscores); flags given here override it",
+        metavar="FILE",
+        help="any train options as YAML (names with underscores), or as JSON (FILE.json), a run's config.json "
+        "included; flags given here override it",
     )
     train.add_argument("--out", type=Path, help="run directory (default: runs/<task>-<backbone>-<time>)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run from its checkpoint")
@@ -277,8 +278,27 @@ def _add_export_and_predict(commands) -> None:
         action="store_true",
         help="replace an existing --out (never the input or the run's training data)",
     )
+    predict.add_argument(
+        "--level",
+        type=_percent,
+        nargs="+",
+        metavar="LEVEL",
+        help="a forecast's prediction intervals, in percent, as statsforecast's level: --level 50 90 99 writes "
+        "columns fpt-lo-50, fpt-hi-50, ... (COLUMN-lo-50, ... for a .csv series), split conformal on the "
+        "run's validation split (default: 80 95, as the run recorded them)",
+    )
     predict.add_argument("--batch-size", type=int, default=256)
     _device_option(predict)
+
+
+def _percent(text: str) -> float:
+    """One --level: a number (its range is checked with the run's, fpt.training.intervals.check_levels)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number: give levels in percent, separated by spaces, e.g. --level 80 95"
+        ) from None
 
 
 def _add_data_and_report(commands) -> None:

@@ -48,6 +48,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             result["forecast_png"] = str(_draw_forecasts(args.run_dir, config, task, model, split))
         results[split] = result
         print(f"{split}: {describe(result)} on {result['examples']} examples, loss {result['loss']:.4f}")
+        if single_label:
+            print(f"  {_per_class(result)}; confusion matrix: {png}")
         if shuffled is not None:
             mixed[split] = evaluate(model, shuffled, config.eval_batch_size, split)
             print(
@@ -67,6 +69,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(line)
 
 
+def _per_class(result: dict, shown: int = 10) -> str:
+    """ "per class: 0 0.950, 1 0.900, 2 -" for the first `shown` classes (- where the split has none of
+    that class); evaluation.json holds every class's."""
+    values = result["per_class_accuracy"]
+    parts = [f"{label} {'-' if value is None else f'{value:.3f}'}" for label, value in enumerate(values[:shown])]
+    more = f", ... ({len(values)} classes in evaluation.json)" if len(values) > shown else ""
+    return f"per class: {', '.join(parts)}{more}"
+
+
 def _recorded_beside(run, results: dict) -> list[str]:
     """What the run (a RunDir) recorded beside its test score when it ended, where this evaluation scored that
     split too: the intervals' test coverage and the baselines on the same split with the sentence on who wins.
@@ -74,7 +85,7 @@ def _recorded_beside(run, results: dict) -> list[str]:
     from fpt.training.intervals import coverage_line
     from fpt.training.reference_scores import comparison_lines
 
-    if "test" not in results:
+    if not results:
         return []
     try:
         summary = run.read_summary()
@@ -280,8 +291,12 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
     if args.batch_size < 1:
         raise FptError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.level is not None:
+        from fpt.training.intervals import check_levels
+
+        check_levels(args.level)  # before any work
     if args.out is not None:
-        check_output(args.out)  # before any work
+        check_output(args.out)
     if is_saved_model(args.run_dir):  # written by `fpt export --format hf`
         task, model = load_saved_model(args.run_dir, args.device)
     else:
@@ -294,8 +309,10 @@ def cmd_predict(args: argparse.Namespace) -> None:
         out = args.out or args.run_dir / f"predictions-{args.input.name}.csv"
         intervals = _recorded_intervals(args.run_dir)
         batch = eval_batch_for(task, args.batch_size)
-        print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals)))
+        print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals, args.level)))
         return
+    if args.level is not None:
+        raise FptError(f"--level: {args.run_dir} is a {task.name} run, not a forecast; leave --level out")
     batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
     probabilities = predict_probabilities(model, batches)
     suffix = ".csv" if task.spec.num_outputs == 1 else ".jsonl"

@@ -69,7 +69,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """`fpt sweep SPEC`: run (or continue) the spec's cells, print and write their table; 1 where
     some failed. Cells its `max_minutes` (or --max-minutes) stopped are said on stderr: the same
     command continues them."""
-    from fpt.experiments.sweep import STOPPED, run_sweep, sweep_outcome, write_sweep_report
+    from fpt.experiments.paper import PAPER_VARIANTS
+    from fpt.experiments.report import write_sweep_report
+    from fpt.experiments.sweep import STOPPED, run_sweep, sweep_outcome
     from fpt.experiments.sweep_spec import load_spec
     from fpt.training.lifecycle import check_max_minutes
 
@@ -77,7 +79,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _load_end_of_run_modules()
     executor = _executor(args)
     tracker = tracker_from_args(args)
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, PAPER_VARIANTS)  # a grid's `variant` names one of the paper's
     if args.max_minutes is not None:  # this sitting's limit, in place of the spec's
         check_max_minutes(args.max_minutes)
         spec = dataclasses.replace(spec, max_minutes=args.max_minutes)
@@ -141,7 +143,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def _failed_runs_status(rows: list[dict], report: Path) -> int:
     """The exit status of a sweep: 1 when some of its runs failed, so that a script running it
     learns its tables are incomplete."""
-    from fpt.experiments.sweep import failure_summary
+    from fpt.experiments.tables import failure_summary
 
     summary = failure_summary(rows)
     if summary is None:

@@ -14,20 +14,32 @@ from fpt.core.errors import FptError
 
 
 def _config_file(path: Path | None) -> dict:
-    """`fpt train --config FILE.yaml`: train and task options by name, each of its option's type."""
+    """`fpt train --config FILE`: train and task options by name, each of its option's type; YAML, or
+    JSON where the name ends in .json. The task's options may also be given as one `task_options`
+    mapping, as a run's config.json holds them: a run's config.json, or the one a sweep writes for
+    each cell (fpt.experiments.sweep), is a config file of its own."""
     if path is None:
         return {}
-    from fpt.experiments.sweep_spec import read_yaml
     from fpt.training.config import coerce_option
 
-    data = read_yaml(path, "config file")[0]
+    if path.suffix == ".json":
+        from fpt.core.jsonfile import read_json_object
+
+        data = read_json_object(path, missing="give the path of a JSON config", damaged="give a JSON config")
+    else:
+        from fpt.experiments.sweep_spec import read_yaml
+
+        data = read_yaml(path, "config file")[0]
     if not isinstance(data, dict):
         raise FptError(f"{path}: a config file maps option names to values, e.g. 'task: mnist'")
+    nested = data.pop("task_options", None) or {}
+    if not isinstance(nested, dict):
+        raise FptError(f"{path}: task_options maps the task's option names to values, e.g. {{'n_bits': 5}}")
     known = _train_option_names()
-    unknown = sorted(str(k) for k in data if k not in known)
+    unknown = sorted(str(k) for k in [*data, *nested] if k not in known or (k in nested and k not in TASK_OPTIONS))
     if unknown:
         raise FptError(f"{path}: unknown option {unknown[0]!r}; use `fpt train` option names with underscores")
-    return {key: coerce_option(key, value, str(path)) for key, value in data.items()}
+    return {key: coerce_option(key, value, str(path)) for key, value in {**nested, **data}.items()}
 
 
 def _train_option_names() -> set[str]:
@@ -166,26 +178,30 @@ def _without_nproc(argv: list[str]) -> list[str]:
 
 
 def cmd_info(args: argparse.Namespace) -> None:
-    """`fpt info`: builds the model a run would train and prints its groups, trained or frozen, and precision."""
+    """`fpt info`: the model a run would train, its groups, trained or frozen, and precision; counted from
+    the backbone's files where they tell (no transformers, no weights read), else from the model built."""
     from fpt.core.runtime import bf16_note
     from fpt.models.policy import format_group_table
-    from fpt.training.build import build_task, plan_and_build
+    from fpt.training.build import build_task, counts_without_weights, plan_and_build
 
     asked = _config_from_args(args)
     asked.validate()
-    config, model = plan_and_build(asked, build_task(asked))  # the plan: --precision auto resolved
+    task = build_task(asked)
+    model, counted = None, counts_without_weights(asked, task)
+    if counted is not None:
+        config, family, rows = counted
+    else:
+        config, model = plan_and_build(asked, task)  # the plan: --precision auto resolved
+        family, rows = getattr(getattr(model, "backbone_info", None), "family", None), model.group_rows
     if config.model != "fpt":
         print(f"model {config.model} (every parameter trained), task {config.task}")
     else:
-        print(
-            f"backbone {config.backbone} ({model.backbone_info.family}, init {config.init}), "
-            f"task {config.task}, policy {config.policy}"
-        )
-        if config.body != "backbone":
+        print(f"backbone {config.backbone} ({family}, init {config.init}), task {config.task}, policy {config.policy}")
+        if config.body != "backbone":  # never counted without the model
             from fpt.backbones.control_bodies import describe_body
 
             print(describe_body(config.body, model.backbone, model.backbone_info.positions))
-    print(format_group_table(model.group_rows))
+    print(format_group_table(rows))
     picked = " (--precision auto's pick on this machine)" if asked.precision == "auto" else ""
     print(f"precision {config.precision}{picked}")
     print(bf16_note())

@@ -3,7 +3,7 @@ bodies, policies, poolings, attentions, precisions and devices. They live here, 
 that needs torch, so that `fpt --help`, a usage error and the option parser generated from
 TrainConfig import neither torch nor transformers (issue 59: `fpt --help` took 2.5-3.0 s on two
 busy cores, 1.3x a bare `import torch`). Each module that acts on a name imports it from here
-(`fpt.backbones.load.INITS` is this INITS), so every list is written once.
+(`fpt.backbones.catalog.INITS` is this INITS), so every list is written once.
 
 The task names and options are the built-in tasks'; `fpt.tasks.registry` registers into these same
 objects (`TASK_NAMES`, `TASK_OPTIONS`), so a task registered from Python is offered as well, and

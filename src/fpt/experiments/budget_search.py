@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fpt.core.errors import FptError
+from fpt.experiments.paper import PAPER_VARIANTS
 from fpt.experiments.sweep_spec import SweepSpec
 from fpt.training.run_dir import RunDir
 
@@ -38,7 +39,7 @@ def probe_spec(name: str, task: str, arm: str, cells: dict[int, dict], options: 
     """Seed 0 of `arm` once per budget (`cells`: budget -> the options that budget sets), named
     ARM-stepsB, with every other option the arm's cells have."""
     named = {f"{arm}-steps{b}": {"task": task, "variant": arm, "seed": 0, **values} for b, values in cells.items()}
-    return SweepSpec(name, {}, options, parallel, named)
+    return SweepSpec(name, {}, options, parallel, named, variants=PAPER_VARIANTS)
 
 
 def validation_smape(run_dir: Path) -> float | None:

@@ -21,7 +21,7 @@ def cell_run(sweep_dir: Path, cell: Cell) -> RunDir:
 def write_cell_records(spec: SweepSpec, sweep_dir: Path) -> None:
     """The options each cell runs with, to compare when the sweep is run again."""
     for cell in spec.cells():
-        args = train_args(spec.options, cell.values)
+        args = train_args(spec.options, cell.values, spec.variants)
         write_json(cell_record(sweep_dir, cell), {"values": cell.values, "args": args, "recipe": recipe_of(args)})
 
 
@@ -67,7 +67,7 @@ def check_cells_unchanged(spec: SweepSpec, sweep_dir: Path) -> None:
             and isinstance(recorded.get("recipe"), (dict, type(None)))
         ):
             raise FptError(f"{record} is not a cell's record (JSON with args and recipe); {redo}")
-        now, before = _scored_alike(train_args(spec.options, cell.values)), _scored_alike(before)
+        now, before = _scored_alike(train_args(spec.options, cell.values, spec.variants)), _scored_alike(before)
         recipe_then, recipe_now = _renamed_recipe_values(recorded.get("recipe")), recipe_of(now)
         if recipe_then is not None and before == now and recipe_then != recipe_now:
             changed = _differences(recipe_then, recipe_now)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from fpt.experiments.sweep_spec import Variants
+
 TASK_COLUMNS = {  # task name -> the paper's column heading
     "bit-memory": "Bit Memory",
     "bit-xor": "XOR",
@@ -134,6 +136,8 @@ VARIANTS: dict[str, dict] = {
 # Options a variant takes on one task only: the paper's Full on CIFAR-10 is a 3-layer GPT-2 of width
 # 768 (appendix D), so `full` keeps 3 blocks of the backbone's architecture there.
 VARIANT_TASK_OPTIONS: dict[tuple[str, str], dict] = {("full", "cifar10"): {"layers": 3}}
+# What a sweep's `variant` stands for in `fpt sweep` and `fpt reproduce`: the sweep engine has no variants of its own.
+PAPER_VARIANTS = Variants(VARIANTS, VARIANT_TASK_OPTIONS)
 
 ALL_TASKS = ["bit-memory", "bit-xor", "listops", "mnist", "fashion-mnist", "cifar10", "cifar10-lra", "remote-homology"]
 IMAGE_TASKS = ["mnist", "fashion-mnist", "cifar10"]

@@ -23,7 +23,7 @@ from fpt.core.errors import DIVERGED, FptError
 from fpt.core.paths import write_json
 from fpt.core.scores import headline_metric, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged
-from fpt.experiments.paper import CONTROL_ARMS, FEW_SHOT
+from fpt.experiments.paper import CONTROL_ARMS, FEW_SHOT, PAPER_VARIANTS
 from fpt.experiments.sweep_spec import SweepSpec
 from fpt.tasks.base import is_test_split
 from fpt.tasks.registry import task_label
@@ -94,7 +94,7 @@ def probe_spec(
 ) -> SweepSpec:
     """Seed 0 of `arm` once per rate, with every other option the arm's cells have."""
     grid = {"task": [task], "variant": [arm], **axes, "lr": list(rates), "seed": [0]}
-    return SweepSpec(name, grid, options, parallel)
+    return SweepSpec(name, grid, options, parallel, variants=PAPER_VARIANTS)
 
 
 class NoRateYet(FptError):

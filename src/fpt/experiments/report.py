@@ -1,4 +1,5 @@
-"""`fpt report DIR`: one self-contained HTML page for a run or a sweep.
+"""`fpt report DIR`: one self-contained HTML page for a run or a sweep; and `fpt sweep`'s own
+results.md with its chart and learning curves (`write_sweep_report`).
 
 Everything is inline (CSS, figures as data URIs), so the page can be mailed or attached as it is.
 A run shows its configuration, its results on every split, its learning curve, and the attention
@@ -17,6 +18,7 @@ from pathlib import Path
 from fpt.core.errors import FptError
 from fpt.core.paths import write_text
 from fpt.core.scores import is_regression
+from fpt.experiments.sweep_spec import SweepSpec
 from fpt.training.run_dir import RunDir
 
 _STYLE = """
@@ -266,3 +268,26 @@ def write_report(directory: Path, out: Path | None = None) -> Path:
     else:
         raise FptError(f"{directory} is neither a run directory (config.json) nor a sweep directory (results.csv)")
     return write_text(out or directory / "report.html", _page(title, sections))
+
+
+def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
+    """results.md (the table of a user's own sweep), chart.png and curves.png; returns the table's text."""
+    from fpt.experiments.plots import learning_curves, table_chart
+    from fpt.experiments.tables import (
+        failed_runs_section,
+        markdown_table,
+        row_metric,
+        split_title,
+        stopped_runs_section,
+    )
+
+    options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
+    seeds = len({str(cell.values.get("seed", 0)) for cell in spec.cells()})
+    text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); {split_title(rows)}", None, "row")
+    if table_chart(rows, sweep_dir / "chart.png", f"{spec.name}: {split_title(rows)}", None, "row"):
+        scored = "MSE" if all(row_metric(r) == "mse" for r in rows if r["status"] == "done") else "accuracy"
+        text += f"\n![our {scored} by row and task](chart.png)\n"
+    text += failed_runs_section(rows) + stopped_runs_section(rows)
+    write_text(sweep_dir / "results.md", text)
+    learning_curves(rows, sweep_dir / "curves.png", "row")
+    return text

@@ -20,6 +20,7 @@ from fpt.experiments.budget_search import probe_spec as budget_probe
 from fpt.experiments.paper import (
     COLLECTION_TABLES,
     CONTROL_ARMS,
+    PAPER_VARIANTS,
     PUBLISHED_TABLES,
     REPRODUCIBLE,
     VARIANTS,
@@ -35,7 +36,7 @@ from fpt.experiments.rate_search import (
     probe_spec,
     search_rates,
 )
-from fpt.experiments.sweep import Executor, LocalExecutor, failed_runs_section, run_sweep, write_results_csv
+from fpt.experiments.sweep import Executor, LocalExecutor, run_sweep, write_results_csv
 from fpt.experiments.sweep_spec import (
     GRID_ONLY_KEYS,
     MAX_CELLS,
@@ -44,6 +45,7 @@ from fpt.experiments.sweep_spec import (
     check_cell_options,
     option_names,
 )
+from fpt.experiments.tables import failed_runs_section
 from fpt.experiments.ucr_tables import ucr_options, ucr_text
 from fpt.tracking import Tracker
 from fpt.tracking.sinks import warn
@@ -299,6 +301,7 @@ class Reproduction:
             {"task": [task], "variant": variants, **others, "seed": list(range(self.seeds))},
             self._options(task_options, own),
             self.parallel,
+            variants=PAPER_VARIANTS,
         )
         if task in self._competition_tasks() | self._ucr_tasks() and "baselines" not in self.options:
             spec = baselines_once(spec)

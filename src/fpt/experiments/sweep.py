@@ -16,7 +16,9 @@ SWEEP_DIR/runs/; `max_minutes: M` gives each cell at most M minutes a sitting (`
 --max-minutes`): a cell still training then stops with a checkpoint ("stopped", not failed), and
 running the sweep again continues it.
 
-Each cell is a separate `fpt train` process writing its own run directory. A cell whose
+Each cell is a separate `fpt train --config SWEEP_DIR/logs/CELL.config.json` process writing its own
+run directory: the file is the cell's TrainConfig as JSON (fpt.experiments.sweep_spec.cell_config),
+so the options reach it with their types, none through a flag. A cell whose
 summary.json exists is never run again; one that was killed or stopped is resumed from its
 checkpoint (each sitting logged in its sittings.jsonl, fpt.experiments.sittings). A cell that
 fails is recorded with its error and the sweep goes on.
@@ -26,9 +28,8 @@ Cells run in threads of this process (`LocalExecutor`, the default) or as Ray ta
 
 from __future__ import annotations
 
-import collections
-import collections.abc
 import csv
+import dataclasses
 import os
 import shutil
 import signal
@@ -45,18 +46,30 @@ from fpt.core.runtime import FAILURE_RECORD_ENV, PARENT_PID_ENV, PROGRESS_LINES,
 from fpt.core.scores import REGRESSION_METRICS, is_regression
 from fpt.experiments.cell_records import cell_run, check_cells_unchanged, write_cell_records
 from fpt.experiments.sittings import log_sitting, reached_step
-from fpt.experiments.sweep_spec import (
-    Cell,
-    SweepSpec,
-    train_args,
-)
+from fpt.experiments.sweep_spec import Cell, SweepSpec, cell_config
 from fpt.experiments.sweep_stop import STOPPED_EXITS, SweepStop
-from fpt.experiments.tables import SCORE_PREFIX, split_order
 from fpt.tracking import Tracker
 from fpt.training.run_dir import RunDir
 
 # A row's status for a cell its sitting's time (max_minutes) stopped: neither done nor failed.
 STOPPED = "stopped"
+SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold_holdout"
+# A regression run's row (a forecast) carries "mse:test" and "mae:test" (and "mse", "mae") instead.
+# The splits a row's scores are listed in (homology: fold, superfamily, family); others after, by name.
+KNOWN_SPLITS = (
+    "heldout",
+    "val",
+    "valid",
+    "test",
+    "test_fold_holdout",
+    "test_superfamily_holdout",
+    "test_family_holdout",
+)
+
+
+def split_order(split: str | None) -> tuple[int, str]:
+    """Known splits in KNOWN_SPLITS' order, others after."""
+    return (KNOWN_SPLITS.index(split), "") if split in KNOWN_SPLITS else (len(KNOWN_SPLITS), str(split))
 
 
 def _cell_status(run: RunDir) -> str:
@@ -148,7 +161,7 @@ def _run_train(
     succeeded, else its failed row, or its stopped row where `stop` was asked for. The child dies
     with this process (fpt.core.runtime.watch_parent)."""
     if _cell_status(run) == "resumable":
-        command = ["train", "--resume", str(run.path)]
+        command = ["train", "--resume", str(run.path), "--threads", str(threads)]
     elif cell.runs is not None and run.read_metrics():  # the spec's folder is not the sweep's to clear
         return failed_row(
             cell,
@@ -158,8 +171,8 @@ def _run_train(
         )
     else:
         shutil.rmtree(run.path, ignore_errors=True)  # a cell killed before its first checkpoint, or failed
-        command = ["train", *train_args(spec.options, cell.values), "--out", str(run.path)]
-    command += ["--threads", str(threads), "--no-progress"]
+        command = ["train", "--config", str(_write_cell_config(cell, spec, log, threads)), "--out", str(run.path)]
+    command += ["--no-progress"]
     if spec.max_minutes is not None:  # fpt ends the sitting itself: after a step, with a checkpoint, exit 0
         command += ["--max-minutes", str(spec.max_minutes)]
     run.failure_path.unlink(missing_ok=True)  # an earlier attempt's record
@@ -193,6 +206,14 @@ def _run_train(
         return _stopped_row(cell, run, f"the sweep stopped on {signal.Signals(stop.signum).name}")
     error = failure.get("message") or (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
     return failed_row(cell, run, failure.get("kind", "crash"), error)
+
+
+def _write_cell_config(cell: Cell, spec: SweepSpec, log: Path, threads: int) -> Path:
+    """The cell's TrainConfig as JSON (`cell_config`, this sitting's threads in it), beside its log:
+    what its `fpt train --config` runs, every option as typed in the spec, none through a flag."""
+    path = log.with_name(f"{cell.name}.config.json")
+    write_json(path, dataclasses.asdict(cell_config(spec, cell.values, threads=threads)))
+    return path
 
 
 def _stopped_row(cell: Cell, run: RunDir, why: str) -> dict:
@@ -397,24 +418,6 @@ def machine_description(parallel: int) -> str:
     )
 
 
-def write_sweep_report(rows: list[dict], spec: SweepSpec, sweep_dir: Path) -> str:
-    """results.md (the table of a user's own sweep), chart.png and curves.png; returns the table's text."""
-    from fpt.core.paths import write_text
-    from fpt.experiments.plots import learning_curves, table_chart
-    from fpt.experiments.tables import markdown_table, row_metric, split_title
-
-    options = ", ".join(f"{k}={v}" for k, v in spec.options.items())
-    seeds = len({str(cell.values.get("seed", 0)) for cell in spec.cells()})
-    text = markdown_table(rows, f"{spec.name}: {options}; {seeds} seed(s); {split_title(rows)}", None, "row")
-    if table_chart(rows, sweep_dir / "chart.png", f"{spec.name}: {split_title(rows)}", None, "row"):
-        scored = "MSE" if all(row_metric(r) == "mse" for r in rows if r["status"] == "done") else "accuracy"
-        text += f"\n![our {scored} by row and task](chart.png)\n"
-    text += failed_runs_section(rows) + stopped_runs_section(rows)
-    write_text(sweep_dir / "results.md", text)
-    learning_curves(rows, sweep_dir / "curves.png", "row")
-    return text
-
-
 def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
     """What a sweep's tracked parent run gets at the end: its runs counted by status, and its files."""
     counts = {
@@ -426,35 +429,3 @@ def sweep_outcome(rows: list[dict], sweep_dir: Path) -> tuple[dict, list[Path]]:
     for status in sorted({r["status"] for r in rows} - set(counts)):
         counts[status] = sum(r["status"] == status for r in rows)
     return counts, sorted(p for p in sweep_dir.glob("*") if p.suffix in (".csv", ".md", ".png", ".html"))
-
-
-def failure_summary(rows: list[dict]) -> str | None:
-    """How many runs failed, by kind, in one line; None when none did (skipped cells were asked for,
-    and are neither failures nor runs)."""
-    from fpt.experiments.tables import FAILURE_TEXTS
-
-    failed = [r for r in rows if r["status"] == "failed"]
-    if not failed:
-        return None
-    ran = sum(r["status"] != "skipped" for r in rows)
-    kinds = collections.Counter(FAILURE_TEXTS.get(r.get("failure"), "other errors") for r in failed)
-    return f"{len(failed)} of {ran} runs failed [{'; '.join(f'{kind}: {n}' for kind, n in kinds.most_common())}]"
-
-
-def failed_runs_section(rows: list[dict]) -> str:
-    """The "Failed runs" list under a table, one line a run; empty when none failed."""
-    failed = [r for r in rows if r["status"] == "failed"]
-    return (
-        "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""
-    )
-
-
-def stopped_runs_section(rows: list[dict]) -> str:
-    """The "Stopped runs" list under a table (cells max_minutes stopped, to continue); empty when none."""
-    stopped = [r for r in rows if r["status"] == STOPPED]
-    return (
-        "\nStopped runs (run the sweep again to continue them):\n"
-        + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in stopped)
-        if stopped
-        else ""
-    )

@@ -1,5 +1,9 @@
 """A sweep's spec: the YAML file (read with one-line errors for every mistake, a key given twice
-included), its grid of cells, and each cell's `fpt train` options; see fpt.experiments.sweep."""
+included), its grid of cells, and each cell's `fpt train` options; see fpt.experiments.sweep.
+
+A grid's `variant` names a bundle of options (`random`: policy fpt, init random); the bundles are
+given by whoever reads the spec (`Variants`: `fpt sweep` and `fpt reproduce` give the paper's,
+fpt.experiments.paper.PAPER_VARIANTS), never looked up here, so the engine knows nothing of the paper."""
 
 from __future__ import annotations
 
@@ -12,11 +16,11 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from fpt.core.errors import FptError, quoted, require
-from fpt.experiments.paper import VARIANT_TASK_OPTIONS, VARIANTS
 from fpt.training.config import coerce_option
 
 SPEC_KEYS = {"name", "grid", "cells", "options", "parallel", "runs", "max_minutes"}
@@ -26,6 +30,19 @@ MAX_CELLS = 10_000
 MAX_PARALLEL = 256
 # Keys that tell a sweep's cells apart: in a spec's grid (or a reproduction's tables), not its options.
 GRID_ONLY_KEYS = ("task", "variant", "seed")
+
+
+@dataclass(frozen=True)
+class Variants:
+    """What a cell's `variant` value stands for: a bundle of `fpt train` options per name, and the
+    options a variant takes on one task only ((variant, task) -> options). Given to `load_spec` and
+    kept by the SweepSpec; the engine has none of its own (NO_VARIANTS: a grid may name no variant)."""
+
+    bundles: Mapping[str, Mapping] = field(default_factory=dict)
+    per_task: Mapping[tuple[str, str], Mapping] = field(default_factory=dict)
+
+
+NO_VARIANTS = Variants()
 
 
 def option_names() -> set[str]:
@@ -75,12 +92,17 @@ class SweepSpec:
     named_cells: dict[str, dict] | None = None  # `cells:` (name -> values), in place of a grid
     runs: str | None = None  # `runs:`, resolved: the folder of the cells' run directories
     max_minutes: float | None = None  # `max_minutes:`: each cell's `fpt train --max-minutes` per sitting
+    variants: Variants = NO_VARIANTS  # what the grid's `variant` values stand for, given by the caller
 
     def as_dict(self) -> dict:
         """The spec as spec.json records it: a grid spec's keys as they always were, the newer keys
-        only where given."""
-        data = dataclasses.asdict(self)
+        only where given (the variants' bundles are not the spec's: each cell's record has its options)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "variants"}
         return {k: v for k, v in data.items() if k in ("name", "grid", "options", "parallel") or v is not None}
+
+    def cell_options(self, values: dict) -> dict:
+        """The `fpt train` options of the cell with these grid values (`cell_options`)."""
+        return cell_options(self.options, values, self.variants)
 
     def cells(self) -> list[Cell]:
         """Every cell, in the spec's order; a cell given twice is refused."""
@@ -108,11 +130,13 @@ def _line_of(node, key: str) -> int:
     return node.start_mark.line + 1
 
 
-def _check_value(key: str, value, where: str) -> None:
+def _check_value(key: str, value, where: str, variants: Variants) -> None:
     from fpt.tasks import list_tasks
 
-    if key == "variant" and value not in VARIANTS:
-        raise FptError(f"{where}: unknown variant {quoted(value)}; choose from {', '.join(VARIANTS)}")
+    if key == "variant" and value not in variants.bundles:
+        if not variants.bundles:
+            raise FptError(f"{where}: this sweep takes no variant; give the options themselves (e.g. policy: fpt)")
+        raise FptError(f"{where}: unknown variant {quoted(value)}; choose from {', '.join(variants.bundles)}")
     if key == "task" and str(value).partition(":")[0] not in list_tasks():  # npz:PATH, forecast:PATH, ett:ETTh1
         raise FptError(f"{where}: unknown task {quoted(value)}; choose from {', '.join(list_tasks())}")
 
@@ -203,7 +227,9 @@ def _node(root, key: str):
     return next((v for k, v in root.value if k.value == key), None)
 
 
-def _check_entries(path: Path, section: str, mapping: dict, node, known: set[str], cell: str | None = None) -> None:
+def _check_entries(
+    path: Path, section: str, mapping: dict, node, known: set[str], variants: Variants, cell: str | None = None
+) -> None:
     """Check and coerce, in place, the keys and values of the grid, the options or one named cell."""
     for key, value in mapping.items():
         where = f"{path}, line {_line_of(node, key)}"
@@ -219,11 +245,11 @@ def _check_entries(path: Path, section: str, mapping: dict, node, known: set[str
             raise FptError(f"{where}: cell {cell}'s {key!r} is one value, not a {type(value).__name__}")
         values = [coerce_option(key, item, where) for item in (value if section == "grid" else [value])]
         for item in values:
-            _check_value(key, item, where)
+            _check_value(key, item, where, variants)
         mapping[key] = values if section == "grid" else values[0]
 
 
-def _named_cells(path: Path, cells, node, known: set[str]) -> dict[str, dict]:
+def _named_cells(path: Path, cells, node, known: set[str], variants: Variants) -> dict[str, dict]:
     """`cells:`, each a name (its run directory's) mapped to its options, task included."""
     if not isinstance(cells, dict) or not cells:
         raise FptError(f"{path}: 'cells' must map each cell's name to its options (e.g. mnist-seed0: {{task: mnist}})")
@@ -239,7 +265,7 @@ def _named_cells(path: Path, cells, node, known: set[str]) -> dict[str, dict]:
         if not isinstance(values, dict) or "task" not in values:
             raise FptError(f"{where}: cell {name} must map option names to values, task included (task: mnist)")
         value_node = next((v for k, v in node.value if k.value == name), node)
-        _check_entries(path, "cells", values, value_node, known, name)
+        _check_entries(path, "cells", values, value_node, known, variants, name)
     return cells
 
 
@@ -262,9 +288,9 @@ def _sitting_keys(path: Path, data: dict) -> tuple[str | None, float | None]:
     return runs, (None if minutes is None else float(minutes))
 
 
-def load_spec(path: Path) -> SweepSpec:
-    """Read and check a sweep spec: an unknown key, task or variant, a value of the wrong type, or a
-    grid too large is refused, naming its line, before anything runs."""
+def load_spec(path: Path, variants: Variants = NO_VARIANTS) -> SweepSpec:
+    """Read and check a sweep spec: an unknown key, task or variant (one `variants` does not name),
+    a value of the wrong type, or a grid too large is refused, naming its line, before anything runs."""
     path = Path(path)
     data, root = read_yaml(path)
     if not isinstance(data, dict):
@@ -287,10 +313,10 @@ def load_spec(path: Path) -> SweepSpec:
     if node is None:  # safe_load merged it in from a `<<:` key
         raise FptError(f"{path}: write {section!r} as a key of the spec itself, not merged in with '<<'")
     known = option_names()
-    cells = _named_cells(path, data["cells"], node, known) if named else None
+    cells = _named_cells(path, data["cells"], node, known, variants) if named else None
     if not named:
-        _check_entries(path, "grid", grid, node, known)
-    _check_entries(path, "options", options, _node(root, "options") or root, known)
+        _check_entries(path, "grid", grid, node, known, variants)
+    _check_entries(path, "options", options, _node(root, "options") or root, known, variants)
     if not named and "task" not in grid:  # the tables are laid out by task: without one every cell ran, then failed
         raise FptError(f"{path}: the grid names no task; list it there (e.g. task: [bit-xor])")
     size = math.prod(len(values) for values in grid.values())
@@ -302,33 +328,37 @@ def load_spec(path: Path) -> SweepSpec:
     name = data.get("name") or path.stem
     if not isinstance(name, str):  # YAML reads `name: 2024-05-01` as a date
         raise FptError(f"{path}: 'name' must be a string; quote it (name: \"{quoted(name)}\")")
-    spec = SweepSpec(name, grid, options, parallel, cells, *_sitting_keys(path, data))
+    spec = SweepSpec(name, grid, options, parallel, cells, *_sitting_keys(path, data), variants=variants)
     spec.cells()  # refuses duplicate cells now, before anything runs
     check_cell_options(spec, str(path))
     return spec
 
 
-def _cell_options(options: dict, values: dict) -> dict:
+def cell_options(options: dict, values: dict, variants: Variants = NO_VARIANTS) -> dict:
     """The `fpt train` options of one cell: the spec's options (less those only transformers take,
-    for a baseline cell), overridden by the variant's bundle (so `vit` wins over a spec-wide
-    backbone) and what it takes on this task (`full` on CIFAR-10: 3 layers), overridden by the
-    cell's own grid values."""
+    for a baseline cell), overridden by its variant's bundle (so `vit` wins over a spec-wide
+    backbone) and what that variant takes on this task (the paper's `full` on CIFAR-10: 3 layers),
+    overridden by the cell's own grid values. A variant `variants` does not name is refused."""
     from fpt.training.config import TRANSFORMER_ONLY_OPTIONS
 
+    name = values.get("variant")
+    if name is not None and name not in variants.bundles:
+        raise FptError(f"unknown variant {quoted(name)}; choose from {', '.join(variants.bundles) or '(none here)'}")
+    variant = dict(variants.bundles[name]) if name is not None else {}
     # a table of FPT and LSTM rows run with `precision: bf16` gives it to the transformer cells only
-    variant = VARIANTS[values["variant"]] if "variant" in values else {}
     baseline = values.get("model", variant.get("model", options.get("model", "fpt"))) != "fpt"
     merged = {k: v for k, v in options.items() if not (baseline and k in TRANSFORMER_ONLY_OPTIONS)}
     merged.update(variant)
-    merged.update(VARIANT_TASK_OPTIONS.get((values.get("variant"), values.get("task")), {}))
+    merged.update(variants.per_task.get((name, values.get("task")), {}))
     merged.update({k: v for k, v in values.items() if k != "variant"})
     return merged
 
 
-def train_args(options: dict, values: dict) -> list[str]:
-    """One cell's options (`_cell_options`) as `fpt train` arguments."""
+def train_args(options: dict, values: dict, variants: Variants = NO_VARIANTS) -> list[str]:
+    """One cell's options (`cell_options`) written as `fpt train` flags: the cell's record
+    (fpt.experiments.cell_records) compares them; a cell runs from its config file, not from these."""
     args = []
-    for key, value in _cell_options(options, values).items():
+    for key, value in cell_options(options, values, variants).items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             args.append(flag if value else "--no-" + flag[2:])
@@ -337,21 +367,30 @@ def train_args(options: dict, values: dict) -> list[str]:
     return args
 
 
+def cell_config(spec: SweepSpec, values: dict, **fields):
+    """The TrainConfig a cell trains with, as `fpt train` would make it from the cell's options given
+    as flags (`cell_options`; one set to null is left to the recipe, as an option not given is),
+    `fields` set over them (the sitting's threads). Its JSON is the cell's config file, the one thing
+    its `fpt train` process is given (fpt.experiments.sweep), so no option goes through a flag."""
+    from fpt.tasks import TASK_OPTIONS
+    from fpt.training.config import TrainConfig
+
+    options = {k: v for k, v in spec.cell_options(values).items() if v is not None}
+    task = {k: options.pop(k) for k in list(options) if k in TASK_OPTIONS}
+    return TrainConfig.from_recipe(options.pop("recipe", "paper"), **{**options, **fields}, task_options=task)
+
+
 def check_cell_options(spec: SweepSpec, where: str) -> None:
     """Every cell's options checked as `fpt train` checks them (numbers in range, names known)
     before anything runs: a value out of range would otherwise fail each cell in turn."""
-    from fpt.tasks import TASK_OPTIONS, task_options
-    from fpt.training.config import TrainConfig
+    from fpt.tasks import task_options
 
     for cell in spec.cells():
-        options = _cell_options(spec.options, cell.values)
-        fields = {k: v for k, v in options.items() if k not in TASK_OPTIONS}
         try:
-            TrainConfig.from_recipe(fields.pop("recipe", "paper"), **fields).validate()
+            config = cell_config(spec, cell.values)
+            config.validate()
             # the task's options too (`lookback: -3`, an option the task does not take), from their
             # values alone: no data is read
-            task_options(
-                str(options.get("task", TrainConfig.task)), {k: v for k, v in options.items() if k in TASK_OPTIONS}
-            )
+            task_options(config.task, config.task_options)
         except FptError as exc:
             raise FptError(f"{where}: cell {cell.name}: {exc}") from None

@@ -10,14 +10,17 @@ nothing is left blank or invented. `table_data` and `steps_data` are what the te
 
 from __future__ import annotations
 
+import collections
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fpt.core.errors import DIVERGED, MISSING_BACKBONE, MISSING_BIT_BACKBONE, MISSING_DATA, SKIPPED, TOO_SHALLOW
 from fpt.core.scores import is_regression
 from fpt.experiments.convergence import Convergence, convergence, describe
 from fpt.experiments.paper import PAPER, PAPER_SCORED_VALIDATION, PAPER_STEPS, TASK_COLUMNS, TASK_ORDER
+from fpt.experiments.sweep import KNOWN_SPLITS, SCORE_PREFIX, STOPPED, split_order
 from fpt.training.run_dir import RunDir, whole_split
 
 # A failed run's failure kind (failure.json, fpt.core.errors) -> what its table cell says instead of a number.
@@ -29,18 +32,14 @@ FAILURE_TEXTS = {
     TOO_SHALLOW: "needs a deeper backbone",
     DIVERGED: "diverged (a lower --lr may train)",
 }
-# A split's name in a column heading.
-SPLIT_LABELS = {
-    "heldout": "held-out",
-    "val": "val",
-    "valid": "val",
-    "test": "test",
-    "test_fold_holdout": "test (fold)",
-    "test_superfamily_holdout": "test (superfamily)",
-    "test_family_holdout": "test (family)",
-}
-SCORE_PREFIX = "accuracy:"  # a row's accuracy on one split: "accuracy:test_fold_holdout"
-# A regression run's row (a forecast) carries "mse:test" and "mae:test" (and "mse", "mae") instead.
+# A split's name in a column heading, for each of the sweep's known splits in their order.
+SPLIT_LABELS = dict(
+    zip(
+        KNOWN_SPLITS,
+        ("held-out", "val", "val", "test", "test (fold)", "test (superfamily)", "test (family)"),
+        strict=True,
+    )
+)
 
 
 def failure_text(kinds: list[str], layers=None) -> str:
@@ -83,12 +82,6 @@ def column_heading(task: str, split: str | None) -> str:
     ("Homology, test (fold)")."""
     name = TASK_COLUMNS.get(task, task)
     return name if split is None else f"{name}, {SPLIT_LABELS.get(split, split)}"
-
-
-def split_order(split: str | None) -> tuple[int, str]:
-    """Known splits in SPLIT_LABELS' order (homology: fold, superfamily, family), others after."""
-    known = list(SPLIT_LABELS)
-    return (known.index(split), "") if split in known else (len(known), str(split))
 
 
 def _tasks(rows: list[dict]) -> list[str]:
@@ -324,3 +317,33 @@ def steps_table(rows: list[dict], title: str, row_key: str = "variant") -> str:
                 speedups.append(f"n/a ({missing} not converged){paper_text}")
         lines.append("| speedup random/fpt | " + " | ".join(speedups) + " |")
     return "\n".join(lines) + "\n"
+
+
+def failure_summary(rows: list[dict]) -> str | None:
+    """How many runs failed, by kind, in one line; None when none did (skipped cells were asked for,
+    and are neither failures nor runs)."""
+    failed = [r for r in rows if r["status"] == "failed"]
+    if not failed:
+        return None
+    ran = sum(r["status"] != "skipped" for r in rows)
+    kinds = collections.Counter(FAILURE_TEXTS.get(r.get("failure"), "other errors") for r in failed)
+    return f"{len(failed)} of {ran} runs failed [{'; '.join(f'{kind}: {n}' for kind, n in kinds.most_common())}]"
+
+
+def failed_runs_section(rows: list[dict]) -> str:
+    """The "Failed runs" list under a table, one line a run; empty when none failed."""
+    failed = [r for r in rows if r["status"] == "failed"]
+    return (
+        "\nFailed runs:\n" + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in failed) if failed else ""
+    )
+
+
+def stopped_runs_section(rows: list[dict]) -> str:
+    """The "Stopped runs" list under a table (cells max_minutes stopped, to continue); empty when none."""
+    stopped = [r for r in rows if r["status"] == STOPPED]
+    return (
+        "\nStopped runs (run the sweep again to continue them):\n"
+        + "".join(f"- {Path(r['run_dir']).name}: {r['error']}\n" for r in stopped)
+        if stopped
+        else ""
+    )

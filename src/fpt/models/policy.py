@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
 from torch import nn
 
@@ -21,18 +22,27 @@ from fpt.core.errors import FptError
 
 def classify_backbone(backbone: nn.Module, family: str) -> dict[str, str]:
     """Map every parameter name of a backbone to its group, or raise listing the unclassified."""
-    rules = group_rules(family)
     owners = {}
     for module_name, module in backbone.named_modules():
         for param_name, _ in module.named_parameters(recurse=False):
             full = f"{module_name}.{param_name}" if module_name else param_name
             owners[full] = (module, module_name, param_name)
+    names = [name for name, _ in backbone.named_parameters()]
+    return classify_names(names, family, lambda name: group_by_module_type(*owners[name]))
 
+
+def classify_names(
+    names: Iterable[str], family: str, fallback: Callable[[str], str | None] | None = None
+) -> dict[str, str]:
+    """Map parameter names to groups by the family's rules, `fallback(name)` placing those no rule
+    claims (the built body's module types: `classify_backbone`), the last block's attention moved
+    to last-attention; raise listing the names nothing places."""
+    rules = group_rules(family)
     groups, unclassified = {}, []
-    for name, _ in backbone.named_parameters():
+    for name in names:
         group = next((g for g, rx in rules if rx.search(name)), None)
-        if group is None:
-            group = group_by_module_type(*owners[name])
+        if group is None and fallback is not None:
+            group = fallback(name)
         if group is None:
             unclassified.append(name)
         else:
@@ -88,11 +98,18 @@ class GroupRow:
 
 def apply_policy(param_groups: dict[str, str], model: nn.Module, trained: frozenset[str]) -> list[GroupRow]:
     """Set requires_grad on every parameter by its group; return one row per group for a table."""
-    counts = {g: 0 for g in GROUPS}
+    sizes = {}
     for name, param in model.named_parameters():
-        group = param_groups[name]
-        param.requires_grad_(group in trained)
-        counts[group] += param.numel()
+        param.requires_grad_(param_groups[name] in trained)
+        sizes[name] = param.numel()
+    return count_groups(param_groups, sizes, trained)
+
+
+def count_groups(param_groups: dict[str, str], sizes: dict[str, int], trained: frozenset[str]) -> list[GroupRow]:
+    """One row per group: the sizes of its parameters (`sizes`, by name) summed, and whether `trained` has it."""
+    counts = {g: 0 for g in GROUPS}
+    for name, size in sizes.items():
+        counts[param_groups[name]] += size
     return [GroupRow(g, counts[g], g in trained) for g in GROUPS]
 
 

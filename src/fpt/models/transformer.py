@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch import nn
 
-from fpt.backbones import Backbone, backbone_from_config
 from fpt.backbones.control_bodies import BACKBONE, ControlBody, control_groups
 from fpt.backbones.surgery import check_dropout_rates, compute_dtype, store_frozen_weights
 from fpt.core.errors import FptError
@@ -28,8 +28,12 @@ from fpt.models.ends import (
     OutputHead,
     WindowScale,
 )
-from fpt.models.policy import apply_policy, classify_backbone, parse_policy
+from fpt.models.policy import GroupRow, apply_policy, classify_backbone, classify_names, count_groups, parse_policy
 from fpt.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:  # the body's module imports transformers' modelling code: 2 s that `fpt info` need not spend
+    from fpt.backbones.body import Backbone
+    from fpt.backbones.shapes import BodyShapes
 
 PRETRAINED_FORMAT = "fpt-pretrained-1"
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"  # Hugging Face's names
@@ -87,12 +91,7 @@ class FrozenPretrainedTransformer(nn.Module):
             if isinstance(self.backbone, ControlBody)
             else classify_backbone(self.backbone, self.backbone_info.family)
         )
-        groups = {f"backbone.{k}": g for k, g in body.items()}
-        for name, _ in self.embedder.named_parameters():
-            groups[f"embedder.{name}"] = "position" if name.startswith("positions.") else "input"
-        for name, _ in self.head.named_parameters():
-            groups[f"head.{name}"] = "output"
-        return groups
+        return model_groups(body, self.embedder, self.head)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Only what training changes: the parameters that require gradients."""
@@ -184,6 +183,8 @@ class FrozenPretrainedTransformer(nn.Module):
     @classmethod
     def _build(cls, config: dict, settings: dict, spec: TaskSpec, directory: Path) -> "FrozenPretrainedTransformer":
         """The model a saved config describes, its weights as initialised (on torch's default device)."""
+        from fpt.backbones import backbone_from_config
+
         try:
             with torch.random.fork_rng():  # building draws initial weights: the caller's RNG stays as it was
                 backbone = backbone_from_config(
@@ -209,6 +210,46 @@ class FrozenPretrainedTransformer(nn.Module):
             raise FptError(
                 f"{directory / CONFIG_NAME}: fpt settings damaged ({type(exc).__name__}: {exc}); export the run again"
             ) from None
+
+
+def model_groups(body: dict[str, str], embedder: InputEmbedder, head: OutputHead) -> dict[str, str]:
+    """Every parameter of the model by its name in the model, to its group: the body's (`body`, by
+    their names in the body) and the new input layer's and head's."""
+    groups = {f"backbone.{k}": g for k, g in body.items()}
+    for name, _ in embedder.named_parameters():
+        groups[f"embedder.{name}"] = "position" if name.startswith("positions.") else "input"
+    for name, _ in head.named_parameters():
+        groups[f"head.{name}"] = "output"
+    return groups
+
+
+def group_rows_from_shapes(
+    body: BodyShapes,
+    spec: TaskSpec,
+    policy: str = "fpt",
+    pooling: str = "last",
+    dropout: float = 0.1,
+    extra_positions: bool = False,
+) -> list[GroupRow] | None:
+    """The `group_rows` of FrozenPretrainedTransformer(backbone, spec, policy, pooling, dropout,
+    extra_positions) for the body `body` describes (fpt.backbones.shapes), without building it: the
+    body's parameters placed by their family's rules, the new layers (small) built to be counted.
+    None where a body parameter fits no rule: only the built body's module types can place it.
+    Mistakes are refused in the same words, in the same order."""
+    check_dropout_rates(dropout, None)
+    # built on the CPU, not the meta device: meta's initialisers import torch._dynamo (2 s on two cores);
+    # the caller's random numbers are left as they were
+    with torch.random.fork_rng(devices=[]):
+        embedder = InputEmbedder(spec, body.hidden_size, dropout, extra_positions)
+        head = OutputHead(spec, body.hidden_size, pooling)
+    try:
+        body_groups = classify_names(body.shapes, body.family)
+    except FptError:  # a name the module-type fallback may still place (classify_backbone)
+        return None
+    sizes = {f"backbone.{name}": math.prod(shape) for name, shape in body.shapes.items()}
+    for prefix, module in (("embedder", embedder), ("head", head)):
+        sizes |= {f"{prefix}.{name}": param.numel() for name, param in module.named_parameters()}
+    return count_groups(model_groups(body_groups, embedder, head), sizes, parse_policy(policy))
 
 
 def transformer_forward(

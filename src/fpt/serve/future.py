@@ -18,6 +18,7 @@ from fpt.core.errors import FptError
 from fpt.core.paths import atomic_write
 from fpt.tasks.base import Batch
 from fpt.training.inference import predict_values
+from fpt.training.intervals import interval_line
 
 PLOTTED = 4  # series drawn in the picture beside the table
 
@@ -81,6 +82,16 @@ def write_future(out: Path, table, forecasts: list[np.ndarray], stamps: list[np.
     return atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
 
 
+def _bands(bounds: dict) -> list[tuple[str, float]]:
+    """(level, opacity) of each interval, the widest first so that the narrower lie on top of it, darker:
+    0.15 for the widest to 0.3 for the narrowest (80% and 95% drawn as before levels could be chosen)."""
+    levels = sorted((name.removeprefix("fpt-lo-") for name in bounds if name.startswith("fpt-lo-")), key=float)
+    levels.reverse()
+    if len(levels) < 2:
+        return [(level, 0.3) for level in levels]
+    return [(level, 0.15 + 0.15 * k / (len(levels) - 1)) for k, level in enumerate(levels)]
+
+
 def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.ndarray], bounds: dict) -> Path:
     """The last few seasons of the first PLOTTED series and their forecasts, in their units and dates."""
     import matplotlib
@@ -99,12 +110,9 @@ def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.
         axis.plot(
             [when[-1], *stamps[i]], [history[-1], *forecasts[i]], color="tab:blue", linewidth=1.5, label="fpt forecast"
         )
-        for level, alpha in (("95", 0.15), ("80", 0.3)):  # the wider band first, under the narrower
-            if f"fpt-lo-{level}" in bounds:
-                lower, upper = bounds[f"fpt-lo-{level}"][i], bounds[f"fpt-hi-{level}"][i]
-                axis.fill_between(
-                    stamps[i], lower, upper, color="tab:blue", alpha=alpha, linewidth=0, label=f"{level}%"
-                )
+        for level, alpha in _bands(bounds):
+            lower, upper = bounds[f"fpt-lo-{level}"][i], bounds[f"fpt-hi-{level}"][i]
+            axis.fill_between(stamps[i], lower, upper, color="tab:blue", alpha=alpha, linewidth=0, label=f"{level}%")
         axis.set_title(str(table.ids[i]), fontsize=9, loc="left")
         axis.tick_params(labelsize=8)
     axes[0, 0].legend(fontsize=8, loc="upper left")
@@ -116,7 +124,8 @@ def draw_future(path: Path, table, forecasts: list[np.ndarray], stamps: list[np.
 
 def predict_future(model, task, source: Path, out: Path, intervals: dict | None = None) -> list[str]:
     """`fpt predict` of a run over a table of series: the lines it prints. `intervals`: what the run
-    recorded (fpt.training.intervals), whose half-widths become each forecast's bounds."""
+    recorded (fpt.training.intervals), or `conformal_intervals(model, task, levels=(50, 90, 99))` for
+    other levels, whose half-widths become each forecast's bounds."""
     table, forecasts, stamps, scales = future_forecasts(model, task, source)
     bounds = interval_bounds(forecasts, scales, intervals["halfwidths"]) if intervals else {}
     written = write_future(out, table, forecasts, stamps, bounds)
@@ -129,6 +138,8 @@ def predict_future(model, task, source: Path, out: Path, intervals: dict | None 
         f"{written}",
         f"picture of the first {min(PLOTTED, len(table))}: {picture}",
     ]
+    if bounds:
+        lines.insert(1, interval_line(intervals, "fpt"))
     skipped = table.notes.get("skipped")
     if skipped:
         lines.append(f"{skipped['count']} series too short to forecast left out (first: {', '.join(skipped['ids'])})")

@@ -355,14 +355,37 @@ def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
 
+def intervals_for(model, task: Task, source: Path, out: Path, levels, recorded: dict | None) -> dict | None:
+    """The intervals a forecast writes: those the run `recorded` (summary.json), or at `levels` (percents, as
+    statsforecast's `level`; fpt.training.intervals.intervals_at) where given, refused in one line where the
+    output holds no intervals (windows from an .npz, an .npy of values)."""
+    if levels is None:
+        return recorded
+    from fpt.training.intervals import has_intervals, intervals_at
+
+    if not has_intervals(task):
+        raise FptError(f"--level: a {unwrapped(task).name} run has no prediction intervals; leave --level out")
+    if not hasattr(unwrapped(task), "collection"):
+        if source.suffix.lower() != ".csv":
+            raise FptError(
+                f"--level: intervals are written for a .csv series to continue, not for windows ({source.name}); "
+                "leave --level out"
+            )
+        if Path(out).suffix.lower() == ".npy":
+            raise FptError(f"--level: --out {out} holds the forecast alone; write .csv or .jsonl for its intervals")
+    return intervals_at(model, task, levels, recorded)
+
+
 def predict_forecast(
-    model, task: Task, source: Path, out: Path, batch_size: int, intervals: dict | None = None
+    model, task: Task, source: Path, out: Path, batch_size: int, intervals: dict | None = None, levels=None
 ) -> list[str]:
     """`fpt predict` of a forecast run: the lines it prints. A .csv input is a series to continue;
     anything else is read as windows (an .npz with x and optional y). A run over a table of series
-    continues each (fpt.serve.future), with the `intervals` the run recorded."""
+    continues each (fpt.serve.future), with the `intervals` the run recorded, or at `levels` (percents,
+    e.g. (50, 90, 99); `intervals_for`)."""
     from fpt.core.scores import describe
 
+    intervals = intervals_for(model, task, source, out, levels, intervals)
     if hasattr(unwrapped(task), "collection"):  # a run over many series: each continued past its end
         from fpt.serve.future import predict_future
 
@@ -374,10 +397,9 @@ def predict_forecast(
         first, last = forecast.date_texts()[0], forecast.date_texts()[-1]
         lines = [f"forecast of {horizon} steps ({first} to {last}) for {', '.join(forecast.columns)}: {written}"]
         if forecast.bounds and written.suffix.lower() != ".npy":
-            levels = " and ".join(f"{level}%" for level in intervals["halfwidths"])
-            lines.append(
-                f"with {levels} intervals (split conformal on validation): columns COLUMN-lo-LEVEL, COLUMN-hi-LEVEL"
-            )
+            from fpt.training.intervals import interval_line
+
+            lines.append(interval_line(intervals, "COLUMN"))
         return lines
     batches, targets = read_inputs(source, task, batch_size)
     values = predict_values(model, batches)

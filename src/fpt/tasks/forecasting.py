@@ -35,7 +35,7 @@ from fpt.core.paths import user_path
 from fpt.data.series_csv import SeriesTable, read_series_csv
 from fpt.tasks.arrays import ArrayTask
 from fpt.tasks.base import Batch, TaskSpec, series_tokens, training_share
-from fpt.tasks.registry import register_task
+from fpt.tasks.registry import check_task_option_values, register_task
 
 ETT_DATASETS = ("ETTh1", "ETTh2")
 ETT_HOURS = {"train": 12 * 30 * 24, "val": 4 * 30 * 24, "test": 4 * 30 * 24}  # 30-day months
@@ -143,16 +143,11 @@ class ForecastTask(ArrayTask):
 
 
 def check_window_options(lookback: int, horizon: int, patch_size: int, patch_stride: int) -> None:
-    """Refuse, in one line, a look-back, horizon, patch size or stride that is not a whole number of at least 1, or a
+    """Refuse, in one line, a look-back, horizon, patch size or stride that is not a whole number of at least 1
+    (None too: the task's choices are made by now, fpt.tasks.registry.check_task_option_values's rule), or a
     patch longer than the look-back."""
-    for key, value in {
-        "lookback": lookback,
-        "horizon": horizon,
-        "patch_size": patch_size,
-        "patch_stride": patch_stride,
-    }.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise FptError(f"--{key.replace('_', '-')} must be a whole number of at least 1, got {value!r}")
+    options = {"lookback": lookback, "horizon": horizon, "patch_size": patch_size, "patch_stride": patch_stride}
+    check_task_option_values(options, chosen=True)
     if patch_size > lookback:
         raise FptError(
             f"--patch-size {patch_size} is longer than --lookback {lookback}; use a patch of at most {lookback} steps"
@@ -354,6 +349,7 @@ def forecast(
     column (or those of --columns A,B) is a channel; splits 70/10/20% of rows in time order. Where
     not given, the look-back is 336 if the training rows afford it, else a multiple of the horizon
     they do (`choose_csv_windows`), with patches of 16 steps, stride 8 (fewer for a short look-back)."""
+    check_task_option_values({"horizon": horizon}, chosen=True)  # no rule chooses one: None is refused, in one line
     chosen = None if columns is None else [name.strip() for name in columns.split(",") if name.strip()]
     table = read_series_csv(user_path(path), date_column=date_column, columns=chosen)  # a missing file: one line
     digest = check_unchanged(table.path, sha256)

@@ -90,12 +90,16 @@ WHOLE_AT_LEAST_ONE = (
 )  # fmt: skip
 
 
-def check_task_option_values(options: dict) -> None:
-    """Refuse, in one line, a count option (`WHOLE_AT_LEAST_ONE`) that is not a whole number of at
-    least 1; None leaves the choice to the task."""
+def check_task_option_values(options: dict, chosen: bool = False) -> None:
+    """Refuse, in one line, a count option (`WHOLE_AT_LEAST_ONE`) of `options` that is not a whole number
+    of at least 1. None leaves the choice to the task, unless `chosen`: a task that has made its choices
+    (fpt.tasks.forecasting.check_window_options) refuses a None as one that no rule of it chose (ETT's
+    horizon, say), in the same words."""
     for key in WHOLE_AT_LEAST_ONE:
-        value = options.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if key not in options or (options[key] is None and not chosen):
+            continue  # the task's to choose
+        value = options[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FptError(f"--{key.replace('_', '-')} must be a whole number of at least 1, got {value!r}")
 
 

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
-from fpt.backbones import load_backbone
-from fpt.backbones.surgery import AUTO, auto_precision, enable_checkpointing
+from fpt.backbones.control_bodies import BACKBONE
+from fpt.backbones.surgery import AUTO, auto_precision, compute_dtype, enable_checkpointing
 from fpt.core import runtime
 from fpt.core.devices import resolve_device
 from fpt.core.errors import FptError
-from fpt.models.baselines import Baseline, build_baseline
 from fpt.models.ends import TrainableModel, default_pooling
-from fpt.models.transformer import FrozenPretrainedTransformer
+from fpt.models.policy import GroupRow
+from fpt.models.transformer import FrozenPretrainedTransformer, group_rows_from_shapes
 from fpt.tasks import Task, create_task
 from fpt.tasks.bucketing import LengthBucketedTask
 from fpt.training.config import LONG_INPUT, TrainConfig
 from fpt.training.distributed import SINGLE, World
+
+if TYPE_CHECKING:
+    from fpt.models.baselines import Baseline
 
 
 def build_task(config: TrainConfig) -> Task:
@@ -109,14 +113,46 @@ def plan_and_build(config: TrainConfig, task: Task) -> tuple[TrainConfig, Traina
     """(the plan, the model on its --device): the plan is a copy of `config` with every choice left to
     fpt made (--precision auto, the pooling, a control body's policy, checkpointing and micro-batches),
     what config.json records and the Trainer runs; `config` itself is left as it was."""
-    config = dataclasses.replace(config, precision=resolve_precision(config)[0])  # said by build_for_process
-    device = resolve_device(config.device)
-    if config.precision == "fp16" and device.type != "cuda":
-        raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
+    config, device = _resolved(config)
     if config.model != "fpt":
         return config, _build_baseline(config, task).to(device)
     plan, model = _build_transformer(config, task)
     return plan, model.to(device)
+
+
+def _resolved(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
+    """(`config` with --precision auto resolved, the device): the first choices of a plan."""
+    config = dataclasses.replace(config, precision=resolve_precision(config)[0])  # said by build_for_process
+    device = resolve_device(config.device)
+    if config.precision == "fp16" and device.type != "cuda":
+        raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
+    return config, device
+
+
+def counts_without_weights(config: TrainConfig, task: Task) -> tuple[TrainConfig, str, list[GroupRow]] | None:
+    """What `fpt info` says of the model `plan_and_build(config, task)` would build, without building
+    it: (the plan's precision, pooling and policy resolved, the backbone's family, the model's
+    `group_rows`), the body read from its files (fpt.backbones.shapes: no transformers, no weights;
+    `fpt info` on MiniLM took 3.0x a bare `import torch` timed beside it, now 1.0x). Only for a
+    pretrained body as published: None for --layers, --attention, a control body, int8 storage, a
+    baseline, or a body its files do not describe, where the model is built.
+    tests/training/test_info_counts.py holds both ways to the same counts."""
+    from fpt.backbones.shapes import body_shapes
+
+    as_published = ("fpt", BACKBONE, "pretrained", None, None)
+    if (config.model, config.body, config.init, config.layers, config.attention) != as_published:
+        return None
+    plan = _resolved(config)[0]
+    if plan.precision.startswith("int8"):  # the quantiser refuses some policies: the build says so
+        return None
+    body = body_shapes(plan.backbone, task.spec.seq_len)
+    if body is None:
+        return None
+    plan = dataclasses.replace(plan, pooling=plan.pooling or default_pooling(task.spec))
+    rows = group_rows_from_shapes(body, task.spec, plan.policy, plan.pooling, plan.dropout, plan.extra_positions)
+    if rows is not None:
+        compute_dtype(plan.precision)  # refused as the model's build refuses it
+    return None if rows is None else (plan, body.family, rows)
 
 
 # With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2
@@ -153,6 +189,9 @@ def plan_memory(
 
 def _build_transformer(config: TrainConfig, task: Task) -> tuple[TrainConfig, FrozenPretrainedTransformer]:
     """(the plan, the model): the backbone first, since its heads and depth size the memory plan."""
+    # here, not above: it imports transformers (2 s), which `fpt info` does without (counts_without_weights)
+    from fpt.backbones import load_backbone
+
     backbone = load_backbone(
         config.backbone,
         init=config.init,
@@ -196,6 +235,8 @@ def _build_transformer(config: TrainConfig, task: Task) -> tuple[TrainConfig, Fr
 
 
 def _build_baseline(config: TrainConfig, task: Task) -> Baseline:
+    from fpt.models.baselines import build_baseline
+
     match = None
     if config.model == "cnn-matched":  # as many parameters as the FPT of this config trains
         fpt_model = _build_transformer(dataclasses.replace(config, model="fpt"), task)[1]

@@ -17,13 +17,41 @@ overlap, so their residuals are not independent draws: the test coverage says ho
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import torch
 
+from fpt.core.errors import FptError
 from fpt.tasks.forecasting import ForecastTask
 from fpt.training.evaluation import predict
 
-LEVELS = (80, 95)
+LEVELS = (80, 95)  # what a run records, and what `fpt predict` writes unless --level asks for others
+
+
+def check_levels(levels, what: str = "--level") -> tuple[float, ...]:
+    """`levels` as percents, each strictly between 0 and 100, sorted and once each (a level of 100 would be
+    the largest residual seen, not a coverage; statsforecast's convention: `level=[80, 95]`), or one line
+    naming the fix."""
+    if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
+        levels = [levels]
+    checked = []
+    for level in levels:
+        number = not isinstance(level, bool) and isinstance(level, Real)
+        if not (number and 0 < level < 100):
+            shown = level_name(level) if number and math.isfinite(level) else repr(level)
+            raise FptError(
+                f"{what} {shown}: not an interval's level; give percents between 0 and 100, exclusive, "
+                "e.g. 80 95 (coverage 0.9 is level 90)"
+            )
+        checked.append(float(level))
+    if not checked:
+        raise FptError(f"{what} names no level: give percents between 0 and 100, exclusive, e.g. 80 95")
+    return tuple(sorted(set(checked)))
+
+
+def level_name(level: float) -> str:
+    """A level as interval columns name it (Nixtla's `lo-90`, `hi-97.5`): whole percents without a point."""
+    return str(int(level)) if float(level).is_integer() else str(float(level))
 
 
 def has_intervals(task) -> bool:
@@ -51,50 +79,76 @@ def _scaled_residuals(model, task, split: str) -> torch.Tensor:
     return predict(model, task, split=split).double().reshape(truth.shape) - truth
 
 
-def conformal_intervals(model, task) -> dict:
-    """Half-widths from the validation split and their coverage of the test split: what a run records
-    (summary.json "intervals") and `fpt predict` draws."""
+def conformal_intervals(model, task, levels=LEVELS, scored: bool = True) -> dict:
+    """Half-widths from the validation split at each of `levels` (percents, fpt.training.intervals.check_levels)
+    and, where `scored`, their coverage of the test split: what a run records (summary.json "intervals") and
+    `fpt predict` draws; `fpt predict --level` asks for other levels, unscored (the test split is no
+    part of a forecast's bounds)."""
+    levels = check_levels(levels, "level")
     if isinstance(task, ForecastTask):
-        return window_intervals(model, task)
-    widths = conformal_halfwidths(_scaled_residuals(model, task, "val"))
-    test = _scaled_residuals(model, task, "test").abs()
-    coverage = {
-        level: (test <= torch.tensor(w, dtype=torch.float64)).double().mean().item() for level, w in widths.items()
-    }
-    return {
+        return window_intervals(model, task, levels, scored)
+    widths = conformal_halfwidths(_scaled_residuals(model, task, "val"), levels)
+    intervals = {
         "method": "split conformal on the validation horizon's absolute residuals, per step ahead, in window scale",
-        "halfwidths": {str(level): w for level, w in widths.items()},
-        "test_coverage": {str(level): c for level, c in coverage.items()},
+        "halfwidths": {level_name(level): w for level, w in widths.items()},
     }
+    if scored:
+        test = _scaled_residuals(model, task, "test").abs()
+        intervals["test_coverage"] = {
+            level_name(level): (test <= torch.tensor(w, dtype=torch.float64)).double().mean().item()
+            for level, w in widths.items()
+        }
+    return intervals
 
 
-def window_intervals(model, task: ForecastTask) -> dict:
+def window_intervals(model, task: ForecastTask, levels=LEVELS, scored: bool = True) -> dict:
     """A forecast's windows: half-widths per column and step ahead from the validation windows'
-    residuals (scaled values), their coverage of the test windows overall and per column."""
+    residuals (scaled values) and, where `scored`, their coverage of the test windows overall and per column."""
     columns = task.notes["columns"]
 
     def by_channel(split: str) -> torch.Tensor:  # (channels, windows, horizon): examples go window by window
         residuals = _scaled_residuals(model, task, split)
         return residuals.reshape(-1, len(columns), residuals.shape[1]).transpose(0, 1)
 
-    val, test = by_channel("val"), by_channel("test").abs()
-    per_column = [conformal_halfwidths(channel) for channel in val]
-    widths = {level: torch.tensor([w[level] for w in per_column], dtype=torch.float64) for level in LEVELS}
-    inside = {level: test <= w[:, None, :] for level, w in widths.items()}
-    return {
+    per_column = [conformal_halfwidths(channel, levels) for channel in by_channel("val")]
+    widths = {level: torch.tensor([w[level] for w in per_column], dtype=torch.float64) for level in levels}
+    intervals = {
         "method": "split conformal on the validation windows' absolute residuals, per column and step ahead, "
         "in the task's scaled values",
         "columns": list(columns),
-        "halfwidths": {str(level): w.tolist() for level, w in widths.items()},
-        "test_coverage": {str(level): c.double().mean().item() for level, c in inside.items()},
-        "test_coverage_by_column": {
-            name: {str(level): c[i].double().mean().item() for level, c in inside.items()}
-            for i, name in enumerate(columns)
-        },
+        "halfwidths": {level_name(level): w.tolist() for level, w in widths.items()},
     }
+    if not scored:
+        return intervals
+    test = by_channel("test").abs()
+    inside = {level_name(level): test <= w[:, None, :] for level, w in widths.items()}
+    intervals["test_coverage"] = {name: c.double().mean().item() for name, c in inside.items()}
+    intervals["test_coverage_by_column"] = {
+        column: {name: c[i].double().mean().item() for name, c in inside.items()} for i, column in enumerate(columns)
+    }
+    return intervals
+
+
+def intervals_at(model, task, levels, recorded: dict | None = None) -> dict:
+    """The intervals at `levels`: the `recorded` half-widths (a run's summary.json "intervals") where they hold
+    every level asked for, so that `--level 80` writes what the run recorded; otherwise all of them again from
+    the validation split (`conformal_intervals`, unscored), so that the levels asked for come from one
+    calibration and nest."""
+    names = [level_name(level) for level in check_levels(levels, "level")]
+    halfwidths = (recorded or {}).get("halfwidths", {})
+    if all(name in halfwidths for name in names):
+        return {"method": recorded.get("method"), "halfwidths": {name: halfwidths[name] for name in names}}
+    return conformal_intervals(model, task, levels, scored=False)
 
 
 def coverage_line(intervals: dict) -> str:
     """ "intervals (split conformal on validation): 80% cover 78.9% of test values, 95% cover 94.1%" """
     parts = [f"{level}% cover {100 * c:.1f}%" for level, c in intervals["test_coverage"].items()]
     return f"intervals (split conformal on validation): {', '.join(parts)} of the test values"
+
+
+def interval_line(intervals: dict, names: str) -> str:
+    """ "with 80% and 95% intervals (split conformal on validation): columns fpt-lo-LEVEL, fpt-hi-LEVEL" """
+    levels = [f"{level}%" for level in intervals["halfwidths"]]
+    listed = levels[0] if len(levels) == 1 else f"{', '.join(levels[:-1])} and {levels[-1]}"
+    return f"with {listed} intervals (split conformal on validation): columns {names}-lo-LEVEL, {names}-hi-LEVEL"

@@ -1,6 +1,7 @@
 """The field's reference methods scored on a finished run's test split, beside fpt's own score:
 what a user asks first ("is this any good?"), answered in the same run, on the same split, through
-the same metric code. Only at the end: the test split is never touched before (summary["test"]).
+the same metric code. Only at the end: the test split is never touched before (summary["test"]). A task
+with no test split at all (an npz without --test-path) is compared on the held-out split it reports.
 
 - A collection of series (fpt.tasks.collections): statsforecast's Naive, SeasonalNaive, Theta and
   AutoETS and M4's Naive2 (fpt.reference.classical), by sMAPE, MASE and OWA.
@@ -9,7 +10,12 @@ the same metric code. Only at the end: the test split is never touched before (s
   and MAE on the scaled values; a model too slow for every window is fitted on every k-th one and
   compared with fpt's score on those same windows.
 - A dataset classifier (npz, ucr, images, ListOps): the majority label, a linear probe and, for
-  series, MiniRocket (fpt.reference.classification), by accuracy."""
+  series, MiniRocket (fpt.reference.classification), by accuracy.
+- Rows of real-valued targets (the scikit-learn FPTRegressor): the training mean, Ridge and
+  gradient-boosted trees (fpt.reference.regression), by R².
+
+`split_baselines` scores the same methods on any split named, for a caller that compares on a
+validation split (the scikit-learn estimators, which hold no test split)."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from fpt.tasks.base import is_test_split
 from fpt.tasks.forecasting import ForecastTask
 
 LOWER_IS_BETTER = ("smape", "mse")
-NAMES = {"smape": "sMAPE", "mse": "MSE", "accuracy": "accuracy"}
+NAMES = {"smape": "sMAPE", "mse": "MSE", "accuracy": "accuracy", "r2": "R²"}
 
 
 def scored_tests(summary: dict) -> dict[str, dict]:
@@ -36,21 +42,39 @@ def _test_split(summary: dict, key: str) -> str | None:
     return next((s for s, result in scored_tests(summary).items() if key in result), None)
 
 
+def reported_split(task, summary: dict) -> str | None:
+    """The split whose score a finished run reports where its task has no test split at all (an npz
+    without --test-path: its held-out rows, watched while training); None for any other task."""
+    final = summary.get("final") or {}
+    return None if getattr(task, "inner", task).test_splits else final.get("split")
+
+
 def baseline_scores(task, summary: dict, model=None) -> dict | None:
     """{"split", "metric", "seconds", "scores": {method: scores}, "missing": [...]} for the task's test
     split, or None where fpt has no reference for this kind of task or the run scored no test split.
     `model`: the run's, to score fpt on the windows a baseline too slow for all of them was fitted on."""
-    started = time.perf_counter()
     task = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
     if isinstance(task, ForecastTask):
-        split = _test_split(summary, "mse")
-        if split is None:
-            return None
+        metric = "mse"
+    elif hasattr(task, "series_scores"):
+        metric = "smape"
+    elif not task.spec.regression and hasattr(task, "train") and hasattr(task.train, "y"):
+        metric = "accuracy"
+    else:
+        return None
+    split = _test_split(summary, metric) or reported_split(task, summary)
+    return None if split is None else split_baselines(task, split, model)
+
+
+def split_baselines(task, split: str, model=None) -> dict | None:
+    """baseline_scores' record for the methods fitted on the task's training split and scored on `split`
+    (whichever split the caller names: the caller answers for never naming a test split before the end),
+    or None where fpt has no reference for this kind of task."""
+    started = time.perf_counter()
+    task = getattr(task, "inner", task)
+    if isinstance(task, ForecastTask):
         (scores, missing), metric = _window_scores(task, split, model), "mse"
     elif hasattr(task, "series_scores"):
-        split = _test_split(summary, "smape")
-        if split is None:
-            return None
         from fpt.reference.classical import baseline_forecasts
         from fpt.reference.classical import baseline_scores as score_forecasts
 
@@ -59,14 +83,14 @@ def baseline_scores(task, summary: dict, model=None) -> dict | None:
         actuals = task.split_actuals(split)
         scores = score_forecasts(task.collection, forecasts, actuals=actuals, histories=histories)
         metric, missing = "smape", []
-    elif not task.spec.regression and hasattr(task, "train") and hasattr(task.train, "y"):
-        split = _test_split(summary, "accuracy")
-        if split is None:
-            return None
-        from fpt.reference.classification import reference_accuracies
-
-        accuracies, missing = reference_accuracies(task, split)
-        scores, metric = {name: {"accuracy": value} for name, value in accuracies.items()}, "accuracy"
+    elif hasattr(task, "train") and hasattr(task.train, "y"):
+        if task.spec.regression:
+            from fpt.reference.regression import reference_r2 as reference
+        else:
+            from fpt.reference.classification import reference_accuracies as reference
+        metric = "r2" if task.spec.regression else "accuracy"
+        values, missing = reference(task, split)
+        scores = {name: {metric: value} for name, value in values.items()}
     else:
         return None
     seconds = round(time.perf_counter() - started, 1)
@@ -109,6 +133,8 @@ def _shown(metric: str, scores: dict) -> str:
             text += f" (fitted on {scores['windows']} only"
             text += f"; fpt there: {describe(scores['fpt'])})" if "fpt" in scores else ")"
         return text
+    if metric == "r2":
+        return f"R² {scores['r2']:.2f}"
     return f"accuracy {100 * scores['accuracy']:.1f}%"
 
 
@@ -125,35 +151,46 @@ def baseline_rows(summary: dict) -> list[tuple[str, str]]:
 def verdict(summary: dict) -> str:
     """One plain sentence on whether the best reference method beats fpt on the recorded split (by sMAPE
     for a collection, the competitions' headline; by MSE for a forecast's windows, the long-horizon
-    tables'; by accuracy for labels), or ties it. A baseline fitted on some windows only is weighed by
-    its score against fpt's on those same windows ("fpt" in its record)."""
+    tables'; by accuracy for labels), or ties it (see `compare`)."""
     beside = summary["baselines"]
     if not beside["scores"]:
-        return f"no baseline ran on this split (left out: {'; '.join(beside.get('missing', []))})"
+        return compare(beside, float("nan"))
+    scored = {**{(summary.get("final") or {}).get("split"): summary.get("final")}, **scored_tests(summary)}
+    return compare(beside, scored[beside["split"]][beside.get("metric", "smape")])
+
+
+def compare(beside: dict, whole: float, where: str = "this split") -> str:
+    """One plain sentence on whether the best method of a baselines record (`split_baselines`) beats fpt's
+    score `whole` on the same split (`where`, as the sentence names it), or ties it. A baseline fitted on
+    some windows only is weighed by its score against fpt's on those same windows ("fpt" in its record)."""
+    if not beside["scores"]:
+        return f"no baseline ran on {where} (left out: {'; '.join(beside.get('missing', []))})"
     metric = beside.get("metric", "smape")
-    whole = scored_tests(summary)[beside["split"]][metric]
     lower = metric in LOWER_IS_BETTER
 
     def ours(scores: dict) -> float:
         return scores.get("fpt", {}).get(metric, whole)
 
     def ratio(item) -> float:  # to fpt's score on the same windows; a plain score where fpt's is 0
+        if metric == "r2":  # R² can be 0 or negative: compared as a difference
+            return item[1][metric] - ours(item[1])
         return item[1][metric] / ours(item[1]) if ours(item[1]) else item[1][metric]
 
     best_name, best = (min if lower else max)(beside["scores"].items(), key=ratio)
     mine = ours(best)
-    scale, unit, digits = (100, "%", 2) if metric == "accuracy" else (1, "", 4 if metric == "mse" else 2)
+    scale, unit = (100, "%") if metric == "accuracy" else (1, "")
+    digits = {"accuracy": 2, "mse": 4}.get(metric, 2)
     name, there = NAMES[metric], f" on {best['windows']}" if "fpt" in best else ""
 
     def shown(value: float) -> str:
         return f"{scale * value:.{digits}f}{unit}"
 
     if round(best[metric], 6) == round(mine, 6):
-        return f"{best_name} scores as fpt does on this split ({name} {shown(mine)}{there})"
+        return f"{best_name} scores as fpt does on {where} ({name} {shown(mine)}{there})"
     if (best[metric] < mine) if lower else (best[metric] > mine):
-        return f"{best_name} beats fpt on this split ({name} {shown(best[metric])} against fpt's {shown(mine)}{there})"
+        return f"{best_name} beats fpt on {where} ({name} {shown(best[metric])} against fpt's {shown(mine)}{there})"
     return (
-        f"fpt beats every baseline on this split ({name} {shown(mine)}{there}; the best, {best_name}, "
+        f"fpt beats every baseline on {where} ({name} {shown(mine)}{there}; the best, {best_name}, "
         f"{shown(best[metric])})"
     )
 
