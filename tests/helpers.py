@@ -255,3 +255,33 @@ def table_row_line(text: str, task_heading: str, arm: str) -> str:
 def table_row(text: str, task_heading: str, arm: str) -> list[str]:
     """That line's cells, stripped."""
     return [cell.strip() for cell in table_row_line(text, task_heading, arm).strip("|").split("|")]
+
+
+def write_ts(
+    path: Path, cases: list[tuple[list[list[float | None]], str]], *, name: str = "Tiny", label_line: str | None = None
+) -> Path:
+    """A .ts file as timeseriesclassification.com writes it: header, then one case a line,
+    channels separated by ':', values by ',', the class label last, '?' for a missing value."""
+    channels = len(cases[0][0])
+    lengths = {len(c) for series, _ in cases for c in series}
+    labels = sorted({label for _, label in cases})
+    header = [
+        "# written by fpt's tests",
+        f"@problemName {name}",
+        "@timeStamps false",
+        f"@missing {'true' if any(v is None for s, _ in cases for c in s for v in c) else 'false'}",
+        f"@univariate {'true' if channels == 1 else 'false'}",
+    ]
+    if channels > 1:
+        header.append(f"@dimensions {channels}")
+    header.append(f"@equalLength {'true' if len(lengths) == 1 else 'false'}")
+    if len(lengths) == 1:
+        header.append(f"@seriesLength {lengths.pop()}")
+    header += [label_line or f"@classLabel true {' '.join(labels)}", "@data"]
+    rows = [
+        ":".join(",".join("?" if v is None else repr(float(v)) for v in channel) for channel in series) + f":{label}"
+        for series, label in cases
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(header + rows) + "\n")
+    return path

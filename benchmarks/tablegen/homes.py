@@ -38,7 +38,7 @@ from .recipes import (
 )
 from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table, startup_table
-from .time_series import forecasting_table, ucr_patching_table, uea_table
+from .time_series import forecasting_table, ucr_patching_table, ucr_table, uea_table
 
 
 def _results_index() -> str:
@@ -75,6 +75,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "table6-xor": table6_xor,
     "forecasting": forecasting_table,
     "uea": uea_table,
+    "ucr": ucr_table,
     "controls": controls_table,
     "controls-head": controls_head_table,
     "controls-full-rate": controls_full_rate_table,
@@ -93,7 +94,7 @@ FRONT = "README.md"
 PAGES: dict[str, tuple[str, ...]] = {
     FRONT: ("headline",),
     "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
-    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "m3", "m3-controls"),
+    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "ucr", "m3", "m3-controls"),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
     "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe", "small-data-validation", "small-data-test"),
     "benchmarks/early-training.md": (

@@ -1,5 +1,6 @@
-"""Time series: ETT forecasts beside the published figures, and the UEA classification sets: the
-`forecasting` and `uea` tables of benchmarks/forecasting.md. The headline (headline.py) reads the
+"""Time series: ETT forecasts beside the published figures, the UEA classification sets, and fpt beside
+MiniRocket on every UCR/UEA set sktime bundles: the `forecasting`, `uea` and `ucr` tables of
+benchmarks/forecasting.md. The headline (headline.py) reads the
 forecast helpers too."""
 
 from __future__ import annotations
@@ -152,3 +153,11 @@ def ucr_patching_table() -> str:
     rows += [[name, "-", "-", "-", f"{accuracy * 100:.1f}", "-"] for name, accuracy in baselines.items()]
     header = ["method", "tokens", "ms a step", "val accuracy %", "test accuracy %", "run s"]
     return _markdown(header, rows) + "\n"
+
+
+def ucr_table() -> str:
+    """`fpt reproduce ucr`'s table (issue 57) of the committed runs under results/ucr/, written by fpt's
+    own writer (fpt.experiments.ucr_tables), as `fpt reproduce ucr` writes OUT/ucr.md."""
+    from fpt.experiments.ucr_tables import read_ucr_runs, ucr_markdown
+
+    return ucr_markdown(read_ucr_runs(RESULTS / "ucr"), "fpt beside MiniRocket on sktime's UCR/UEA sets")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from helpers import raises_naming
+from helpers import raises_naming, write_ts
 
 import fpt.data.ts as ts
 from fpt.tasks import create_task
@@ -21,36 +20,6 @@ from fpt.training.evaluation import evaluate, predict
 needs_sktime = pytest.mark.skipif(
     importlib.util.find_spec("sktime") is None, reason="the ucr task reads .ts files with sktime (pip install sktime)"
 )
-
-
-def write_ts(
-    path: Path, cases: list[tuple[list[list[float | None]], str]], *, name: str = "Tiny", label_line: str | None = None
-) -> Path:
-    """A .ts file as timeseriesclassification.com writes it: header, then one case a line,
-    channels separated by ':', values by ',', the class label last, '?' for a missing value."""
-    channels = len(cases[0][0])
-    lengths = {len(c) for series, _ in cases for c in series}
-    labels = sorted({label for _, label in cases})
-    header = [
-        "# written by fpt's tests",
-        f"@problemName {name}",
-        "@timeStamps false",
-        f"@missing {'true' if any(v is None for s, _ in cases for c in s for v in c) else 'false'}",
-        f"@univariate {'true' if channels == 1 else 'false'}",
-    ]
-    if channels > 1:
-        header.append(f"@dimensions {channels}")
-    header.append(f"@equalLength {'true' if len(lengths) == 1 else 'false'}")
-    if len(lengths) == 1:
-        header.append(f"@seriesLength {lengths.pop()}")
-    header += [label_line or f"@classLabel true {' '.join(labels)}", "@data"]
-    rows = [
-        ":".join(",".join("?" if v is None else repr(float(v)) for v in channel) for channel in series) + f":{label}"
-        for series, label in cases
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(header + rows) + "\n")
-    return path
 
 
 def znorm(values) -> np.ndarray:

@@ -228,6 +228,25 @@ PUBLISHED_COMPETITIONS: dict[str, dict[str, list[tuple[str, dict[str, float]]]]]
     "tourism": {},
 }
 
+# --- Is it any good on my data? (issue 57) -------------------------------------------------------
+# Every UCR/UEA classification set sktime bundles (fpt.data.ts.ucr_datasets(); a test holds this list to
+# it), each with the training series held out as validation: about a fifth of them (at least 4, so that
+# UnitTest's 20 keep 16 to train on), JapaneseVowels' and BasicMotions' as UEA_VAL_SIZES has them. The
+# arms are fpt and the controls that ask whether its blocks help (frozen random ones, none at all); the
+# trained-block controls are left out to keep 9 sets x 3 seeds within a CPU's afternoon.
+UCR_SETS = {
+    "ucr:ACSF1": 20,
+    "ucr:ArrowHead": 7,
+    "ucr:BasicMotions": UEA_VAL_SIZES["ucr:BasicMotions"],
+    "ucr:GunPoint": 10,
+    "ucr:ItalyPowerDemand": 13,
+    "ucr:JapaneseVowels": UEA_VAL_SIZES["ucr:JapaneseVowels"],
+    "ucr:OSULeaf": 40,
+    "ucr:PLAID": 107,
+    "ucr:UnitTest": 4,
+}
+UCR_ARMS = ["fpt", "random", "none"]
+
 REPRODUCIBLE: dict[str, PaperTable] = {
     "table1": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "full", "lstm", "finetune"]}, "table1", "variant"),
     "table2": PaperTable({"task": ALL_TASKS, "variant": ["fpt", "random", "bit", "vit"]}, "table2", "variant"),
@@ -286,6 +305,14 @@ REPRODUCIBLE: dict[str, PaperTable] = {
         name: PaperTable({"task": [f"{name}:{s}" for s in subsets], "variant": CONTROL_ARMS}, None, "variant")
         for name, subsets in COMPETITION_SUBSETS.items()
     },
+    # issue 57: fpt and two controls on every set sktime bundles, beside MiniRocket and 1-NN DTW
+    # (fpt.experiments.ucr_tables writes the table and sets the recipe)
+    "ucr": PaperTable(
+        {"task": list(UCR_SETS), "variant": UCR_ARMS},
+        None,
+        "variant",
+        {task: {"val_size": size} for task, size in UCR_SETS.items()},
+    ),
     # issue 32: fpt beside its controls (fpt.experiments.controls writes the table)
     "controls": PaperTable({"task": CONTROL_TASKS, "variant": CONTROL_ARMS}, None, "variant", CONTROL_TASK_OPTIONS),
 }

@@ -46,6 +46,7 @@ from fpt.experiments.sweep_spec import (
     option_names,
 )
 from fpt.experiments.tables import failed_runs_section
+from fpt.experiments.ucr_tables import ucr_options, ucr_text
 from fpt.tracking import Tracker
 from fpt.tracking.sinks import warn
 from fpt.training.config import coerce_option
@@ -230,6 +231,9 @@ class Reproduction:
         task_options = {k: v for t in by_variant for k, v in REPRODUCIBLE[t].task_options.get(task, {}).items()}
         if any(t in COLLECTION_TABLES for t in by_variant):
             task_options.update(self._competition_options(budget or self.budget), steps=budget or self.budget)
+        if "ucr" in by_variant:  # the fast recipe, the best validation evaluation kept (fpt.experiments.ucr_tables)
+            found = ucr_options(budget or self.budget, self.options)
+            task_options.update(found, **same_dropout({**found, **self.options}))
         return wanted, axes, task_options
 
     def _competition_options(self, budget: int) -> dict:
@@ -299,12 +303,15 @@ class Reproduction:
             self.parallel,
             variants=PAPER_VARIANTS,
         )
-        if task in self._competition_tasks() and "baselines" not in self.options:
+        if task in self._competition_tasks() | self._ucr_tasks() and "baselines" not in self.options:
             spec = baselines_once(spec)
         return folder, spec, skipped
 
     def _competition_tasks(self) -> set[str]:
         return {t for table in self.tables if table in COLLECTION_TABLES for t in REPRODUCIBLE[table].grid["task"]}
+
+    def _ucr_tasks(self) -> set[str]:  # each set's MiniRocket and 1-NN DTW, scored by one of its cells
+        return set(REPRODUCIBLE["ucr"].grid["task"]) if "ucr" in self.tables else set()
 
 
 def baselines_once(spec: SweepSpec) -> SweepSpec:
@@ -399,6 +406,8 @@ def run_reproduction(
             text = _controls_text(subset, f"Ran as: {setting}; {ran_on}.", plan.seeds, out / f"{table}.png")
             text += probe_section(records)
             subset = probe_rows + subset  # a probe that failed is listed under the table too
+        elif table == "ucr":
+            text = ucr_text(subset, title)
         elif table in COLLECTION_TABLES:
             text = _competition_text(table, subset, title, budgets)
             subset = [row for row in budget_rows if row["task"] in REPRODUCIBLE[table].grid["task"]] + subset
