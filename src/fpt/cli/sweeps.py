@@ -25,6 +25,7 @@ END_OF_RUN_MODULES = (
     "fpt.experiments.published_tables",
     "fpt.experiments.shuffled",
     "fpt.experiments.tables",
+    "fpt.experiments.ucr_tables",
 )
 
 

@@ -46,7 +46,6 @@ from fpt.experiments.sweep_spec import (
     option_names,
 )
 from fpt.experiments.tables import failed_runs_section
-from fpt.experiments.ucr_tables import ucr_options, ucr_text
 from fpt.tracking import Tracker
 from fpt.tracking.sinks import warn
 from fpt.training.config import coerce_option
@@ -232,6 +231,8 @@ class Reproduction:
         if any(t in COLLECTION_TABLES for t in by_variant):
             task_options.update(self._competition_options(budget or self.budget), steps=budget or self.budget)
         if "ucr" in by_variant:  # the fast recipe, the best validation evaluation kept (fpt.experiments.ucr_tables)
+            from fpt.experiments.ucr_tables import ucr_options  # an end-of-run module (fpt.cli.sweeps)
+
             found = ucr_options(budget or self.budget, self.options)
             task_options.update(found, **same_dropout({**found, **self.options}))
         return wanted, axes, task_options
@@ -407,6 +408,8 @@ def run_reproduction(
             text += probe_section(records)
             subset = probe_rows + subset  # a probe that failed is listed under the table too
         elif table == "ucr":
+            from fpt.experiments.ucr_tables import ucr_text
+
             text = ucr_text(subset, title)
         elif table in COLLECTION_TABLES:
             text = _competition_text(table, subset, title, budgets)
