@@ -26,6 +26,9 @@ from fpt.serve.estimators import FPTInputError  # noqa: E402
 # three blobs at 72-74% after 20 or 50 steps (the packaged MiniLM frozen: 93%); trained whole, 91% after 20.
 # These tests check the estimator's contract, not what freezing a pretrained body does.
 FAST = {"steps": 20, "batch_size": 16, "precision": "fp32", "policy": "full", "lr": 1e-2}
+# the same without the baselines fitted beside each fit, for the tests that fit many times to check the
+# interface (scikit-learn's checks, a grid search); the baselines' own tests are below
+UNCOMPARED = {**FAST, "baselines": False}
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +280,7 @@ def test_fitted_estimator_pickles_and_predicts_the_same(backbone, blobs):
 def test_in_pipeline_grid_search_and_cross_validation(backbone):
     X, y = make_blobs(n_samples=90, centers=3, random_state=0)
     X = X * 50 + 300  # unscaled: the pipeline's scaler makes it trainable
-    pipeline = make_pipeline(StandardScaler(), FPTClassifier(backbone=backbone, **FAST))
+    pipeline = make_pipeline(StandardScaler(), FPTClassifier(backbone=backbone, **UNCOMPARED))
     scores = cross_val_score(pipeline, X, y, cv=3)
     assert scores.shape == (3,) and scores.mean() > 0.6  # chance is 1/3
     search = GridSearchCV(pipeline, {"fptclassifier__lr": [1e-4, 3e-3]}, cv=2).fit(X, y)
@@ -334,7 +337,7 @@ UNSCORED = {"FPTClassifier": UnscoredClassifier, "FPTRegressor": UnscoredRegress
 
 @pytest.mark.slow
 @parametrize_with_checks(
-    [FPTClassifier(backbone="__tiny__", **FAST), FPTRegressor(backbone="__tiny__", **FAST)],
+    [FPTClassifier(backbone="__tiny__", **UNCOMPARED), FPTRegressor(backbone="__tiny__", **UNCOMPARED)],
     expected_failed_checks=_expected_failures,
 )
 def test_scikit_learn_estimator_checks(estimator, check, backbone):
