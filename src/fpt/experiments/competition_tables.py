@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fpt.core.errors import FptError
 from fpt.experiments.budget_search import BUDGET_PROBES, budget_section, read_choices
-from fpt.experiments.controls import ARM_TEXTS, arm_of, find_run_dirs, mean_std
+from fpt.experiments.controls import ARM_TEXTS, arm_of, find_run_dirs, mean_std, refuse_two_runs_of_a_cell
 from fpt.experiments.paper import COMPETITION_SUBSETS, CONTROL_ARMS, PUBLISHED_COMPETITIONS
 from fpt.reference.classical import KNOWN
 from fpt.training.run_dir import RunDir
@@ -79,14 +79,7 @@ def read_subset_runs(root: Path) -> list[SubsetRun]:
     average both)."""
     dirs = [p for p in find_run_dirs(root) if BUDGET_PROBES not in p.relative_to(root).parts]
     runs = [r for r in map(read_subset_run, dirs) if r is not None]
-    seen: dict[tuple, Path] = {}
-    for run in runs:
-        first = seen.setdefault((run.competition, run.subset, run.arm, run.seed), run.path)
-        if first != run.path:
-            raise FptError(
-                f"{run.competition}:{run.subset}: two runs of {run.arm} seed {run.seed} ({first}, {run.path}); "
-                "keep one under the folder"
-            )
+    refuse_two_runs_of_a_cell(runs, lambda run: (f"{run.competition}:{run.subset}", run.arm, run.seed))
     return runs
 
 

@@ -21,6 +21,7 @@ import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from fpt.core.errors import FptError
 from fpt.core.paths import nearest_existing
@@ -194,6 +195,21 @@ def find_run_dirs(root: Path) -> list[Path]:
     return [p for p in runs if RunDir.DERIVED not in p.relative_to(root).parts]
 
 
+def refuse_two_runs_of_a_cell(runs: list, cell_of: Callable[[object], tuple[str, str, int]]) -> None:
+    """Refuse, in one line naming both folders, two runs of one cell of a table (`cell_of(run)`: the task
+    or subset its row names, the arm, the seed): the cell must not average both. The controls, the
+    competitions' and the ucr tables read their runs through it."""
+    seen: dict[tuple, Path] = {}
+    for run in runs:
+        where, arm, seed = cell_of(run)
+        first = seen.setdefault((where, arm, seed), run.path)
+        if first != run.path:
+            raise FptError(
+                f"{where}: two runs of {arm} seed {seed} ({first}, {run.path}); "
+                "keep one under the folder, or the table would average both"
+            )
+
+
 def read_arm_runs(root: Path) -> list[ArmRun]:
     """Every finished controls run under `root`, in folder order; unfinished runs and runs of other kinds are
     left out (read_arm_run), and so are the probes a rate was chosen from (fpt.experiments.rate_search); two
@@ -202,14 +218,7 @@ def read_arm_runs(root: Path) -> list[ArmRun]:
     must not average two settings."""
     dirs = [p for p in find_run_dirs(root) if PROBES not in p.relative_to(root).parts]
     runs = [r for r in (read_arm_run(p) for p in dirs) if r is not None]
-    seen: dict[tuple, Path] = {}
-    for run in runs:
-        first = seen.setdefault((run.task, run.arm, run.seed), run.path)
-        if first != run.path:
-            raise FptError(
-                f"{run.task}: two runs of {run.arm} seed {run.seed} ({first}, {run.path}); "
-                "keep one under the folder, or the table would average both"
-            )
+    refuse_two_runs_of_a_cell(runs, lambda run: (run.task, run.arm, run.seed))
     for task in dict.fromkeys(r.task for r in runs):
         settings = {r.task_options: r.path for r in runs if r.task == task}
         if len(settings) > 1:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.core.errors import FptError
-from fpt.experiments.controls import ARM_TEXTS, arm_of, find_run_dirs, mean_std
+from fpt.experiments.controls import ARM_TEXTS, arm_of, find_run_dirs, mean_std, refuse_two_runs_of_a_cell
 from fpt.experiments.paper import UCR_ARMS, UCR_SETS
 from fpt.training.run_dir import RunDir
 
@@ -94,14 +94,7 @@ def read_ucr_runs(root: Path) -> list[UcrRun]:
     """Every finished ucr run under `root`; two of one set, arm and seed are refused (a cell must not
     average both)."""
     runs = [r for r in map(read_ucr_run, find_run_dirs(root)) if r is not None]
-    seen: dict[tuple, Path] = {}
-    for run in runs:
-        first = seen.setdefault((run.dataset, run.arm, run.seed), run.path)
-        if first != run.path:
-            raise FptError(
-                f"ucr:{run.dataset}: two runs of {run.arm} seed {run.seed} ({first}, {run.path}); "
-                "keep one under the folder"
-            )
+    refuse_two_runs_of_a_cell(runs, lambda run: (f"ucr:{run.dataset}", run.arm, run.seed))
     return runs
 
 

@@ -150,9 +150,10 @@ def counts_without_weights(config: TrainConfig, task: Task) -> tuple[TrainConfig
         return None
     plan = dataclasses.replace(plan, pooling=plan.pooling or default_pooling(task.spec))
     rows = group_rows_from_shapes(body, task.spec, plan.policy, plan.pooling, plan.dropout, plan.extra_positions)
-    if rows is not None:
-        compute_dtype(plan.precision)  # refused as the model's build refuses it
-    return None if rows is None else (plan, body.family, rows)
+    if rows is None:
+        return None
+    compute_dtype(plan.precision)  # refused as the model's build refuses it
+    return plan, body.family, rows
 
 
 # With attention dropout, CPU attention cannot use its fused kernels and stores batch x heads x L^2

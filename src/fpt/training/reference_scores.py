@@ -155,7 +155,8 @@ def verdict(summary: dict) -> str:
     beside = summary["baselines"]
     if not beside["scores"]:
         return compare(beside, float("nan"))
-    scored = {**{(summary.get("final") or {}).get("split"): summary.get("final")}, **scored_tests(summary)}
+    final = summary.get("final") or {}
+    scored = {final.get("split"): final, **scored_tests(summary)}  # the test splits, or the held-out one reported
     return compare(beside, scored[beside["split"]][beside.get("metric", "smape")])
 
 
