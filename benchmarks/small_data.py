@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import time
 from pathlib import Path
+
+from fpt.core.runtime import cpu_model
 
 SETS = ("diabetes", "wine", "breast_cancer", "iris")
 BATCH = 32
@@ -42,13 +43,6 @@ CANDIDATES = {
     "30 epochs, paper recipe": {"epochs": 30, "recipe": "paper", "batch_size": 16},
 }
 DEFAULT = "default (500 steps)"
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def load(name: str):
