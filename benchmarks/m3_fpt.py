@@ -4,6 +4,7 @@ baselines on the same split (benchmarks/m3_baselines.py writes those).
 
     python benchmarks/m3_fpt.py --out benchmarks/results/m3       # search, then the seeds; resumable
     python benchmarks/m3_fpt.py --arms random,none,attention,block  # the controls at fpt's chosen budget
+    python benchmarks/m3_fpt.py --arms random,none,attention,block --arm-seeds 0,1,2  # and on fpt's seeds
 
 Each run is a run directory under OUT/SUBSET/ (config.json, metrics.jsonl, summary.json: what the
 tables read); a finished one is not trained again. Protocol: the fast recipe, precision auto, every
@@ -68,7 +69,8 @@ def main() -> None:
     parser.add_argument("--subsets", default=",".join(SUBSETS))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--search-only", action="store_true", help="stop after the budgets' seed-0 runs")
-    parser.add_argument("--arms", help="train these controls (random,none,attention,block) at fpt's budget, seed 0")
+    parser.add_argument("--arms", help="train these controls (random,none,attention,block) at fpt's budget")
+    parser.add_argument("--arm-seeds", default="0", help="the controls' seeds, a comma list (default: 0)")
     args = parser.parse_args()
     chosen = {}
     for subset in args.subsets.split(","):
@@ -79,8 +81,9 @@ def main() -> None:
         return
     if args.arms:
         for subset, choice in chosen.items():
-            for arm in args.arms.split(","):
-                run(args.out, subset, choice["steps"], 0, args.threads, arm)
+            for seed in (int(k) for k in args.arm_seeds.split(",")):
+                for arm in args.arms.split(","):
+                    run(args.out, subset, choice["steps"], seed, args.threads, arm)
         return
     results = {}
     for subset, choice in chosen.items():

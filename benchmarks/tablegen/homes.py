@@ -26,7 +26,7 @@ from .controls import (
 )
 from .converged import converged_table, table6_mnist, table6_xor
 from .headline import headline_table
-from .m3 import m3_controls_table, m3_table
+from .m3 import m3_controls_table, m3_intervals_table, m3_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import (
     dropout_probe_table,
@@ -81,6 +81,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "controls-full-rate": controls_full_rate_table,
     "m3": m3_table,
     "m3-controls": m3_controls_table,
+    "m3-intervals": m3_intervals_table,
     "results-index": _results_index,
 }
 
@@ -94,7 +95,7 @@ FRONT = "README.md"
 PAGES: dict[str, tuple[str, ...]] = {
     FRONT: ("headline",),
     "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
-    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "ucr", "m3", "m3-controls"),
+    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "ucr", "m3", "m3-controls", "m3-intervals"),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
     "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe", "small-data-validation", "small-data-test"),
     "benchmarks/early-training.md": (

@@ -110,3 +110,19 @@ def m3_controls_table() -> str:
             overall = f"{sum(weights[s] * scores[s] for s in SUBSETS) / sum(weights.values()):.2f}"
         rows.append([arm, what, *cells, overall])
     return _markdown(header, rows)
+
+
+def m3_intervals_table() -> str:
+    """Test coverage of fpt's 80% and 95% intervals (split conformal on the validation horizon) per subset
+    and over every forecast value, mean ± std over the seeds (results/m3/intervals.json)."""
+    record = _json(RESULTS / "m3" / "intervals.json")["subsets"]
+    baselines = _json(RESULTS / "m3_baselines" / "results.json")["subsets"]
+    weights = {s: baselines[s]["series"] * baselines[s]["horizon"] for s in SUBSETS}
+    header = ["nominal", *(f"{s} ({weights[s]:,} values)" for s in SUBSETS), f"all ({sum(weights.values()):,} values)"]
+    rows = []
+    for level in ("80", "95"):
+        per_seed = {s: [100 * c[level] for c in record[s].values()] for s in SUBSETS}
+        seeds = min(len(v) for v in per_seed.values())
+        overall = [sum(weights[s] * per_seed[s][k] for s in SUBSETS) / sum(weights.values()) for k in range(seeds)]
+        rows.append([f"{level}%", *(_mean_std(per_seed[s], 1) for s in SUBSETS), _mean_std(overall, 1)])
+    return _markdown(header, rows)
