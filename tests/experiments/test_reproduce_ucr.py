@@ -38,6 +38,8 @@ def test_every_set_runs_every_arm_and_seed_chosen_on_validation_and_scores_the_r
         assert [name for name, f in flags.items() if "--baselines" in f] == ["fpt-seed0"]
         for name, f in flags.items():
             assert f["--task"] == task and f["--val-size"] == str(val_size) and f["--steps"] == "500"
+            # JapaneseVowels raw, as the controls and the UEA table read it; the UCR sets z-normalised (the default)
+            assert ("--no-znorm" in f) == (task == "ucr:JapaneseVowels")
             # the weights of the best validation evaluation, ten of them, the test split scored once at the end
             assert f["--keep-best"] == "on" and f["--eval-every"] == "50" and f["--recipe"] == "fast"
             assert f["--warmup-steps"] == "50" and f["--dropout"] == "0.0"
