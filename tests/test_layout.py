@@ -236,3 +236,28 @@ def test_the_sweep_engine_imports_nothing_of_the_paper():
         if target.startswith("fpt.experiments.") and target not in engine
     ]
     assert not outside, outside
+
+
+def test_fpt_train_reaches_the_optimizer_in_four_calls_across_three_modules(tiny_gpt2, tmp_path, monkeypatch):
+    import inspect
+
+    import torch
+
+    from fpt.cli import main
+
+    stacks = []
+    step = torch.optim.Adam.step
+
+    def recording_step(self, *args, **kwargs):  # the calls of fpt's on the way here, from cmd_train down
+        if not stacks:
+            frames = [f for f in inspect.stack()[1:] if Path(f.filename).is_relative_to(SOURCE)]
+            names = [f"{Path(f.filename).relative_to(SOURCE).as_posix()}:{f.function}" for f in reversed(frames)]
+            stacks.append(names[[n.endswith(":cmd_train") for n in names].index(True) :])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    argv = ["train", "--task", "bit-xor", "--n-bits", "4", "--backbone", tiny_gpt2, "--steps", "1", "--no-progress"]
+    assert main([*argv, "--no-baselines", "--out", str(tmp_path / "run")]) == 0
+    assert stacks == [
+        ["cli/train.py:cmd_train", "training/lifecycle.py:train", "training/loop.py:fit", "training/loop.py:train_step"]
+    ]

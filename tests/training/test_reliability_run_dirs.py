@@ -154,10 +154,10 @@ def test_a_run_killed_between_its_first_evaluation_and_checkpoint_resumes_from_s
 def test_sigterm_under_the_cli_is_one_line_exit_143_and_the_run_resumes(tiny_gpt2, tmp_path, capsys, monkeypatch):
     step = training.Trainer.train_step
 
-    def preempted(self, batch):  # SIGTERM arrives while step 3 computes
+    def preempted(self):  # SIGTERM arrives while step 3 computes
         if self.step == 2:
             os.kill(os.getpid(), signal.SIGTERM)
-        return step(self, batch)
+        return step(self)
 
     monkeypatch.setattr(training.Trainer, "train_step", preempted)
     out = tmp_path / "run"

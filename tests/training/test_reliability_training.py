@@ -52,7 +52,7 @@ def test_an_exception_inside_a_step_is_one_line_and_leaves_no_directory(
     def failing(self, batch):
         raise error
 
-    monkeypatch.setattr(training.Trainer, "train_step", failing)
+    monkeypatch.setattr(training.Trainer, "_backward", failing)  # inside a step
     out = tmp_path / "run"
     assert main(train_argv(tiny_gpt2, out, "--steps", "3")) == 2
     assert words in one_line_error(capsys) and not out.exists()
@@ -105,7 +105,7 @@ def test_a_failed_run_empties_a_folder_the_user_made_but_keeps_it(tiny_gpt2, tmp
     def failing(self, batch):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(training.Trainer, "train_step", failing)
+    monkeypatch.setattr(training.Trainer, "_backward", failing)
     mine = tmp_path / "mine"
     mine.mkdir()
     assert main(train_argv(tiny_gpt2, mine, "--steps", "2")) == 2

@@ -98,7 +98,7 @@ def test_micro_batches_give_the_same_update_as_the_whole_batch(tiny_gpt2):
         config = _config(tiny_gpt2, dropout=0.0, micro_batch_size=micro, batch_size=8)
         task, model = build(config)
         trainer = Trainer(model, task, config, progress=False)
-        trainer.train_step(task.train_batch(0, 8, seed=0))
+        trainer.train_step()  # step 0's batch of 8, the same for both
         results.append(_params(model))
     for name in results[0]:
         assert torch.allclose(results[0][name], results[1][name], atol=1e-6), name
@@ -386,6 +386,41 @@ def test_epochs_set_the_steps_from_the_training_examples_and_say_so(tiny_gpt2, t
     assert main(["train", "--resume", str(tmp_path / "run"), "--steps", "14", "--no-progress"]) == 0  # constant rate
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["steps"], config["epochs"]) == (14, None)  # the length given now, no longer the epochs'
+
+
+def test_without_steps_a_run_takes_ten_passes_over_its_examples_at_most_2000_steps(tiny_gpt2, tmp_path, capsys):
+    import dataclasses
+
+    import numpy as np
+
+    from fpt.training.build import resolve_steps
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.normal(size=(100, 4, 3)).astype(np.float32), y=rng.integers(0, 2, 100))
+    config = TrainConfig.from_recipe(
+        "fast", task=f"npz:{tmp_path / 'd.npz'}", backbone=tiny_gpt2, batch_size=16, baselines=False
+    )
+    assert config.steps is None and config.warmup_steps == 100  # the fast recipe's warm-up, longer than the run
+    summary, path = train(config, out=tmp_path / "run", progress=False)
+    said = capsys.readouterr().out
+    assert "57 steps: 10 passes over 90 training examples at batch 16" in said  # 10% held out
+    assert "warm-up 5 steps" in said
+    recorded = json.loads((path / "config.json").read_text())
+    assert (summary["step"], recorded["steps"], recorded["warmup_steps"]) == (57, 57, 5)
+
+    class Big:  # a task of many examples: the default stops at 2,000 steps and says so
+        name, train = "big", range(10**6)
+
+    capped, line = resolve_steps(dataclasses.replace(config, batch_size=8), Big())
+    assert capped.steps == 2000
+    assert "the default's most (10 passes over 1,000,000 training examples at batch 8 would take 1,250,000)" in line
+
+    class Fresh:  # a task that draws fresh examples every step has no passes: 2,000 steps
+        name, notes = "fresh", {}
+
+    assert resolve_steps(config, Fresh())[0].steps == 2000
+    given = dataclasses.replace(config, steps=7)
+    assert resolve_steps(given, Big()) == (given, None)  # --steps given: kept, nothing said
 
 
 def test_a_run_is_one_frozen_plan_and_the_config_given_is_left_as_it_was(tiny_gpt2, tmp_path):

@@ -152,6 +152,7 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
                 f"{x.dtype} {x.shape[1:]}; both files need the same kind of rows"
             )
         eval_name = "test"
+        evaluated_on = f"evaluated on {test_path} while training"
     else:
         if not 0 < heldout_fraction < 1:
             raise FptError(f"--heldout-fraction must be in (0, 1), got {heldout_fraction}")
@@ -163,6 +164,10 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
         test = (x[held], y[held], mask[held])
         x, y, mask = x[kept], y[kept], mask[kept]
         eval_name = "heldout"
+        evaluated_on = (
+            f"{cut:,} of {len(order):,} examples held out to evaluate on while training, a fixed draw "
+            f"(--heldout-fraction {heldout_fraction:g}; --test-path FILE evaluates on another file)"
+        )
     classes = np.unique(np.concatenate([y, test[1]]))
     if len(classes) < 2:
         raise FptError(f"{path}: every label is {classes[0]}; a classifier needs examples of at least two classes")
@@ -181,4 +186,5 @@ def npz(path: str, test_path: str | None = None, heldout_fraction: float = 0.1) 
         seq_len=x.shape[1],
         vocab_size=vocab,
         input_dim=None if tokens else x.shape[2],
+        notes={"evaluated_on": evaluated_on},
     )

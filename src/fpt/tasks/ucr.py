@@ -110,6 +110,12 @@ def ucr(
         "train_size": len(train),
         "test_size": len(splits["test"]),
         "val_size": val_size,
+        "evaluated_on": (
+            f"{val_size} of the {len(splits['train'])} training series held out as validation (--val-size)"
+            if val_size
+            else "the test split evaluated while training, never chosen on (--val-size N holds N training series "
+            "out as validation, which --keep-best and --patience then choose on)"
+        ),
     }
     return SequenceTask(
         "ucr",

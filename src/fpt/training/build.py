@@ -22,7 +22,7 @@ from fpt.models.policy import GroupRow
 from fpt.models.transformer import FrozenPretrainedTransformer, group_rows_from_shapes
 from fpt.tasks import Task, create_task
 from fpt.tasks.bucketing import LengthBucketedTask
-from fpt.training.config import LONG_INPUT, TrainConfig
+from fpt.training.config import DEFAULT_EPOCHS, DEFAULT_STEPS, LONG_INPUT, TrainConfig
 from fpt.training.distributed import SINGLE, World
 
 if TYPE_CHECKING:
@@ -71,23 +71,46 @@ def build_for_process(config: TrainConfig, world: World = SINGLE) -> tuple[Task,
     return task, model, plan
 
 
-def steps_from_epochs(config: TrainConfig, task: Task) -> tuple[TrainConfig, str | None]:
-    """`config` with --steps set from --epochs and the task's training examples (and a recipe's warm-up
-    longer than that cut to a tenth of it), and the line that says so; as it was without --epochs."""
-    if config.epochs is None:
+def resolve_steps(config: TrainConfig, task: Task) -> tuple[TrainConfig, str | None]:
+    """`config` with --steps set where it is unset or --epochs gives it, from the task's training examples
+    (and a recipe's warm-up as long as that cut to a tenth of it), and the line that says so; as it was where
+    --steps was given. Unset, it is DEFAULT_EPOCHS passes over the examples, at most DEFAULT_STEPS, or
+    DEFAULT_STEPS where the task draws fresh examples every step."""
+    if config.epochs is None and config.steps is not None:
         return config, None
-    inner = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
-    train = getattr(inner, "train", None)
-    examples = len(train) if train is not None else getattr(inner, "notes", {}).get("examples", {}).get("train")
-    if not examples:
-        raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
-    steps = max(1, math.ceil(config.epochs * examples / config.batch_size))
-    said = f"--epochs {config.epochs:g} -> {steps:,} steps ({examples:,} training examples, batch {config.batch_size})"
+    examples, fix = training_examples(task), ""
+    if config.epochs is not None:
+        if not examples:
+            raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
+        steps = max(1, math.ceil(config.epochs * examples / config.batch_size))
+        batch = config.batch_size
+        said = f"--epochs {config.epochs:g} -> {steps:,} steps ({examples:,} training examples, batch {batch})"
+    elif not examples:
+        steps = DEFAULT_STEPS
+        said = f"{steps:,} steps: the default where a task draws fresh examples every step (--steps sets it)"
+    else:
+        passes = max(1, math.ceil(DEFAULT_EPOCHS * examples / config.batch_size))
+        steps = min(DEFAULT_STEPS, passes)
+        what = f"{DEFAULT_EPOCHS} passes over {examples:,} training examples at batch {config.batch_size}"
+        said = (
+            f"{steps:,} steps: {what} (the default from the data's size, at most {DEFAULT_STEPS:,})"
+            if steps == passes
+            else f"{steps:,} steps: the default's most ({what} would take {passes:,})"
+        )
+        fix = "; --steps or --epochs sets it"
     warmup = config.warmup_steps
     if warmup >= steps:
         warmup = steps // 10
         said += f", warm-up {warmup} steps"
+    said += fix
     return dataclasses.replace(config, steps=steps, warmup_steps=warmup), said
+
+
+def training_examples(task: Task) -> int | None:
+    """The examples a task trains on, or None where it draws fresh ones every step (bits, ListOps' generator)."""
+    inner = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
+    train = getattr(inner, "train", None)
+    return len(train) if train is not None else getattr(inner, "notes", {}).get("examples", {}).get("train")
 
 
 def resolve_precision(config: TrainConfig, world: World = SINGLE) -> tuple[str, str | None]:

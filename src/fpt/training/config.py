@@ -32,6 +32,12 @@ TRANSFORMER_ONLY_OPTIONS = ("attention", "precision", "checkpointing", "compile"
 
 
 LR_SCHEDULES = ("constant", "cosine")
+# --steps where none is given: DEFAULT_EPOCHS passes over a task's training examples, at most DEFAULT_STEPS (a
+# large set trains no longer than it did when every run took DEFAULT_STEPS); DEFAULT_STEPS where a task draws
+# fresh examples every step. Ten passes were chosen on validation for small tables (benchmarks/small_data.py);
+# benchmarks/ucr_budget.py weighs them against the former fixed 2,000 steps on small sets of series.
+DEFAULT_EPOCHS = 10
+DEFAULT_STEPS = 2000
 # tokens from which attention dropout turns --checkpointing on by default (fpt.training.build.plan_memory)
 LONG_INPUT = 512
 
@@ -144,7 +150,10 @@ class TrainConfig:
         "kernel, several times faster on long inputs such as ListOps",
         group="model",
     )
-    steps: int = option(2000, "optimiser steps")
+    steps: int | None = option(
+        help=f"optimiser steps (default: {DEFAULT_EPOCHS} passes over a task's training examples, at most "
+        f"{DEFAULT_STEPS:,} steps; {DEFAULT_STEPS:,} where a task draws fresh examples every step)"
+    )
     epochs: float | None = option(
         help="passes over the training examples: sets --steps from the data's size (said when the run starts; "
         "a task that draws fresh examples every step has none)"
@@ -221,7 +230,7 @@ class TrainConfig:
         from fpt.tasks.bucketing import check_bucket_window
 
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
-            if getattr(self, key) < 1:
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
         if self.batch_size % world_size:
             raise FptError(
@@ -252,7 +261,9 @@ class TrainConfig:
         check_device_name(self.device)
         if self.lr_schedule not in LR_SCHEDULES:
             raise FptError(f"unknown --lr-schedule {quoted(self.lr_schedule)}; choose {' or '.join(LR_SCHEDULES)}")
-        if self.warmup_steps < 0 or (self.warmup_steps and self.warmup_steps >= self.steps):
+        # where --steps is unset, its default is set from the task's size (fpt.training.build.resolve_steps), which
+        # then cuts a warm-up as long as the run to a tenth of it and says so
+        if self.warmup_steps < 0 or (self.warmup_steps and self.steps and self.warmup_steps >= self.steps):
             raise FptError(
                 f"--warmup-steps must be at least 0 and below --steps ({self.steps}), got "
                 f"{self.warmup_steps}" + (f" (from --recipe {self.recipe})" if self.recipe != "paper" else "")

@@ -21,7 +21,7 @@ from fpt.tracking import Tracker
 from fpt.training import distributed
 from fpt.training.build import (
     build_for_process,
-    steps_from_epochs,
+    resolve_steps,
 )
 from fpt.training.checkpoint import Checkpoint, load_checkpoint
 from fpt.training.config import TrainConfig
@@ -32,9 +32,12 @@ from fpt.training.run_dir import RunDir
 
 
 def say_task_choices(task: Task) -> None:
-    """Say, when a run starts, what the task chose from the data where no option set it (a collection's
-    look-back and patches) and what it left out (series too short), so neither is a surprise later."""
+    """Say, when a run starts, what it evaluates on while training, what the task chose from the data where
+    no option set it (a collection's look-back and patches) and what it left out (series too short), so none
+    is a surprise later."""
     notes = getattr(task, "notes", {})
+    if notes.get("evaluated_on"):
+        print(f"{task.name}: {notes['evaluated_on']}", flush=True)
     if notes.get("chosen_from_data"):
         print(
             f"{task.name}: {notes['chosen_from_data']} (chosen from the data; --lookback, --patch-size and "
@@ -107,7 +110,23 @@ def train(
     """
     check_max_minutes(max_minutes)
     with process_group(ddp_backend) as world:
-        return _train(config, out, progress, on_step, world, tracker, max_minutes)
+        path, config, task, model = _plan(config, out, world)
+        made: list[RunDir] = []
+        new_folders = [folder for folder in Path(path).parents if not folder.exists()]  # e.g. runs/ itself
+        world.agree(lambda: made.append(RunDir.create(path)))
+        run_dir = made[0] if made else None
+        trainer = None
+        with _writing(run_dir, tracker):
+            try:
+                if run_dir is not None:
+                    run_dir.write_config(dataclasses.asdict(config))
+                tracked = tracker if world.is_main else None
+                trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracked)
+                return _after_test(trainer, trainer.fit(max_minutes)), path
+            except Exception:
+                if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
+                    _remove_run(run_dir, new_folders)
+                raise
 
 
 def check_max_minutes(max_minutes: float | None) -> None:
@@ -120,7 +139,7 @@ def check_max_minutes(max_minutes: float | None) -> None:
 def process_group(ddp_backend: str | None) -> Iterator[World]:
     """The process group of a torchrun job (or this process alone) for the block, left as finished only
     when the block ends without an exception. A `with`, not a function taking the work, so that
-    `fpt train` reaches the optimizer through two calls fewer (issue 56)."""
+    `fpt train` reaches the optimizer in four calls: cmd_train, train, Trainer.fit, Trainer.train_step."""
     world = distributed.start(ddp_backend)
     try:
         yield world
@@ -130,15 +149,9 @@ def process_group(ddp_backend: str | None) -> Iterator[World]:
     distributed.stop(world)
 
 
-def _train(
-    config: TrainConfig,
-    out: Path | None,
-    progress: bool | str,
-    on_step: Callable[[int, float], None] | None,
-    world: World,
-    tracker: Tracker | None,
-    max_minutes: float | None = None,
-) -> tuple[dict, Path]:
+def _plan(config: TrainConfig, out: Path | None, world: World) -> tuple[Path, TrainConfig, Task, TrainableModel]:
+    """(the run directory's path, checked creatable; the run's plan, frozen; its task; its model): everything a
+    run needs before its directory is made, each choice made from the data said once (rank 0)."""
     config = dataclasses.replace(config, task_options=task_options(config.task, config.task_options))  # defaults too
     label = config.backbone if config.model == "fpt" else config.model
 
@@ -149,7 +162,7 @@ def _train(
 
     path = world.agree(creatable_path)
     task, model, config = build_for_process(config, world)
-    config, said = steps_from_epochs(config, task)
+    config, said = resolve_steps(config, task)
     if world.is_main:
         if said:
             print(said, flush=True)
@@ -165,22 +178,7 @@ def _train(
         device=device.type if world.distributed and device.type == "cuda" else str(device),
     ).frozen()  # the run's plan: config.json, and what the Trainer runs; nothing changes it now
     config.validate(world.size)
-    made: list[RunDir] = []
-    new_folders = [folder for folder in Path(path).parents if not folder.exists()]  # e.g. runs/ itself
-    world.agree(lambda: made.append(RunDir.create(path)))
-    run_dir = made[0] if made else None
-    trainer = None
-    with _writing(run_dir, tracker):
-        try:
-            if run_dir is not None:
-                run_dir.write_config(dataclasses.asdict(config))
-            tracked = tracker if world.is_main else None
-            trainer = Trainer(model, task, config, run_dir, progress, on_step, world, tracked)
-            return _after_test(trainer, trainer.fit(max_minutes)), path
-        except Exception:
-            if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
-                _remove_run(run_dir, new_folders)
-            raise
+    return path, config, task, model
 
 
 def _after_test(trainer: Trainer, summary: dict) -> dict:

@@ -115,7 +115,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
         self.device = device_of(model)
         # fp16 needs its loss scaled so small gradients do not flush to zero (bf16 has fp32's range);
-        # disabled, the scaler passes the loss and the step through unchanged
+        # disabled, it passes the loss through unchanged and train_step steps the optimizer itself
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
         self.forward = distributed.wrap(model, world)
         if world.distributed:  # ranks drop different units; a checkpoint restores each rank's state
@@ -216,25 +216,39 @@ class Trainer:
             ) from None
         self.last_checkpoint_step = self.step
 
-    def train_step(self, batch: Batch) -> tuple[float, float | None]:
-        """One optimiser step over `batch` (this rank's slice of it), accumulated over
-        micro-batches; returns the loss and accuracy (None for a regression task) over the whole
-        batch, the same on every rank."""
-        share = len(batch) // self.world.size
-        batch = batch.slice(self.world.rank * share, (self.world.rank + 1) * share).to(self.device)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, correct = self._backward(batch)
-        for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(self.config, self.step)
-        self.scaler.unscale_(self.optimizer)  # clip the true gradients
-        torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
-        self.scaler.step(self.optimizer)  # fp16: skipped where the scaled gradients overflowed
-        self.scaler.update()
-        counts = StepCounts(loss_sum, correct, len(batch), batch.y.numel(), float(self.stop.wanted()))
-        if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
-            summed = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device))
-            counts = StepCounts(*summed.tolist())
+    def train_step(self) -> tuple[float, float | None]:
+        """One optimiser step: draw the step's batch, train on this rank's slice of it (accumulated over
+        micro-batches), and return the loss and accuracy (None for a regression task) over the whole batch,
+        the same on every rank. A failure or a non-finite loss ends the run in one line."""
+        started = time.perf_counter()
+        try:  # drawing the batch too: a huge --batch-size fails there
+            batch = self.task.train_batch(self.step, self.config.batch_size, self.config.seed)
+            share = len(batch) // self.world.size
+            mine = batch.slice(self.world.rank * share, (self.world.rank + 1) * share).to(self.device)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss_sum, correct = self._backward(mine)
+            for group in self.optimizer.param_groups:
+                group["lr"] = learning_rate(self.config, self.step)
+            if self.scaler.is_enabled():  # fp16: unscaled to clip the true gradients; skipped where they overflowed
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
+                self.optimizer.step()
+            counts = StepCounts(loss_sum, correct, len(mine), mine.y.numel(), float(self.stop.wanted()))
+            if self.world.distributed:  # one small all-reduce: every rank sees the same loss and stops alike
+                summed = self.world.all_reduce_sum(torch.tensor(counts, dtype=torch.float64, device=self.device))
+                counts = StepCounts(*summed.tolist())
+        except (RuntimeError, ValueError, MemoryError) as exc:
+            raise self._failed(exc, "training") from None
         self.stop.agreed = counts.stop_votes > 0
+        # the loss was read back (.item()), so an accelerator's work is done: the time is real
+        self.meter.add_step(time.perf_counter() - started, len(batch), self._step_flops(batch))
+        self.step += 1
+        if not math.isfinite(counts.loss):
+            raise self._diverged(f"loss became {counts.loss}")
         return counts.loss, None if self.task.spec.regression else counts.accuracy
 
     def _backward(self, batch: Batch) -> tuple[float, int]:
@@ -352,18 +366,29 @@ class Trainer:
         return f"`fpt train --resume {self.run_dir.path}`" if self.run_dir is not None else "`fpt train --resume`"
 
     def fit(self, max_minutes: float | None = None) -> dict:
-        """Train to config.steps (or the target accuracy or MSE); returns the summary. Ctrl-C or
-        SIGTERM lets the step under way finish (or interrupts the evaluation under way), saves a
-        checkpoint and raises StopRequested, so a resume loses nothing (fpt.training.stopping); so does
-        the end of `max_minutes` of this sitting (TimeLimitReached; litgpt's max_time)."""
+        """Train to config.steps (or the target accuracy or MSE, or the end of --patience); returns the
+        summary. Ctrl-C or SIGTERM lets the step under way finish (or interrupts the evaluation under way),
+        saves a checkpoint and raises StopRequested, so a resume loses nothing (fpt.training.stopping); so
+        does the end of `max_minutes` of this sitting (TimeLimitReached; litgpt's max_time)."""
         cfg = self.config
         self.model.train()
         self._start_meter()  # before the clock starts: measuring the peak is not training time
         self.started, resumed_from = time.perf_counter(), self.step
         self.stop.start(max_minutes)
         self.world.agree(self._open_tracker)  # rank 0's alone; one that cannot start stops every rank
+        last_eval = reached_at = None  # the last evaluation, and the step that reached the target
         with self._progress_bar() as bar, self.stop.signals:
-            last_eval, reached_at = self._train(bar, max_minutes)
+            if self.pending_evaluation is not None:  # a signal interrupted this step's evaluation: make it first
+                last_eval, reached_at = self._evaluate_and_check(self.pending_evaluation, bar, max_minutes)
+            while self.step < cfg.steps and reached_at is None and not self._out_of_patience():
+                loss, accuracy = self.train_step()
+                self._show_step(bar, loss, accuracy)
+                if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                    last_eval, reached_at = self._evaluate_and_check(loss, bar, max_minutes)
+                    if reached_at is not None or self._out_of_patience():
+                        break
+                if self.stop.requested() and self.step < cfg.steps:
+                    raise self._checkpoint_and_stop(max_minutes)
             self.restore_best()  # --keep-best: the run ends with, and scores test with, its best weights
             try:  # none: resumed a finished run
                 summary = self._summary(last_eval or self._evaluate(), reached_at, resumed_from)
@@ -376,29 +401,13 @@ class Trainer:
             self.tracker.finish(summary, self.run_dir.artifacts())
         return summary
 
-    def _train(self, bar, max_minutes: float | None) -> tuple[dict | None, int | None]:
-        """Steps to the end, the target or the end of patience; returns the last evaluation and the
-        step that reached the target (None: none did)."""
-        cfg = self.config
-        last_eval = reached_at = None
-        if self.pending_evaluation is not None:  # a signal interrupted this step's evaluation: make it first
-            last_eval, reached_at = self._evaluate_and_check(self.pending_evaluation, bar, max_minutes)
-        while self.step < cfg.steps and reached_at is None and not self._out_of_patience():
-            loss, accuracy = self._next_step()
-            bar.update(1)
-            shown = f"loss {loss:.4f}" + ("" if accuracy is None else f", acc {accuracy:.3f}")
-            bar.set_postfix_str(
-                f"{shown}, {describe_speed(self.meter.recent_rates(), self._eta_s(), True)}", refresh=False
-            )
-            if self.on_step is not None:
-                self.on_step(self.step, loss)
-            if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                last_eval, reached_at = self._evaluate_and_check(loss, bar, max_minutes)
-                if reached_at is not None or self._out_of_patience():
-                    break
-            if self.stop.requested() and self.step < cfg.steps:
-                raise self._checkpoint_and_stop(max_minutes)
-        return last_eval, reached_at
+    def _show_step(self, bar, loss: float, accuracy: float | None) -> None:
+        """The bar's step, loss and speed, and the caller's on_step."""
+        bar.update(1)
+        shown = f"loss {loss:.4f}" + ("" if accuracy is None else f", acc {accuracy:.3f}")
+        bar.set_postfix_str(f"{shown}, {describe_speed(self.meter.recent_rates(), self._eta_s(), True)}", refresh=False)
+        if self.on_step is not None:
+            self.on_step(self.step, loss)
 
     def _evaluate_and_check(self, loss: float, bar, max_minutes: float | None) -> tuple[dict, int | None]:
         """This step's evaluation (stopped by a signal: checkpointed, to be made first when resumed),
@@ -449,21 +458,6 @@ class Trainer:
         if self.task.spec.patch_stride is not None:  # a series window: the body sees its patches
             length = series_tokens(length, self.model.embedder.linear.in_features, self.task.spec.patch_stride)
         return self.model_flops.step(len(batch), length)
-
-    def _next_step(self) -> tuple[float, float | None]:
-        """Draw the step's batch and train on it; a failure or a non-finite loss ends the run in one line."""
-        started = time.perf_counter()
-        try:  # drawing the batch too: a huge --batch-size fails there
-            batch = self.task.train_batch(self.step, self.config.batch_size, self.config.seed)
-            loss, accuracy = self.train_step(batch)
-        except (RuntimeError, ValueError, MemoryError) as exc:
-            raise self._failed(exc, "training") from None
-        # train_step read the loss back (.item()), so an accelerator's work is done: the time is real
-        self.meter.add_step(time.perf_counter() - started, len(batch), self._step_flops(batch))
-        self.step += 1
-        if not math.isfinite(loss):
-            raise self._diverged(f"loss became {loss}")
-        return loss, accuracy
 
     def _summary(self, last_eval: dict, reached_at: int | None, resumed_from: int) -> dict:
         """What summary.json holds; with --keep-best (the model holding its best weights by now)
