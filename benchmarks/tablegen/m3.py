@@ -85,31 +85,31 @@ ARMS = {
 
 
 def m3_controls_table() -> str:
-    """Test sMAPE of each control arm against fpt's own run of the same seed (0), budget and recipe."""
-    header = ["arm", "what it is", *SUBSETS, "all, sMAPE"]
-    weights = {}
+    """Test sMAPE of fpt and each control arm at fpt's budget and recipe, mean ± std over the seeds each ran
+    (the controls seed for seed with fpt's runs); over all series, each seed's subsets weighted by their
+    forecast values, where an arm ran every subset on that seed."""
     baselines = _json(RESULTS / "m3_baselines" / "results.json")
-    for subset in SUBSETS:
-        weights[subset] = baselines["subsets"][subset]["series"] * baselines["subsets"][subset]["horizon"]
+    weights = {s: baselines["subsets"][s]["series"] * baselines["subsets"][s]["horizon"] for s in SUBSETS}
+    chosen = {s: _chosen_runs(s) for s in SUBSETS}
     rows = []
-    for arm, what in {"fpt": "frozen pretrained MiniLM (fpt), its seed 0", **ARMS}.items():
-        scores = {}
+    for arm, what in {"fpt": "frozen pretrained MiniLM (fpt)", **ARMS}.items():
+        scores: dict[str, dict[int, float]] = {}  # subset -> seed -> test sMAPE
         for subset in SUBSETS:
-            chosen = _chosen_runs(subset)
-            if chosen is None:
+            if chosen[subset] is None:
                 continue
-            name = f"fast{chosen[0]}-seed0" if arm == "fpt" else f"fast{chosen[0]}-{arm}-seed0"
-            path = RESULTS / "m3" / subset / name / "summary.json"
-            if path.is_file():
-                scores[subset] = _json(path)["test"]["test"]["smape"]
+            name = f"fast{chosen[subset][0]}-seed" if arm == "fpt" else f"fast{chosen[subset][0]}-{arm}-seed"
+            for run in (RESULTS / "m3" / subset).glob(f"{name}*"):
+                seed = re.fullmatch(rf"{re.escape(name)}(\d+)", run.name)
+                if seed and (run / "summary.json").is_file():
+                    smape = _json(run / "summary.json")["test"]["test"]["smape"]
+                    scores.setdefault(subset, {})[int(seed.group(1))] = smape
         if not scores:
             continue
-        cells = [f"{scores[s]:.2f}" if s in scores else "-" for s in SUBSETS]
-        overall = "-"
-        if len(scores) == len(SUBSETS):
-            overall = f"{sum(weights[s] * scores[s] for s in SUBSETS) / sum(weights.values()):.2f}"
-        rows.append([arm, what, *cells, overall])
-    return _markdown(header, rows)
+        cells = [_mean_std(list(scores[s].values()), 2) if s in scores else "-" for s in SUBSETS]
+        seeds = sorted(set.intersection(*(set(scores.get(s, {})) for s in SUBSETS)))
+        overall = [sum(weights[s] * scores[s][k] for s in SUBSETS) / sum(weights.values()) for k in seeds]
+        rows.append([arm, what, *cells, _mean_std(overall, 2) if overall else "-"])
+    return _markdown(["arm", "what it is", *SUBSETS, "all, sMAPE"], rows)
 
 
 def m3_intervals_table() -> str:
@@ -126,3 +126,11 @@ def m3_intervals_table() -> str:
         overall = [sum(weights[s] * per_seed[s][k] for s in SUBSETS) / sum(weights.values()) for k in range(seeds)]
         rows.append([f"{level}%", *(_mean_std(per_seed[s], 1) for s in SUBSETS), _mean_std(overall, 1)])
     return _markdown(header, rows)
+
+
+def tourism_table() -> str:
+    """`fpt reproduce tourism`'s tables of the committed runs under results/tourism/, written by fpt's own
+    writer (fpt.experiments.competition_tables), as `fpt competitions FOLDER` writes them."""
+    from fpt.experiments.competition_tables import competition_tables_text
+
+    return competition_tables_text(RESULTS / "tourism")
