@@ -35,6 +35,8 @@ from .recipes import (
     recipes_table,
     small_data_test_table,
     small_data_validation_table,
+    ucr_budget_table,
+    ucr_budget_test_table,
 )
 from .results_index import results_index_table
 from .speed import compile_table, data_parallel_table, memory_table, speed_listops_table, speed_table, startup_table
@@ -72,6 +74,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "lr-probe": lr_probe_table,
     "small-data-validation": small_data_validation_table,
     "small-data-test": small_data_test_table,
+    "ucr-budget": ucr_budget_table,
+    "ucr-budget-test": ucr_budget_test_table,
     "table6-xor": table6_xor,
     "forecasting": forecasting_table,
     "uea": uea_table,
@@ -95,9 +99,25 @@ FRONT = "README.md"
 PAGES: dict[str, tuple[str, ...]] = {
     FRONT: ("headline",),
     "benchmarks/converged.md": ("converged", "table6-mnist", "recipes"),
-    "benchmarks/forecasting.md": ("forecasting", "uea", "ucr-patching", "ucr", "m3", "m3-controls", "m3-intervals"),
+    "benchmarks/forecasting.md": (
+        "forecasting",
+        "uea",
+        "ucr-patching",
+        "ucr",
+        "m3",
+        "m3-controls",
+        "m3-intervals",
+    ),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
-    "benchmarks/recipes.md": ("recipe-search", "dropout-probe", "lr-probe", "small-data-validation", "small-data-test"),
+    "benchmarks/recipes.md": (
+        "recipe-search",
+        "dropout-probe",
+        "lr-probe",
+        "small-data-validation",
+        "small-data-test",
+        "ucr-budget",
+        "ucr-budget-test",
+    ),
     "benchmarks/early-training.md": (
         "bit-xor-budget",
         "bit-memory-budget",

@@ -191,3 +191,26 @@ def small_data_test_table() -> str:
         )
     header = ["set", "metric", "train / test rows", f"{chosen} (chosen)", default]
     return _markdown(header + ["LogisticRegression / Ridge", "HistGradientBoosting"], rows)
+
+
+def ucr_budget_table() -> str:
+    """benchmarks/ucr_budget.py: each candidate budget's validation accuracy on each UCR/UEA set (its steps in
+    brackets) and the mean over the sets, which chose."""
+    selection = _json(RESULTS / "ucr_budget" / "selection.json")
+    validation, steps, chosen = selection["validation"], selection["steps"], selection["chosen"]
+    candidates = list(validation)
+    rows = [
+        [name, *(f"{100 * validation[c][name]:.1f} ({steps[c][name]})" for c in candidates)]
+        for name in validation[candidates[0]]
+    ]
+    means = [f"{100 * selection['validation_mean'][c]:.1f}" + (" (chosen)" if c == chosen else "") for c in candidates]
+    return _markdown(["set", *candidates], [*rows, ["mean", *means]])
+
+
+def ucr_budget_test_table() -> str:
+    """benchmarks/ucr_budget.py: the test split of the chosen budget and of the former default, read only after
+    the choice."""
+    test = _json(RESULTS / "ucr_budget" / "selection.json")["test"]
+    tested = list(test)
+    rows = [[name, *(f"{100 * test[t][name]:.1f}" for t in tested)] for name in test[tested[0]]]
+    return _markdown(["set: test accuracy %", *tested], rows)

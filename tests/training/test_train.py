@@ -388,7 +388,7 @@ def test_epochs_set_the_steps_from_the_training_examples_and_say_so(tiny_gpt2, t
     assert (config["steps"], config["epochs"]) == (14, None)  # the length given now, no longer the epochs'
 
 
-def test_without_steps_a_run_takes_ten_passes_over_its_examples_at_most_2000_steps(tiny_gpt2, tmp_path, capsys):
+def test_without_steps_a_run_takes_100_passes_over_its_examples_at_most_2000_steps(tiny_gpt2, tmp_path, capsys):
     import dataclasses
 
     import numpy as np
@@ -396,15 +396,15 @@ def test_without_steps_a_run_takes_ten_passes_over_its_examples_at_most_2000_ste
     from fpt.training.build import resolve_steps
 
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "d.npz", x=rng.normal(size=(100, 4, 3)).astype(np.float32), y=rng.integers(0, 2, 100))
+    np.savez(tmp_path / "d.npz", x=rng.normal(size=(20, 4, 3)).astype(np.float32), y=np.arange(20) % 2)
     config = TrainConfig.from_recipe(
-        "fast", task=f"npz:{tmp_path / 'd.npz'}", backbone=tiny_gpt2, batch_size=16, baselines=False
+        "fast", task=f"npz:{tmp_path / 'd.npz'}", backbone=tiny_gpt2, batch_size=32, baselines=False
     )
     assert config.steps is None and config.warmup_steps == 100  # the fast recipe's warm-up, longer than the run
     summary, path = train(config, out=tmp_path / "run", progress=False)
     said = capsys.readouterr().out
-    assert "57 steps: 10 passes over 90 training examples at batch 16" in said  # 10% held out
-    assert "warm-up 5 steps" in said
+    assert "57 steps: 100 passes over 18 training examples at batch 32" in said  # 10% held out
+    assert "warm-up 5 steps" in said and "2 of 20 examples held out to evaluate on while training" in said
     recorded = json.loads((path / "config.json").read_text())
     assert (summary["step"], recorded["steps"], recorded["warmup_steps"]) == (57, 57, 5)
 
@@ -413,7 +413,7 @@ def test_without_steps_a_run_takes_ten_passes_over_its_examples_at_most_2000_ste
 
     capped, line = resolve_steps(dataclasses.replace(config, batch_size=8), Big())
     assert capped.steps == 2000
-    assert "the default's most (10 passes over 1,000,000 training examples at batch 8 would take 1,250,000)" in line
+    assert "the default's most (100 passes over 1,000,000 training examples at batch 8 would take 12,500,000)" in line
 
     class Fresh:  # a task that draws fresh examples every step has no passes: 2,000 steps
         name, notes = "fresh", {}

@@ -50,7 +50,7 @@ from fpt.tasks.base import Batch, TaskSpec
 from fpt.tasks.sequences import SequenceTask
 from fpt.tasks.ucr import MAX_DEFAULT_TOKENS, to_tokens
 from fpt.training.build import plan_and_build
-from fpt.training.config import DEFAULT_EPOCHS, DEFAULT_STEPS, MAX_THREADS, RECIPES, TrainConfig
+from fpt.training.config import DEFAULT_STEPS, MAX_THREADS, RECIPES, TrainConfig
 from fpt.training.inference import predict_probabilities, predict_values
 from fpt.training.loop import Trainer
 from fpt.training.run_dir import RunDir
@@ -58,11 +58,13 @@ from fpt.training.run_dir import RunDir
 # Training rows evaluated at the end of fit (and every eval_every steps): the Trainer always scores
 # a held-out split, and fit(X, y) has none, so it scores (at most) this many of the training rows.
 EVAL_ROWS = 1024
-# steps=None: DEFAULT_EPOCHS passes over the rows trained on (the validation rows held out), at most
-# DEFAULT_STEPS, as `fpt train` (fpt.training.config). benchmarks/small_data.py chose ten passes on validation
-# over load_diabetes, load_wine, load_breast_cancer and load_iris (results/small_data/): they scored at
-# least the former fixed 500 steps on every set (diabetes R² 0.37 against 0.32, breast cancer 98.9% against
-# 97.8%, wine and iris equal) in a sixteenth to a fifth of the time; 5 epochs was within a row, 30 lower
+# steps=None: ESTIMATOR_EPOCHS passes over the rows trained on (the validation rows held out), at most
+# DEFAULT_STEPS, as `fpt train` caps its own default (fpt.training.config). benchmarks/small_data.py chose ten
+# passes of the fast recipe on validation over load_diabetes, load_wine, load_breast_cancer and load_iris
+# (results/small_data/): they scored at least the former fixed 500 steps on every set (diabetes R² 0.37
+# against 0.32, breast cancer 98.9% against 97.8%, wine and iris equal) in a sixteenth to a fifth of the
+# time; 5 epochs was within a row, 30 lower
+ESTIMATOR_EPOCHS = 10
 PREDICT_BATCH = 256  # rows per forward pass in predict: the results do not depend on it
 
 
@@ -315,8 +317,8 @@ class _FPTEstimator(BaseEstimator):
     # --- training ----------------------------------------------------------------------------
 
     def _train(self, task: ArrayTask) -> None:
-        rows = len(task.train.y)  # steps=None: DEFAULT_EPOCHS passes over the rows trained on, at most DEFAULT_STEPS
-        passes = min(DEFAULT_STEPS, DEFAULT_EPOCHS * math.ceil(rows / self.batch_size))
+        rows = len(task.train.y)  # steps=None: ESTIMATOR_EPOCHS passes over the rows trained on, at most DEFAULT_STEPS
+        passes = min(DEFAULT_STEPS, ESTIMATOR_EPOCHS * math.ceil(rows / self.batch_size))
         self.steps_ = int(self.steps) if self.steps is not None else passes
         config = training_config(self, f"sklearn:{type(self).__name__}", steps=self.steps_)
         self.model_, self.summary_ = train_in_memory(self, config, task)
