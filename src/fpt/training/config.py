@@ -38,7 +38,8 @@ LR_SCHEDULES = ("constant", "cosine")
 # command's defaults (benchmarks/ucr_budget.py, results/ucr_budget/): mean validation accuracy 80.6% against
 # 76.9% for the former fixed 2,000 steps and 71.5% for ten passes, in 182 to 1,350 steps. The validation
 # splits are small (7 to 54 series), and on test the former 2,000 steps scored 2.1 points more on average:
-# the case for the budget is a tenth of the time at a validation score at least as good, not accuracy.
+# the case for the budget is its cost (a tenth to two thirds of the steps there) at a validation score at
+# least as good, not accuracy.
 DEFAULT_EPOCHS = 100
 DEFAULT_STEPS = 2000
 # tokens from which attention dropout turns --checkpointing on by default (fpt.training.build.plan_memory)
