@@ -26,7 +26,7 @@ from .controls import (
 )
 from .converged import converged_table, table6_mnist, table6_xor
 from .headline import headline_table
-from .m3 import m3_controls_table, m3_intervals_table, m3_table
+from .m3 import m3_controls_table, m3_intervals_table, m3_table, tourism_table
 from .precision import int8_step_table, int8_table, time_to_accuracy_table
 from .recipes import (
     dropout_probe_table,
@@ -86,6 +86,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "m3": m3_table,
     "m3-controls": m3_controls_table,
     "m3-intervals": m3_intervals_table,
+    "tourism": tourism_table,
     "results-index": _results_index,
 }
 
@@ -107,6 +108,7 @@ PAGES: dict[str, tuple[str, ...]] = {
         "m3",
         "m3-controls",
         "m3-intervals",
+        "tourism",
     ),
     "benchmarks/controls.md": ("controls", "controls-head", "controls-full-rate"),
     "benchmarks/recipes.md": (

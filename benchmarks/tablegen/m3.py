@@ -1,7 +1,8 @@
 """The M3 table (issue 60): the frozen MiniLM, its budget chosen on validation, beside statsforecast's
 baselines and M4's Naive2 scored by the same metric code on the same split, and the published Theta.
 Reads the runs benchmarks/m3_fpt.py trains (results/m3/SUBSET/fastSTEPS-seedK) and the figures
-benchmarks/m3_baselines.py writes (results/m3_baselines/results.json)."""
+benchmarks/m3_baselines.py writes (results/m3_baselines/results.json); and the Tourism tables, from
+`fpt reproduce tourism`'s runs (results/tourism/) by fpt's own writer."""
 
 from __future__ import annotations
 
