@@ -27,9 +27,12 @@ from .common import _markdown
 CHECKPOINT = ".safetensors"
 # The budget of the files git tracks under benchmarks/results/. Measured when it was set (2026-11-28):
 # 96,092,640 bytes in 1,994 files, 92,005,528 of those bytes in the 31 checkpoints below; the rest,
-# 4.1 MB of small files, may about double before the budget is reached. Raising it is a change of its own.
+# 4.1 MB of small files, may about double before the budget is reached. Raising it is a change of its own:
+# the files' count went from 2,500 to 3,000 (2026-11-28, at 2,528 files in 97,062,946 bytes), since three
+# small files a run (about 6 kB) reach a count of 2,500 while 2.9 MB of the bytes are left; 3,000 files
+# bring the two budgets to about the same point.
 BUDGET_BYTES = 100_000_000
-BUDGET_FILES = 2_500
+BUDGET_FILES = 3_000
 # The checkpoints committed before the rule that none is unless a quoted figure is re-scored from it
 # (`fpt evaluate RUN`): the converged runs' weights, each resumable with `fpt train --resume`. A new
 # one goes here only with the figure re-scored from it named in its commit.
