@@ -36,10 +36,20 @@ def _mean_std(values: list[float], places: int) -> str:
     return f"{statistics.mean(values):.{places}f} ± {statistics.stdev(values):.{places}f} (n={len(values)})"
 
 
+def _forecast_values(baselines: dict) -> dict[str, int]:
+    """Each subset's forecast values (series x horizon): what an "all" column weighs a subset by, every forecast
+    value alike, as the published all-series figure averages (baselines: results/m3_baselines/results.json)."""
+    return {s: baselines["subsets"][s]["series"] * baselines["subsets"][s]["horizon"] for s in SUBSETS}
+
+
+def _over_all(values: dict[str, float], weights: dict[str, int]) -> float:
+    """One seed's subset scores averaged over every forecast value of M3 (weights: _forecast_values)."""
+    return sum(weights[s] * values[s] for s in SUBSETS) / sum(weights.values())
+
+
 def m3_table() -> str:
     """sMAPE (and OWA) per subset and over all 3,003 series, test split, every row on the same split."""
     baselines = _json(RESULTS / "m3_baselines" / "results.json")
-    # all: every forecast value alike (series x horizon), as the published all-series figure averages
     header = ["method", *(f"{s} ({baselines['subsets'][s]['series']})" for s in SUBSETS), "all (3003), sMAPE"]
     chosen = {s: _chosen_runs(s) for s in SUBSETS}
     rows = []
@@ -51,10 +61,9 @@ def m3_table() -> str:
             smapes = [run["test"]["test"]["smape"] for run in runs]
             owas = [run["test"]["test"]["owa"] for run in runs]
             cells.append(f"{_mean_std(smapes, 2)} / {statistics.mean(owas):.3f}, {steps} steps")
+        weights = _forecast_values(baselines)
         for k in range(seeds):  # all: each seed's subsets weighted by their forecast values
-            weights = [baselines["subsets"][s]["series"] * baselines["subsets"][s]["horizon"] for s in SUBSETS]
-            values = [chosen[s][1][k]["test"]["test"]["smape"] for s in SUBSETS]
-            overall.append(sum(w * v for w, v in zip(weights, values)) / sum(weights))
+            overall.append(_over_all({s: chosen[s][1][k]["test"]["test"]["smape"] for s in SUBSETS}, weights))
         rows.append(["fpt: frozen MiniLM, fast recipe, budget chosen on val", *cells, _mean_std(overall, 2)])
     for name in BASELINES:
         scores = [baselines["subsets"][s]["models"][name] for s in SUBSETS]
@@ -89,8 +98,7 @@ def m3_controls_table() -> str:
     """Test sMAPE of fpt and each control arm at fpt's budget and recipe, mean ± std over the seeds each ran
     (the controls seed for seed with fpt's runs); over all series, each seed's subsets weighted by their
     forecast values, where an arm ran every subset on that seed."""
-    baselines = _json(RESULTS / "m3_baselines" / "results.json")
-    weights = {s: baselines["subsets"][s]["series"] * baselines["subsets"][s]["horizon"] for s in SUBSETS}
+    weights = _forecast_values(_json(RESULTS / "m3_baselines" / "results.json"))
     chosen = {s: _chosen_runs(s) for s in SUBSETS}
     rows = []
     for arm, what in {"fpt": "frozen pretrained MiniLM (fpt)", **ARMS}.items():
@@ -108,7 +116,7 @@ def m3_controls_table() -> str:
             continue
         cells = [_mean_std(list(scores[s].values()), 2) if s in scores else "-" for s in SUBSETS]
         seeds = sorted(set.intersection(*(set(scores.get(s, {})) for s in SUBSETS)))
-        overall = [sum(weights[s] * scores[s][k] for s in SUBSETS) / sum(weights.values()) for k in seeds]
+        overall = [_over_all({s: scores[s][k] for s in SUBSETS}, weights) for k in seeds]
         rows.append([arm, what, *cells, _mean_std(overall, 2) if overall else "-"])
     return _markdown(["arm", "what it is", *SUBSETS, "all, sMAPE"], rows)
 
@@ -117,14 +125,13 @@ def m3_intervals_table() -> str:
     """Test coverage of fpt's 80% and 95% intervals (split conformal on the validation horizon) per subset
     and over every forecast value, mean ± std over the seeds (results/m3/intervals.json)."""
     record = _json(RESULTS / "m3" / "intervals.json")["subsets"]
-    baselines = _json(RESULTS / "m3_baselines" / "results.json")["subsets"]
-    weights = {s: baselines[s]["series"] * baselines[s]["horizon"] for s in SUBSETS}
+    weights = _forecast_values(_json(RESULTS / "m3_baselines" / "results.json"))
     header = ["nominal", *(f"{s} ({weights[s]:,} values)" for s in SUBSETS), f"all ({sum(weights.values()):,} values)"]
     rows = []
     for level in ("80", "95"):
         per_seed = {s: [100 * c[level] for c in record[s].values()] for s in SUBSETS}
         seeds = min(len(v) for v in per_seed.values())
-        overall = [sum(weights[s] * per_seed[s][k] for s in SUBSETS) / sum(weights.values()) for k in range(seeds)]
+        overall = [_over_all({s: per_seed[s][k] for s in SUBSETS}, weights) for k in range(seeds)]
         rows.append([f"{level}%", *(_mean_std(per_seed[s], 1) for s in SUBSETS), _mean_std(overall, 1)])
     return _markdown(header, rows)
 

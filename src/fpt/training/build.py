@@ -78,20 +78,19 @@ def resolve_steps(config: TrainConfig, task: Task) -> tuple[TrainConfig, str | N
     DEFAULT_STEPS where the task draws fresh examples every step."""
     if config.epochs is None and config.steps is not None:
         return config, None
-    examples, fix = training_examples(task), ""
+    examples, batch, fix = training_examples(task), config.batch_size, ""
     if config.epochs is not None:
         if not examples:
             raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
-        steps = max(1, math.ceil(config.epochs * examples / config.batch_size))
-        batch = config.batch_size
+        steps = max(1, math.ceil(config.epochs * examples / batch))
         said = f"--epochs {config.epochs:g} -> {steps:,} steps ({examples:,} training examples, batch {batch})"
     elif not examples:
         steps = DEFAULT_STEPS
         said = f"{steps:,} steps: the default where a task draws fresh examples every step (--steps sets it)"
     else:
-        passes = max(1, math.ceil(DEFAULT_EPOCHS * examples / config.batch_size))
+        passes = max(1, math.ceil(DEFAULT_EPOCHS * examples / batch))
         steps = min(DEFAULT_STEPS, passes)
-        what = f"{DEFAULT_EPOCHS} passes over {examples:,} training examples at batch {config.batch_size}"
+        what = f"{DEFAULT_EPOCHS} passes over {examples:,} training examples at batch {batch}"
         said = (
             f"{steps:,} steps: {what} (the default from the data's size, at most {DEFAULT_STEPS:,})"
             if steps == passes
