@@ -261,3 +261,46 @@ def test_fpt_train_reaches_the_optimizer_in_four_calls_across_three_modules(tiny
     assert stacks == [
         ["cli/train.py:cmd_train", "training/lifecycle.py:train", "training/loop.py:fit", "training/loop.py:train_step"]
     ]
+
+
+# Options that several commands take under one name, each command's checked in its own module (module: command).
+ONE_NAME_SEVERAL_COMMANDS = {
+    "out": {
+        "training/run_dir.py": "train",
+        "serve/export.py": "export",
+        "serve/predict.py": "predict",
+        "cli/runs.py": "export-backbone",
+    },
+    "batch-size": {"training/config.py": "train", "cli/runs.py": "evaluate, predict"},
+}
+
+
+def _option_checks() -> dict[str, set[str]]:
+    """option -> the modules raising an FptError whose message opens with it ("--steps must ...", "unknown --body
+    ..."): the checks of that option, as opposed to messages that name an option as the fix."""
+    import re
+
+    found: dict[str, set[str]] = {}
+    for path in SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            call = node.exc if isinstance(node, ast.Raise) else None
+            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "FptError" and call.args):
+                continue
+            first = call.args[0]
+            opening = first.values[0] if isinstance(first, ast.JoinedStr) and first.values else first
+            if isinstance(opening, ast.Constant) and isinstance(opening.value, str):
+                option = re.match(r"(?:unknown )?--([a-z][a-z0-9-]*)", opening.value)
+                if option:
+                    found.setdefault(option.group(1), set()).add(path.relative_to(SOURCE).as_posix())
+    return found
+
+
+def test_an_option_given_on_the_command_line_is_checked_in_one_module():
+    checks = _option_checks()
+    assert {"steps", "epochs", "body", "layers", "precision", "patch-size", "resume"} <= set(checks)  # the scan sees
+    spread = {
+        option: sorted(modules)
+        for option, modules in checks.items()
+        if len(modules) > 1 and not modules <= set(ONE_NAME_SEVERAL_COMMANDS.get(option, {}))
+    }
+    assert not spread, spread

@@ -101,7 +101,7 @@ def test_cifar10_lra_protocols(tmp_path):
     assert batch.x.dtype == torch.long and batch.x.shape == (3, 1024) and batch.x.max() < 256
     paper = create_task("cifar10-lra", data_dir=str(tmp_path))
     assert paper.spec.input_dim == 1 and paper.eval_splits == ("test",)
-    with pytest.raises(FptError, match="no augmentation"):
+    with pytest.raises(FptError, match="--augment is the paper protocol.s; --protocol lra has none"):
         create_task("cifar10-lra", data_dir=str(tmp_path), protocol="lra", augment=True)
     with pytest.raises(FptError, match="protocol"):
         create_task("cifar10-lra", data_dir=str(tmp_path), protocol="imagenet")

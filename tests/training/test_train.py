@@ -388,6 +388,34 @@ def test_epochs_set_the_steps_from_the_training_examples_and_say_so(tiny_gpt2, t
     assert (config["steps"], config["epochs"]) == (14, None)  # the length given now, no longer the epochs'
 
 
+def test_a_config_asks_one_budget_and_a_plans_config_json_runs_its_steps(tiny_gpt2, tmp_path, capsys):
+    """Steps and epochs together are refused from Python as on the command line; a run's config.json, which
+    records the epochs asked beside the steps they came to, runs those steps again as a --config file, and a
+    budget given on the command line replaces the file's."""
+    import numpy as np
+    from helpers import one_line_error
+
+    from fpt.cli import main
+
+    with pytest.raises(FptError, match="give one of them, not both"):
+        TrainConfig(task="bit-xor", backbone=tiny_gpt2, steps=5, epochs=2.0).validate()
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.normal(size=(40, 4, 3)).astype(np.float32), y=rng.integers(0, 2, 40))
+    argv = ["train", "--backbone", tiny_gpt2, "--no-progress", "--no-baselines"]
+    task = ["--task", f"npz:{tmp_path / 'd.npz'}", "--batch-size", "8"]
+    assert main([*argv, *task, "--epochs", "2", "--out", str(tmp_path / "first")]) == 0  # 36 examples: 9 steps
+    capsys.readouterr()
+    plan = str(tmp_path / "first" / "config.json")
+    assert main([*argv, "--config", plan, "--out", str(tmp_path / "again")]) == 0
+    assert json.loads((tmp_path / "again" / "summary.json").read_text())["step"] == 9
+    assert main([*argv, "--config", plan, "--steps", "3", "--out", str(tmp_path / "short")]) == 0
+    assert json.loads((tmp_path / "short" / "config.json").read_text())["epochs"] is None
+    assert json.loads((tmp_path / "short" / "summary.json").read_text())["step"] == 3
+    capsys.readouterr()
+    assert main([*argv, "--config", plan, "--steps", "3", "--epochs", "1", "--out", str(tmp_path / "both")]) == 2
+    assert "give one of them, not both" in one_line_error(capsys) and not (tmp_path / "both").exists()
+
+
 def test_without_steps_a_run_takes_100_passes_over_its_examples_at_most_2000_steps(tiny_gpt2, tmp_path, capsys):
     import dataclasses
 

@@ -31,18 +31,45 @@ import torch.nn.functional as F
 from torch import nn
 
 from fpt.backbones.families import CAUSAL, blocks_path
-from fpt.backbones.surgery import is_norm
+from fpt.backbones.surgery import is_norm, position_table
 from fpt.core.choices import BACKBONE, BODIES
 from fpt.core.errors import FptError
 
 SMALL_BODIES = ("none", "attention")  # built here, not by transformers
 
 
-def check_body(body: str) -> str:
-    """The one lookup of --body."""
+def check_body(body: str, layers: int | None = None, policy: str | None = None) -> None:
+    """--body (the one module that checks it, and --layers): a name of BODIES; a control replaces every block,
+    so it keeps none (--layers) and trains every parameter it has (a --policy for the blocks is moot)."""
     if body not in BODIES:
         raise FptError(f"unknown --body {body!r}; choose one of {', '.join(BODIES)}")
-    return body
+    if body != BACKBONE and layers is not None:
+        raise FptError(
+            f"--body {body} replaces all the backbone's blocks, and --layers keeps some of them: leave --layers unset"
+        )
+    if body != BACKBONE and policy not in (None, "fpt", "full"):
+        raise FptError(
+            f"--body {body} trains every parameter it has (its layers are fresh); "
+            f"--policy {policy} is for the backbone's own blocks: leave --policy unset"
+        )
+
+
+def control_positions(model: nn.Module, family: str, body: str, seq_len: int | None) -> nn.Embedding | None:
+    """The learned position table a control keeps (None: the backbone has none), once the control is possible."""
+    from fpt.backbones.vit import ViTBody  # imports transformers, which `fpt info` counting from files does not
+
+    if isinstance(model, ViTBody):
+        raise FptError(
+            f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
+            "backbone (minilm, gpt2, ...) for the controls"
+        )
+    table = position_table(model, family)
+    if table is None and body != "block" and seq_len is None:
+        raise FptError(
+            f"--body {body} on a backbone without a learned position table adds one, as long as the "
+            "task: give load_backbone(..., seq_len=N)"
+        )
+    return table
 
 
 class SelfAttentionLayer(nn.Module):

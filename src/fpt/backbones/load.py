@@ -30,7 +30,6 @@ from fpt.backbones.body import (
 from fpt.backbones.catalog import BackboneEntry, check_init, source_of
 from fpt.backbones.families import native_attention
 from fpt.backbones.saved_body import bit_backbone_path, load_exported_backbone
-from fpt.backbones.vit import ViTBody
 from fpt.core.errors import MISSING_BACKBONE, TOO_SHALLOW, FptError
 from fpt.core.paths import user_path
 
@@ -216,11 +215,7 @@ def _build_body(
 def _check_request(init: str, body: str, layers: int | None, dropout: float | None, attention_dropout) -> None:
     """load_backbone's arguments that are wrong before anything is read."""
     check_init(init)
-    controls.check_body(body)
-    if body != controls.BACKBONE and layers is not None:
-        raise FptError(
-            f"--layers keeps some of the backbone's blocks; --body {body} replaces them all: leave --layers unset"
-        )
+    controls.check_body(body, layers)
     surgery.check_dropout_rates(0.0 if dropout is None else dropout, attention_dropout)
 
 
@@ -269,6 +264,9 @@ def load_backbone(
     if init == "bit":
         load_exported_backbone(model, bit_backbone_path(name), name)
     if layers is not None:
+        blocks = surgery.block_count(model, family)
+        if not 1 <= layers <= blocks:
+            raise FptError(f"--layers must be between 1 and {blocks} for this backbone, got {layers}")
         surgery.keep_first_layers(model, family, layers)
     if init == "stats":
         _statistics_init(model, seed)
@@ -294,7 +292,7 @@ def _control(
     """`loaded` (adapted: positions grown, rates and attention set) with its blocks replaced by
     control `body`, keeping its position table's rows; the new weights are drawn from `seed`."""
     family, config = loaded.family, loaded.model.config
-    table = _control_positions(loaded, body, seq_len)
+    table = controls.control_positions(loaded.model, loaded.family, body, seq_len)
     rate = 0.0 if dropout is None else dropout
     torch.manual_seed(seed)  # as a random init is seeded (_build_body)
     if body == "block":
@@ -336,22 +334,6 @@ def _control(
     if compile:
         backbone.run = surgery.CompiledBackbone(model)
     return backbone
-
-
-def _control_positions(loaded: Backbone, body: str, seq_len: int | None) -> nn.Embedding | None:
-    """The learned position table a control keeps (None: the backbone has none), once the control is possible."""
-    if isinstance(loaded.model, ViTBody):
-        raise FptError(
-            f"--body {body}: fpt rebuilds a ViT's embeddings around its blocks; use a language "
-            "backbone (minilm, gpt2, ...) for the controls"
-        )
-    table = surgery.position_table(loaded.model, loaded.family)
-    if table is None and body != "block" and seq_len is None:
-        raise FptError(
-            f"--body {body} on a backbone without a learned position table adds one, as long as the "
-            "task: give load_backbone(..., seq_len=N)"
-        )
-    return table
 
 
 def _one_fresh_block(config, dtype: torch.dtype) -> nn.Module:

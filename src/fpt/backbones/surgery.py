@@ -26,7 +26,7 @@ from fpt.backbones.families import (
     position_table_path,
 )
 from fpt.core import runtime
-from fpt.core.choices import ATTENTIONS, AUTO, PRECISION_CHOICES
+from fpt.core.choices import ATTENTIONS, AUTO, BACKBONE, PRECISION_CHOICES
 from fpt.core.errors import FptError
 
 # int8: the frozen linear layers stored in int8 (fpt.backbones.int8), their products in fp32; int8-bf16: the
@@ -49,10 +49,20 @@ PRECISIONS = {
 MAX_SEQ_LEN = 1 << 20
 
 
-def check_precision(precision: str) -> None:
-    """--precision NAME is auto or a name `compute_dtype` knows (checked before anything is built)."""
+def check_precision(
+    precision: str, body: str = BACKBONE, compiled: bool = False, device_type: str | None = None
+) -> None:
+    """--precision NAME is auto or a name `compute_dtype` knows, and fits the run (checked before anything is
+    built, and on the device once it is resolved): int8 stores frozen layers only, and a control `body` trains
+    every layer it has; int8 under --compile is untested (a custom backward); fp16's loss scaler is CUDA's."""
     if precision != AUTO:
         compute_dtype(precision)
+    if precision.startswith("int8") and body != BACKBONE:
+        raise FptError(f"--precision {precision} stores frozen weights, and --body {body} trains all it has: drop one")
+    if precision.startswith("int8") and compiled:
+        raise FptError(f"--precision {precision} with --compile is untested (a custom backward): drop one of them")
+    if precision == "fp16" and device_type not in (None, "cuda"):
+        raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device_type} use bf16 or fp32")
 
 
 def compute_dtype(precision: str) -> torch.dtype:
@@ -97,16 +107,26 @@ def check_dropout_rates(dropout: float, attention_dropout: float | None) -> None
             raise FptError(f"--{name} must be in [0, 1), got {value}")
 
 
-def keep_first_layers(model: nn.Module, family: str, layers: int) -> None:
-    """Truncate the body to its first `layers` transformer blocks."""
+def _blocks(model: nn.Module, family: str) -> tuple[nn.Module, str]:
+    """(the module holding the transformer blocks, its attribute naming them)."""
     path = blocks_path(model, family)
     if path is None:
         raise FptError(f"cannot find the transformer blocks of {type(model).__name__} to apply --layers")
     parent, _, attr = path.rpartition(".")
-    owner = model.get_submodule(parent)
+    return model.get_submodule(parent), attr
+
+
+def block_count(model: nn.Module, family: str) -> int:
+    """The transformer blocks the body has."""
+    return len(getattr(*_blocks(model, family)))
+
+
+def keep_first_layers(model: nn.Module, family: str, layers: int) -> None:
+    """Truncate the body to its first `layers` transformer blocks (1 to block_count: fpt.backbones.load checks)."""
+    owner, attr = _blocks(model, family)
     blocks = getattr(owner, attr)
     if not 1 <= layers <= len(blocks):
-        raise FptError(f"--layers must be between 1 and {len(blocks)} for this backbone, got {layers}")
+        raise ValueError(f"keep_first_layers: {layers} of {len(blocks)} blocks")
     setattr(owner, attr, nn.ModuleList(list(blocks)[:layers]))
     for key in ("num_hidden_layers", "n_layer"):
         if hasattr(model.config, key):

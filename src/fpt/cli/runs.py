@@ -277,6 +277,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
     accuracy if the input has labels; a forecast's predicted steps instead. Output checked before any work."""
     from fpt.serve.predict import (
         accuracy,
+        check_levels_wanted,
         check_output,
         check_replaceable,
         is_saved_model,
@@ -311,8 +312,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         batch = eval_batch_for(task, args.batch_size)
         print("\n".join(predict_forecast(model, task, args.input, out, batch, intervals, args.level)))
         return
-    if args.level is not None:
-        raise FptError(f"--level: {args.run_dir} is a {task.name} run, not a forecast; leave --level out")
+    check_levels_wanted(task, args.level)
     batches, labels = read_inputs(args.input, task, eval_batch_for(task, args.batch_size))
     probabilities = predict_probabilities(model, batches)
     suffix = ".csv" if task.spec.num_outputs == 1 else ".jsonl"

@@ -74,7 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fpt.experiments.report import write_sweep_report
     from fpt.experiments.sweep import STOPPED, run_sweep, sweep_outcome
     from fpt.experiments.sweep_spec import load_spec
-    from fpt.training.lifecycle import check_max_minutes
+    from fpt.training.config import check_max_minutes
 
     _refuse_under_torchrun("sweep")
     _load_end_of_run_modules()
@@ -104,19 +104,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """`fpt reproduce TABLES`: the ready-made sweeps beside the paper's tables; 1 where some runs failed."""
     from fpt.experiments.budget_search import parse_budget_search
     from fpt.experiments.rate_search import parse_lr_search
-    from fpt.experiments.reproduce import Reproduction, run_reproduction
+    from fpt.experiments.reproduce import Reproduction, parse_set_options, run_reproduction
     from fpt.experiments.sweep import sweep_outcome
-    from fpt.experiments.sweep_spec import yaml_value
 
     _refuse_under_torchrun("reproduce")
     _load_end_of_run_modules()
     tracker = tracker_from_args(args)
-    options = {}
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise FptError(f"--set takes KEY=VALUE (e.g. --set precision=bf16), got {item!r}")
-        options[key.replace("-", "_")] = yaml_value(value)
+    options = parse_set_options(args.set)
     executor = _executor(args)
     tables = [t for t in args.table.split(",") if t]
     plan = Reproduction(

@@ -35,11 +35,18 @@ def _config_file(path: Path | None) -> dict:
     nested = data.pop("task_options", None) or {}
     if not isinstance(nested, dict):
         raise FptError(f"{path}: task_options maps the task's option names to values, e.g. {{'n_bits': 5}}")
+    from fpt.tasks.registry import NOT_OPTIONS
+
+    # a run's plan also records what its task's name says (npz:PATH's path) and a forecast file's hash, pinned for
+    # a resume; a new run takes both from the task's name again
+    nested = {k: v for k, v in nested.items() if k not in NOT_OPTIONS}
     known = _train_option_names()
     unknown = sorted(str(k) for k in [*data, *nested] if k not in known or (k in nested and k not in TASK_OPTIONS))
     if unknown:
         raise FptError(f"{path}: unknown option {unknown[0]!r}; use `fpt train` option names with underscores")
-    return {key: coerce_option(key, value, str(path)) for key, value in {**nested, **data}.items()}
+    # null leaves an option unset, as a flag not given does (a run's plan records a task's unset options as null)
+    given = {key: value for key, value in {**nested, **data}.items() if value is not None}
+    return {key: coerce_option(key, value, str(path)) for key, value in given.items()}
 
 
 def _train_option_names() -> set[str]:
@@ -52,26 +59,23 @@ def _config_from_args(args: argparse.Namespace):
     from fpt.training.config import TrainConfig
 
     given = {k: v for k, v in vars(args).items() if k in _train_option_names() and v is not None}
-    if "steps" in given and "epochs" in given:
-        raise FptError("--epochs sets --steps from the data's size: give one of them, not both")
     if getattr(args, "train_groups", None):
         given["policy"] = args.train_groups
-    merged = {**_config_file(getattr(args, "config", None)), **given}  # flags override the file
+    from_file = _config_file(getattr(args, "config", None))
+    if {"steps", "epochs"} & set(given):  # a budget given here replaces the file's, both of its fields
+        from_file = {k: v for k, v in from_file.items() if k not in ("steps", "epochs")}
+    elif from_file.get("steps") is not None:  # a run's config.json: the epochs asked and the steps they came to
+        from_file.pop("epochs", None)
+    merged = {**from_file, **given}  # flags override the file; TrainConfig.validate checks them all
     task_options = {k: merged.pop(k) for k in list(merged) if k in TASK_OPTIONS}
     return TrainConfig.from_recipe(merged.pop("recipe", "paper"), **merged, task_options=task_options)
 
 
-def _resume_conflicts(args: argparse.Namespace) -> list[str]:
-    """Options that would change a resumed run: only --steps may (to extend it)."""
-    from fpt.training.config import TrainConfig
-
-    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"steps", "task_options", "threads", "device"}
-    given = [
-        k
-        for k in sorted(fields | set(TASK_OPTIONS) | {"train_groups", "out", "config"})
-        if getattr(args, k, None) is not None
-    ]
-    return ["--" + k.replace("_", "-") for k in given]
+def _given_with_resume(args: argparse.Namespace) -> list[str]:
+    """The options given beside --resume that a run's plan holds (fpt.training.config.check_resume_options
+    says which may change)."""
+    names = _train_option_names() | {"train_groups", "out", "config"}
+    return sorted(name for name in names if getattr(args, name, None) is not None)
 
 
 def _report(summary: dict, run_dir: Path) -> None:
@@ -101,21 +105,16 @@ def _report(summary: dict, run_dir: Path) -> None:
 def cmd_train(args: argparse.Namespace) -> int | None:
     """`fpt train`: a new run, a --resume, or --nproc ranks under the launcher (its exit status returned)."""
     from fpt.tracking import TRACKING_PARENT_ENV
-    from fpt.training.config import check_threads
-    from fpt.training.distributed import check_backend, is_main_process, launch
-    from fpt.training.lifecycle import check_max_minutes, resume, train
+    from fpt.training.config import check_resume_options, check_run_options
+    from fpt.training.distributed import is_main_process, launch
+    from fpt.training.lifecycle import resume, train
 
-    check_threads(args.threads)
-    check_max_minutes(args.max_minutes)
-    check_backend(args.ddp_backend, args.device)
-    tracker = tracker_from_args(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
+    # the options of how a run runs, and with --resume which ones are given; a new run's plan is checked whole
+    # by TrainConfig.validate: both in fpt.training.config
+    check_run_options(args.threads, args.max_minutes, args.ddp_backend, args.device, args.nproc)
     if args.resume is not None:
-        conflicts = _resume_conflicts(args)
-        if conflicts:
-            raise FptError(
-                f"--resume continues a run with its saved config; drop {', '.join(conflicts)} "
-                "(only --steps may change, to extend the run)"
-            )
+        check_resume_options(_given_with_resume(args))
+    tracker = tracker_from_args(args, os.environ.get(TRACKING_PARENT_ENV))  # a sweep's cell nests under the sweep's run
     if args.nproc is not None:
         _check_before_launch(args)
         return launch(args.nproc, _without_nproc(args.argv))
@@ -149,10 +148,8 @@ def _check_before_launch(args: argparse.Namespace) -> None:
     one per rank under torchrun's report: the options, the batch split, the device, the run dir."""
     from fpt.core.devices import resolve_device
     from fpt.training.checkpoint import load_checkpoint
-    from fpt.training.distributed import check_launch
     from fpt.training.run_dir import RunDir
 
-    check_launch(args.nproc)
     if args.resume is not None:
         run = RunDir.existing(args.resume)
         if run.has_checkpoint:

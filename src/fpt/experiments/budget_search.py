@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fpt.core.errors import FptError
-from fpt.experiments.paper import PAPER_VARIANTS
+from fpt.experiments.paper import COLLECTION_TABLES, CONTROL_ARMS, PAPER_VARIANTS
 from fpt.experiments.sweep_spec import SweepSpec
 from fpt.training.run_dir import RunDir
 
@@ -33,6 +33,16 @@ def parse_budget_search(text: str | None) -> list[int]:
     if len(budgets) < 2 or len(set(budgets)) < len(budgets) or min(budgets) < 1:
         raise FptError(f"--budget-search takes two or more different step counts, e.g. 1000,3000; got {text[:40]!r}")
     return budgets
+
+
+def check_budget_search(tables: list[str], options: dict, skipped: tuple[str, ...]) -> None:
+    """Refuse --budget-search for tables other than the collections', beside --set steps, or with no arm left."""
+    if any(t not in COLLECTION_TABLES for t in tables):
+        raise FptError(f"--budget-search is for the {' and '.join(COLLECTION_TABLES)} tables alone")
+    if "steps" in options:
+        raise FptError("--budget-search chooses the steps: leave out --set steps")
+    if not [v for v in CONTROL_ARMS if v not in skipped]:
+        raise FptError("--budget-search needs an arm to probe; every arm is in --skip-variants")
 
 
 def probe_spec(name: str, task: str, arm: str, cells: dict[int, dict], options: dict, parallel: int) -> SweepSpec:

@@ -52,8 +52,11 @@ def parse_lr_search(items: list[str] | None) -> dict[str, list[float]]:
     return searched
 
 
-def check_rates(searched: dict[str, list[float]], arms: list[str], skipped: tuple[str, ...]) -> None:
-    """Refuse an unknown or skipped arm, fewer than two rates, a rate given twice or not above 0."""
+def check_rates(searched: dict[str, list[float]], tables: list[str], arms: list[str], skipped: tuple[str, ...]) -> None:
+    """Refuse a search for tables other than the controls, an unknown or skipped arm, fewer than two rates, a
+    rate given twice or not above 0."""
+    if tables != ["controls"]:
+        raise FptError("--lr-search is for the controls table alone: `fpt reproduce controls --lr-search ...`")
     for arm, rates in searched.items():
         if arm not in arms:
             raise FptError(f"--lr-search: no arm {arm!r} in these tables; choose from {', '.join(arms)}")

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpt.core.errors import TOO_SHALLOW, FptError
-from fpt.experiments.budget_search import BUDGET_PROBES, budget_section, choose_budget
+from fpt.experiments.budget_search import BUDGET_PROBES, budget_section, check_budget_search, choose_budget
 from fpt.experiments.budget_search import probe_spec as budget_probe
 from fpt.experiments.paper import (
     COLLECTION_TABLES,
-    CONTROL_ARMS,
     PAPER_VARIANTS,
     PUBLISHED_TABLES,
     REPRODUCIBLE,
@@ -44,11 +43,23 @@ from fpt.experiments.sweep_spec import (
     SweepSpec,
     check_cell_options,
     option_names,
+    yaml_value,
 )
 from fpt.experiments.tables import failed_runs_section
 from fpt.tracking import Tracker
 from fpt.tracking.sinks import warn
 from fpt.training.config import coerce_option
+
+
+def parse_set_options(items: list[str] | None) -> dict:
+    """`--set KEY=VALUE ...` -> {key: value read as YAML}; Reproduction.check checks the keys and values."""
+    options = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise FptError(f"--set takes KEY=VALUE (e.g. --set precision=bf16), got {item!r}")
+        options[key.replace("-", "_")] = yaml_value(value)
+    return options
 
 
 @dataclass
@@ -111,22 +122,14 @@ class Reproduction:
             check_has_validation(task, spec.options)
 
     def _check_lr_search(self) -> None:
-        if not self.lr_search:
-            return
-        if self.tables != ["controls"]:
-            raise FptError("--lr-search is for the controls table alone: `fpt reproduce controls --lr-search ...`")
-        # (the controls grid has no axis but task, variant and seed, so one rate is chosen per task and arm)
-        check_rates(self.lr_search, list(REPRODUCIBLE["controls"].grid["variant"]), self.skip_variants)
+        if self.lr_search:
+            # (the controls grid has no axis but task, variant and seed, so one rate is chosen per task and arm)
+            arms = list(REPRODUCIBLE["controls"].grid["variant"])
+            check_rates(self.lr_search, self.tables, arms, self.skip_variants)
 
     def _check_budget_search(self) -> None:
-        if not self.budget_search:
-            return
-        if any(t not in COLLECTION_TABLES for t in self.tables):
-            raise FptError(f"--budget-search is for the {' and '.join(COLLECTION_TABLES)} tables alone")
-        if "steps" in self.options:
-            raise FptError("--budget-search chooses the steps: leave out --set steps")
-        if not [v for v in CONTROL_ARMS if v not in self.skip_variants]:
-            raise FptError("--budget-search needs an arm to probe; every arm is in --skip-variants")
+        if self.budget_search:
+            check_budget_search(self.tables, self.options, self.skip_variants)
 
     def common_options(self) -> dict:
         """The `fpt train` options every run of these tables shares (--set ones last, so they win)."""

@@ -77,8 +77,6 @@ def write_future(out: Path, table, forecasts: list[np.ndarray], stamps: list[np.
         for step, (t, v) in enumerate(zip(texts, values)):
             cells = [f"{v:.7g}", *(f"{b[i][step]:.7g}" for b in bounds.values())]
             lines.append(f"{series},{t.replace('T00:00:00', '').replace('T', ' ')},{','.join(cells)}")
-    if out.suffix.lower() != ".csv":
-        raise FptError(f"--out {out}: the future of a table of series is written as a long-format .csv")
     return atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
 
 

@@ -355,16 +355,23 @@ def write_forecast(path: str | Path, forecast: SeriesForecast) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text("\n".join(records) + "\n"))
 
 
+def check_levels_wanted(task: Task, levels) -> None:
+    """Refuse --level for a run that has no prediction intervals (a classifier, a forecast of windows)."""
+    from fpt.training.intervals import has_intervals
+
+    if levels is not None and not has_intervals(task):
+        raise FptError(f"--level: a {unwrapped(task).name} run has no prediction intervals; leave --level out")
+
+
 def intervals_for(model, task: Task, source: Path, out: Path, levels, recorded: dict | None) -> dict | None:
     """The intervals a forecast writes: those the run `recorded` (summary.json), or at `levels` (percents, as
     statsforecast's `level`; fpt.training.intervals.intervals_at) where given, refused in one line where the
     output holds no intervals (windows from an .npz, an .npy of values)."""
     if levels is None:
         return recorded
-    from fpt.training.intervals import has_intervals, intervals_at
+    from fpt.training.intervals import intervals_at
 
-    if not has_intervals(task):
-        raise FptError(f"--level: a {unwrapped(task).name} run has no prediction intervals; leave --level out")
+    check_levels_wanted(task, levels)
     if not hasattr(unwrapped(task), "collection"):
         if source.suffix.lower() != ".csv":
             raise FptError(
@@ -385,6 +392,8 @@ def predict_forecast(
     e.g. (50, 90, 99); `intervals_for`)."""
     from fpt.core.scores import describe
 
+    if hasattr(unwrapped(task), "collection") and Path(out).suffix.lower() != ".csv":
+        raise FptError(f"--out {out}: the future of a table of series is written as a long-format .csv")
     intervals = intervals_for(model, task, source, out, levels, intervals)
     if hasattr(unwrapped(task), "collection"):  # a run over many series: each continued past its end
         from fpt.serve.future import predict_future

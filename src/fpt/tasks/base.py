@@ -62,6 +62,35 @@ def training_share(fraction: float, total: int, what: str) -> int:
     return kept
 
 
+def check_patch_size(patch_size: int, length: int, what: str, tile: bool = False) -> None:
+    """--patch-size of any task (the one place it is checked): 1 to `length`, the steps of `what` it cuts, and
+    where patches must tile `what` exactly (bits, images), a divisor of `length`."""
+    if not 1 <= patch_size <= length:
+        raise FptError(f"--patch-size must be 1 to {length} ({what}), got {patch_size}")
+    if tile and length % patch_size:
+        raise FptError(f"--patch-size {patch_size} does not divide {what}; pick a divisor of {length}")
+
+
+def check_protocol(protocol: str, protocols: tuple[str, ...], task: str) -> None:
+    """--protocol of a task that offers several (cifar10-lra, listops): one of its `protocols`."""
+    if protocol not in protocols:
+        raise FptError(f"unknown --protocol {protocol!r} for {task}; choose {' or '.join(protocols)}")
+
+
+def check_train_fraction(fraction: float | None) -> None:
+    """--train-fraction unset or a fraction in (0, 1] (checked before a task is built; training_share and
+    Task.keep_training_share check it against the task)."""
+    if fraction is not None and not 0 < fraction <= 1:
+        raise FptError(f"--train-fraction is a fraction in (0, 1], got {fraction}")
+
+
+def training_examples(task: "Task") -> int | None:
+    """The examples a task trains on, or None where it draws fresh ones every step (bits, ListOps' generator)."""
+    inner = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
+    train = getattr(inner, "train", None)
+    return len(train) if train is not None else getattr(inner, "notes", {}).get("examples", {}).get("train")
+
+
 def is_test_split(name: str) -> bool:
     """A test split: "test", or a test holdout such as homology's "test_fold_holdout"."""
     return name == "test" or name.startswith("test_")
@@ -93,13 +122,13 @@ class Task(ABC):
         """The splits tables report: "test" and any test holdouts (none for generated tasks)."""
         return tuple(s for s in self.eval_splits if is_test_split(s))
 
+    # why a task offers no --train-fraction, where it does not override keep_training_share
+    share_refused = "draws fresh training examples every step, so it has no training split to take a share of"
+
     def keep_training_share(self, fraction: float) -> None:
         """Train on the first `fraction` of the training split, in its stored order (few-shot);
         the evaluation splits stay whole. A task that draws fresh examples every step has no split."""
-        raise FptError(
-            f"--train-fraction: task {self.name!r} draws fresh training examples every step, so "
-            "it has no training split to take a share of; leave --train-fraction unset"
-        )
+        raise FptError(f"--train-fraction: task {self.name!r} {self.share_refused}; leave --train-fraction unset")
 
     @abstractmethod
     def eval_batches(self, batch_size: int, split: str | None = None) -> Iterator[Batch]:

@@ -13,7 +13,7 @@ from typing import Iterator
 import torch
 
 from fpt.core.errors import FptError
-from fpt.tasks.base import Batch, Task, TaskSpec, step_generator
+from fpt.tasks.base import Batch, Task, TaskSpec, check_patch_size, step_generator
 from fpt.tasks.registry import register_task
 
 # Fixed: neither set depends on the run's --seed. The held-out seed is the one every earlier run
@@ -30,11 +30,7 @@ def _check_positive(**values: float) -> None:
 
 
 def _check_patch(n_bits: int, patch_size: int) -> None:
-    _check_positive(patch_size=patch_size)
-    if n_bits % patch_size:
-        raise FptError(
-            f"--patch-size {patch_size} does not divide the {n_bits}-bit strings; pick a divisor of {n_bits}"
-        )
+    check_patch_size(patch_size, n_bits, f"the {n_bits}-bit strings", tile=True)
 
 
 class _BitTask(Task):

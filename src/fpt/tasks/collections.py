@@ -124,9 +124,10 @@ class CollectionTask(ArrayTask):
         mean, scale = window_scale(x)
         return Batch(((x - mean) / scale).float(), ((y - mean) / scale).float())
 
-    def keep_training_share(self, fraction: float) -> None:
-        """Refused: a share of a collection's windows would keep some series' early years and drop others."""
-        raise FptError("--train-fraction is not offered for a collection of series; give the series you want instead")
+    share_refused = (
+        "is a collection of series: a share of its windows would keep some series' early years and drop others; "
+        "give the series you want instead"
+    )
 
     def split_histories(self, split: str) -> list[np.ndarray]:
         """What each series has observed before the split's horizon (MASE's in-sample scale, the baselines' input)."""

@@ -34,7 +34,7 @@ from fpt.core.paths import data_dir as default_data_dir
 from fpt.core.paths import user_path
 from fpt.data.series_csv import SeriesTable, read_series_csv
 from fpt.tasks.arrays import ArrayTask
-from fpt.tasks.base import Batch, TaskSpec, series_tokens, training_share
+from fpt.tasks.base import Batch, TaskSpec, check_patch_size, series_tokens, training_share
 from fpt.tasks.registry import check_task_option_values, register_task
 
 ETT_DATASETS = ("ETTh1", "ETTh2")
@@ -148,10 +148,7 @@ def check_window_options(lookback: int, horizon: int, patch_size: int, patch_str
     patch longer than the look-back."""
     options = {"lookback": lookback, "horizon": horizon, "patch_size": patch_size, "patch_stride": patch_stride}
     check_task_option_values(options, chosen=True)
-    if patch_size > lookback:
-        raise FptError(
-            f"--patch-size {patch_size} is longer than --lookback {lookback}; use a patch of at most {lookback} steps"
-        )
+    check_patch_size(patch_size, lookback, f"the look-back, --lookback {lookback}")
     if patch_stride > patch_size:  # the steps between two patches would never reach the model
         raise FptError(
             f"--patch-stride {patch_stride} is longer than --patch-size {patch_size}: steps {patch_size + 1} to "

@@ -19,7 +19,7 @@ from fpt.core.errors import MISSING_DATA, FptError
 from fpt.core.paths import data_dir as default_data_dir
 from fpt.core.paths import user_path
 from fpt.tasks.arrays import ArrayTask, Split, carve_validation
-from fpt.tasks.base import TaskSpec
+from fpt.tasks.base import TaskSpec, check_patch_size, check_protocol
 from fpt.tasks.registry import register_task
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)  # the paper's normalisation
@@ -99,10 +99,7 @@ class ImageTask(ArrayTask):
         super().__init__(train, evals, eval_split)
         height, width = train.x.shape[1:3]
         channels = 1 if grayscale else train.x.shape[3]
-        if patch_size < 1 or height % patch_size or width % patch_size:
-            raise FptError(
-                f"--patch-size {patch_size} does not divide the {height}x{width} images; pick a divisor of {height}"
-            )
+        check_patch_size(patch_size, math.gcd(height, width), f"the {height}x{width} images", tile=True)
         self.patch_size, self.augment, self.grayscale, self.pixel_tokens = patch_size, augment, grayscale, pixel_tokens
         self.mean, self.std = torch.tensor(mean), torch.tensor(std)
         tokens = (height // patch_size) * (width // patch_size)
@@ -187,8 +184,7 @@ def cifar10_lra(data_dir: str | None = None, protocol: str = "paper", augment: b
     protocol "lra": 8-bit pixel tokens, no augmentation, 45k train / 5k val (the last 5k of the
     training batches), test split reported as well.
     """
-    if protocol not in PROTOCOLS:
-        raise FptError(f"unknown --protocol {protocol!r} for cifar10-lra; choose paper or lra")
+    check_protocol(protocol, PROTOCOLS, "cifar10-lra")
     raw = _cifar(data_dir)
     if protocol == "paper":
         splits = {k: Split.from_numpy(*v) for k, v in raw.items()}
@@ -204,7 +200,7 @@ def cifar10_lra(data_dir: str | None = None, protocol: str = "paper", augment: b
             grayscale=True,
         )
     if augment:
-        raise FptError("--protocol lra has no augmentation; drop --augment or use --protocol paper")
+        raise FptError("--augment is the paper protocol's; --protocol lra has none: drop it or give --protocol paper")
     images, labels = raw["train"]
     cut = len(images) - len(images) // 10  # LRA's 45k / 5k of the 50k training images
     train = Split.from_numpy(images[:cut], labels[:cut])

@@ -13,7 +13,7 @@ from fpt.core.errors import MISSING_DATA, FptError
 from fpt.core.paths import data_dir as default_data_dir
 from fpt.core.paths import user_path
 from fpt.tasks.arrays import ArrayTask, Split, check_labels
-from fpt.tasks.base import TaskSpec
+from fpt.tasks.base import TaskSpec, check_protocol
 from fpt.tasks.registry import register_task
 
 
@@ -71,8 +71,7 @@ def listops(data_dir: str | None = None, protocol: str = "lra", max_len: int | N
     from fpt.data.listops import ensure_listops_tsv
     from fpt.data.lra_tsv import PROTOCOL_MAX_LEN, VOCAB, load_listops_dir, tokenize_listops
 
-    if protocol not in PROTOCOL_MAX_LEN:
-        raise FptError(f"unknown --protocol {protocol!r} for listops; choose lra or paper")
+    check_protocol(protocol, tuple(PROTOCOL_MAX_LEN), "listops")
     if max_len is not None and max_len < 1:  # before the set is generated
         raise FptError(f"--max-len must be at least 1, got {max_len}")
     if data_dir is not None:

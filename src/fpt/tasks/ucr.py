@@ -25,6 +25,7 @@ import numpy as np
 from fpt.core.errors import FptError
 from fpt.data.ts import read_ts, ucr_split_files
 from fpt.tasks.arrays import Split, carve_validation
+from fpt.tasks.base import check_patch_size
 from fpt.tasks.registry import register_task
 from fpt.tasks.sequences import SequenceTask
 
@@ -141,8 +142,7 @@ def _check_shapes(raw: dict, where: Path, patch_size: int | None) -> tuple[int, 
     steps = max(lengths)
     if patch_size is None:
         patch_size = max(1, math.ceil(steps / MAX_DEFAULT_TOKENS))
-    if not 1 <= patch_size <= steps:
-        raise FptError(f"--patch-size must be 1 to {steps} time steps (the longest series), got {patch_size}")
+    check_patch_size(patch_size, steps, "the time steps of the longest series")
     return channels.pop(), lengths, patch_size
 
 

@@ -29,6 +29,7 @@ from fpt.tracking.sinks import (
     SINKS,
     SUBSET_PREFIX,
     Sink,
+    check_sink_options,
     flatten,
     numbers,
     warn,
@@ -59,10 +60,7 @@ def build_tracker(
     """The trackers `--report-to` names, each package imported now (a missing one: one line, exit 2).
     `parent`: a sweep's TRACKING_PARENT_ENV, for a cell's run."""
     names = parse_report_to(report_to)
-    if tracking_uri and "mlflow" not in names:
-        raise FptError("--tracking-uri is the MLflow store; add --report-to mlflow")
-    if experiment and not {"mlflow", "wandb"} & set(names):
-        raise FptError("--experiment names the MLflow experiment or W&B project; add --report-to mlflow or wandb")
+    check_sink_options(names, tracking_uri, experiment)
     options = {"mlflow": (tracking_uri, experiment), "tensorboard": (), "wandb": (experiment,)}
     sinks = [SINKS[name](*options[name]) for name in names]
     cell_args = ["--report-to", ",".join(names)] if names else []

@@ -196,6 +196,15 @@ MLFLOW_RETRIES = {
 SQLITE_HEADER = b"SQLite format 3\0"
 
 
+def check_sink_options(names: list[str], tracking_uri: str | None, experiment: str | None) -> None:
+    """--tracking-uri and --experiment beside the trackers --report-to names (--tracking-uri's store is checked
+    once MLflow starts: check_store)."""
+    if tracking_uri and "mlflow" not in names:
+        raise FptError("--tracking-uri is the MLflow store; add --report-to mlflow")
+    if experiment and not {"mlflow", "wandb"} & set(names):
+        raise FptError("--experiment names the MLflow experiment or W&B project; add --report-to mlflow or wandb")
+
+
 def check_store(uri: str, timeout_s: float = 5.0) -> None:
     """Refuse in seconds, in one line, a store MLflow would retry for minutes: an HTTP server that
     does not answer, a sqlite path that is a folder, not a database, or not writable (MLflow makes

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from fpt.backbones.control_bodies import BACKBONE
-from fpt.backbones.surgery import AUTO, auto_precision, compute_dtype, enable_checkpointing
+from fpt.backbones.surgery import AUTO, auto_precision, check_precision, compute_dtype, enable_checkpointing
 from fpt.core import runtime
 from fpt.core.devices import resolve_device
-from fpt.core.errors import FptError
 from fpt.models.ends import TrainableModel, default_pooling
 from fpt.models.policy import GroupRow
 from fpt.models.transformer import FrozenPretrainedTransformer, group_rows_from_shapes
 from fpt.tasks import Task, create_task
+from fpt.tasks.base import training_examples
 from fpt.tasks.bucketing import LengthBucketedTask
 from fpt.training.config import DEFAULT_EPOCHS, DEFAULT_STEPS, LONG_INPUT, TrainConfig
 from fpt.training.distributed import SINGLE, World
@@ -32,18 +32,10 @@ if TYPE_CHECKING:
 def build_task(config: TrainConfig) -> Task:
     """The task of a config: its options, --train-fraction and --bucket-window applied."""
     task = create_task(config.task, **config.task_options)
-    check_target(config, task)
+    config.check_fits(task)
     if config.train_fraction is not None:  # before bucketing: the share is of the split as stored
         task.keep_training_share(config.train_fraction)
     return task if config.bucket_window is None else LengthBucketedTask(task, config.bucket_window)
-
-
-def check_target(config: TrainConfig, task: Task) -> None:
-    """A stopping target of the task's own kind: the other one would never be met, silently."""
-    if task.spec.regression and config.target_accuracy is not None:
-        raise FptError(f"--target-accuracy is for classifiers; {config.task} is a forecast: stop it with --target-mse")
-    if not task.spec.regression and config.target_mse is not None:
-        raise FptError(f"--target-mse is for forecasts; {config.task} is a classifier: stop it with --target-accuracy")
 
 
 def build(config: TrainConfig) -> tuple[Task, TrainableModel]:
@@ -75,13 +67,11 @@ def resolve_steps(config: TrainConfig, task: Task) -> tuple[TrainConfig, str | N
     """`config` with --steps set where it is unset or --epochs gives it, from the task's training examples
     (and a recipe's warm-up as long as that cut to a tenth of it), and the line that says so; as it was where
     --steps was given. Unset, it is DEFAULT_EPOCHS passes over the examples, at most DEFAULT_STEPS, or
-    DEFAULT_STEPS where the task draws fresh examples every step."""
+    DEFAULT_STEPS where the task draws fresh examples every step (one with --epochs was refused by build_task)."""
     if config.epochs is None and config.steps is not None:
         return config, None
     examples, batch, fix = training_examples(task), config.batch_size, ""
-    if config.epochs is not None:
-        if not examples:
-            raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
+    if config.epochs is not None and examples:
         steps = max(1, math.ceil(config.epochs * examples / batch))
         said = f"--epochs {config.epochs:g} -> {steps:,} steps ({examples:,} training examples, batch {batch})"
     elif not examples:
@@ -103,13 +93,6 @@ def resolve_steps(config: TrainConfig, task: Task) -> tuple[TrainConfig, str | N
         said += f", warm-up {warmup} steps"
     said += fix
     return dataclasses.replace(config, steps=steps, warmup_steps=warmup), said
-
-
-def training_examples(task: Task) -> int | None:
-    """The examples a task trains on, or None where it draws fresh ones every step (bits, ListOps' generator)."""
-    inner = getattr(task, "inner", task)  # a length-bucketed task: its examples are the inner task's
-    train = getattr(inner, "train", None)
-    return len(train) if train is not None else getattr(inner, "notes", {}).get("examples", {}).get("train")
 
 
 def resolve_precision(config: TrainConfig, world: World = SINGLE) -> tuple[str, str | None]:
@@ -146,8 +129,7 @@ def _resolved(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
     """(`config` with --precision auto resolved, the device): the first choices of a plan."""
     config = dataclasses.replace(config, precision=resolve_precision(config)[0])  # said by build_for_process
     device = resolve_device(config.device)
-    if config.precision == "fp16" and device.type != "cuda":
-        raise FptError(f"--precision fp16 (with a loss scaler) is for CUDA GPUs; on {device.type} use bf16 or fp32")
+    check_precision(config.precision, device_type=device.type)
     return config, device
 
 

@@ -231,8 +231,12 @@ class TrainConfig:
         """Check every value; `world_size`: the number of ranks the global batch is split among."""
         from fpt.backbones.surgery import check_dropout_rates
         from fpt.core.devices import check_device_name
+        from fpt.tasks.base import check_train_fraction
         from fpt.tasks.bucketing import check_bucket_window
 
+        if self.steps is not None and self.epochs is not None and not getattr(self, "_frozen", False):
+            # a plan records both: the epochs asked and the steps they came to (fpt.training.build.resolve_steps)
+            raise FptError("--epochs sets --steps from the data's size: give one of them, not both")
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
@@ -256,8 +260,7 @@ class TrainConfig:
             raise FptError(f"--target-mse must be a positive number, got {self.target_mse}")
         if self.patience is not None and (self.patience < 1 or not self.keep_best):
             raise FptError(f"--patience needs --keep-best and at least 1 evaluation, got {self.patience}")
-        if self.train_fraction is not None and not 0 < self.train_fraction <= 1:
-            raise FptError(f"--train-fraction is a fraction in (0, 1], got {self.train_fraction}")
+        check_train_fraction(self.train_fraction)
         if not 0 <= self.seed < 2**63:
             raise FptError(f"--seed must be in 0..2^63-1, got {self.seed}")
         check_threads(self.threads)
@@ -278,6 +281,25 @@ class TrainConfig:
             raise FptError(f"unknown --recipe {quoted(self.recipe)}; choose {' or '.join(RECIPES)}")
         self._check_names()
 
+    def check_fits(self, task) -> None:
+        """Refuse the options this task cannot honour (before its model is built, and again by a Trainer
+        made from Python): a stopping target of the other kind, which would never be met; --epochs where
+        the task draws fresh examples every step; --keep-best choosing its step on a test split."""
+        from fpt.tasks.base import training_examples
+
+        name = self.task
+        if task.spec.regression and self.target_accuracy is not None:
+            raise FptError(f"--target-accuracy is for classifiers; {name} is a forecast: stop it with --target-mse")
+        if not task.spec.regression and self.target_mse is not None:
+            raise FptError(f"--target-mse is for forecasts; {name} is a classifier: stop it with --target-accuracy")
+        if self.epochs is not None and not training_examples(task):
+            raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
+        if self.keep_best and task.eval_split in task.test_splits:
+            raise FptError(
+                f"--keep-best picks its step on the split training watches, which is {task.name}'s test split "
+                "here; hold out a validation split (--val-size N) first"
+            )
+
     def _check_names(self) -> None:
         """Names, through each one's own lookup, so a typo fails before a backbone is loaded."""
         from fpt.backbones import check_init
@@ -286,23 +308,12 @@ class TrainConfig:
         from fpt.models.policy import parse_policy
 
         parse_policy(self.policy)
-        check_body(self.body)
-        if self.body != BACKBONE and self.policy not in ("fpt", "full"):
-            raise FptError(
-                f"--body {self.body} trains every parameter it has (its layers are fresh); "
-                f"--policy {self.policy} is for the backbone's own blocks: leave --policy unset"
-            )
-        if self.body != BACKBONE and self.layers is not None:
-            raise FptError(
-                f"--layers keeps some of the backbone's blocks; --body {self.body} replaces them all: "
-                "leave --layers unset"
-            )
+        check_body(self.body, self.layers, self.policy)
         check_init(self.init)
         if self.pooling is not None:
             check_choice("pooling", self.pooling, POOLINGS)
         check_attention(self.attention)
-        check_precision(self.precision)
-        self._check_int8()
+        check_precision(self.precision, self.body, self.compile)
         check_choice("model", self.model, MODELS)
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
         # a baseline's auto is recorded as fp32, what it computes in (and the default before auto)
@@ -310,20 +321,6 @@ class TrainConfig:
         if self.model != "fpt" and any(getattr(self, k) not in neutral[k] for k in TRANSFORMER_ONLY_OPTIONS):
             flags = ", ".join(f"--{k}" for k in TRANSFORMER_ONLY_OPTIONS)
             raise FptError(f"{flags} apply to transformer models, not --model {self.model}")
-
-    def _check_int8(self) -> None:
-        """int8 stores frozen layers only; a control trains every layer it has, a compiled graph is untested."""
-        if not self.precision.startswith("int8"):
-            return
-        if self.body != BACKBONE:
-            raise FptError(
-                f"--precision {self.precision} stores frozen weights, and --body {self.body} trains all it has: "
-                "drop one"
-            )
-        if self.compile:
-            raise FptError(
-                f"--precision {self.precision} with --compile is untested (a custom backward): drop one of them"
-            )
 
     @classmethod
     def from_recipe(cls, recipe: str = "paper", **options) -> "TrainConfig":
@@ -386,6 +383,61 @@ def check_choice(option: str, value, choices) -> None:
     """Refuse a `value` of --OPTION that is not one of `choices`, naming them."""
     if value not in choices:
         raise FptError(f"unknown --{option.replace('_', '-')} {quoted(value)}; choose one of {', '.join(choices)}")
+
+
+def check_run_options(
+    threads: int | None, max_minutes: float | None, ddp_backend: str | None, device: str | None, nproc: int | None
+) -> None:
+    """The options of how `fpt train` runs, which a run's plan does not hold (--device and --threads beside
+    --resume, which hold for one sitting), before anything is read or launched."""
+    from fpt.training.distributed import check_backend, check_launch
+
+    check_threads(threads)
+    check_max_minutes(max_minutes)
+    check_backend(ddp_backend, device)
+    if device is not None:
+        from fpt.core.devices import check_device_name
+
+        check_device_name(device)
+    if nproc is not None:
+        check_launch(nproc)
+
+
+def check_max_minutes(max_minutes: float | None) -> None:
+    """--max-minutes unset or a positive finite number (checked before anything is built)."""
+    if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
+        raise FptError(f"--max-minutes must be a positive number, got {max_minutes}")
+
+
+# what `fpt train --resume` takes besides the run's saved plan: --steps extends the run; --threads and --device
+# hold for this sitting alone; so do the options of how it runs (--nproc, --max-minutes, tracking, progress)
+RESUME_MAY_CHANGE = ("steps", "threads", "device")
+
+
+def check_resume_options(given: list[str]) -> None:
+    """Refuse, for --resume, the `fpt train` options given (by field name) that would change the saved plan."""
+    changing = [f"--{name.replace('_', '-')}" for name in given if name not in RESUME_MAY_CHANGE]
+    if changing:
+        raise FptError(
+            f"--resume continues a run with its saved config; drop {', '.join(changing)} "
+            "(only --steps may change, to extend the run)"
+        )
+
+
+def check_resume_steps(steps: int | None, plan: TrainConfig | None = None, at_step: int | None = None) -> None:
+    """--steps of a resume: at least 1; once the run's `plan` is read, only where its rate does not depend on its
+    length (a constant one); once its checkpoint is, not before the step `at_step` it is at."""
+    if steps is None:
+        return
+    if steps < 1:
+        raise FptError(f"--steps must be at least 1, got {steps}")
+    if plan is not None and steps != plan.steps and plan.lr_schedule != "constant":
+        raise FptError(
+            f"this run's {plan.lr_schedule} schedule decays to 0 at step {plan.steps}; --steps "
+            f"{steps} would change its learning rate from here on; train a new run to that length"
+        )
+    if at_step is not None and steps < at_step:
+        raise FptError(f"this run is at step {at_step:,}; --steps {steps} would end it before where it is")
 
 
 MAX_THREADS = 1024  # torch takes a C int; more threads than any machine's cores is a typo

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import sys
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 import torch
 
-from fpt.core.errors import FptError
 from fpt.models.ends import TrainableModel
 from fpt.tasks import Task, task_options
 from fpt.tracking import Tracker
@@ -24,7 +22,7 @@ from fpt.training.build import (
     resolve_steps,
 )
 from fpt.training.checkpoint import Checkpoint, load_checkpoint
-from fpt.training.config import TrainConfig
+from fpt.training.config import TrainConfig, check_max_minutes, check_resume_steps
 from fpt.training.distributed import SINGLE, World
 from fpt.training.evaluation import device_of, eval_batch_for
 from fpt.training.loop import Trainer
@@ -127,12 +125,6 @@ def train(
                 if run_dir is not None and (trainer is None or trainer.last_checkpoint_step is None):
                     _remove_run(run_dir, new_folders)
                 raise
-
-
-def check_max_minutes(max_minutes: float | None) -> None:
-    """--max-minutes unset or a positive finite number (checked before anything is built)."""
-    if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
-        raise FptError(f"--max-minutes must be a positive number, got {max_minutes}")
 
 
 @contextlib.contextmanager
@@ -286,8 +278,10 @@ def load_run(
         config = TrainConfig.from_dict(data, where=str(Path(run_dir) / RunDir.CONFIG))
         sitting = {"device": device, "threads": threads}  # this sitting's, not recorded
         config = dataclasses.replace(config, **{k: v for k, v in sitting.items() if v is not None})
-        task, model, config = build_for_process(config, world)
-        config = config.frozen()
+        # a plan records the epochs asked beside the steps they came to; it is built from the steps alone
+        # (TrainConfig.validate refuses a config that asks both), and keeps the epochs it recorded
+        task, model, built = build_for_process(dataclasses.replace(config, epochs=None), world)
+        config = dataclasses.replace(built, epochs=config.epochs).frozen()
         world.check_same("backbone weights", model.weights_hash)
         trainer = Trainer(model, task, config, run, progress=False, world=world)
         # resuming a run killed before its first checkpoint starts again at step 0, exactly as it
@@ -316,8 +310,7 @@ def resume(
 ) -> tuple[dict, Path]:
     """Continue a run from its last checkpoint, to its configured steps or to `steps` (under
     torchrun with as many ranks as it was trained with), for at most `max_minutes` this time."""
-    if steps is not None and steps < 1:
-        raise FptError(f"--steps must be at least 1, got {steps}")
+    check_resume_steps(steps)
     check_max_minutes(max_minutes)
     with process_group(ddp_backend) as world:
         return _resume(run_dir, steps, progress, on_step, device, tracker, world, threads, max_minutes)
@@ -336,13 +329,7 @@ def _resume(
 ) -> tuple[dict, Path]:
     config, _, _, trainer = load_run(run_dir, lock=True, device=device, world=world, threads=threads)
     with _writing(trainer.run_dir, tracker):
-        if steps is not None and steps != config.steps and config.lr_schedule != "constant":
-            raise FptError(
-                f"this run's {config.lr_schedule} schedule decays to 0 at step {config.steps}; --steps "
-                f"{steps} would change its learning rate from here on; train a new run to that length"
-            )
-        if steps is not None and steps < trainer.step:
-            raise FptError(f"this run is at step {trainer.step:,}; --steps {steps} would end it before where it is")
+        check_resume_steps(steps, config, trainer.step)
         if steps is not None:  # the run's plan, longer
             config = trainer.config = dataclasses.replace(config, steps=steps, epochs=None).frozen()
         if trainer.run_dir is not None:

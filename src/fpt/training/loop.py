@@ -97,11 +97,7 @@ class Trainer:
         tracker: Tracker | None = None,
     ):
         config.validate(world.size)  # from Python too: eval_every 0 or lr -1 fail here, in one line
-        if config.keep_best and task.eval_split in task.test_splits:
-            raise FptError(
-                f"--keep-best picks its step on the split training watches, which is {task.name}'s test split "
-                "here; hold out a validation split (--val-size N) first"
-            )
+        config.check_fits(task)  # e.g. --keep-best on a task whose training watches its test split
         self.model, self.task, self.config, self.world = model, task, config, world
         self.run_dir = run_dir if isinstance(run_dir, RunDir) or run_dir is None else RunDir(run_dir)
         # True: a bar and a line per evaluation; PROGRESS_LINES: the lines alone; False: neither
