@@ -192,3 +192,16 @@ def test_a_cutoff_that_leaves_no_series_long_enough_is_one_line(tmp_path):
         "--cutoff 44 leaves every series",
         "a cutoff of at most 43 fits",
     )
+
+
+def test_a_run_trained_by_epochs_is_backtested_at_the_steps_it_ran(tiny_backbones, tmp_path):
+    """Its config.json records the epochs asked beside the steps they came to; each origin trains those steps."""
+    pytest.importorskip("statsforecast")
+    _panel(tmp_path / "sales.csv")
+    argv = ["train", "--task", f"panel:{tmp_path / 'sales.csv'}", "--horizon", str(HORIZON), "--epochs", "0.5"]
+    argv += ["--backbone", tiny_backbones["gpt2"], "--batch-size", "8", "--no-progress", "--no-baselines"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    ran = _config(tmp_path / "run", 1)
+    assert ran["epochs"] == 0.5 and ran["steps"] >= 1
+    assert main(["backtest", str(tmp_path / "run"), "--origins", "2", "--no-progress"]) == 0
+    assert (_config(tmp_path / "run", 2)["steps"], _config(tmp_path / "run", 2)["epochs"]) == (ran["steps"], None)

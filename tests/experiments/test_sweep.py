@@ -168,6 +168,8 @@ def test_reproduce_table_sits_beside_the_papers_numbers(tmp_path):
     (_, spec, _), *_ = plan.sweeps()
     assert spec.options == {"steps": 10, "backbone": "minilm", "baselines": False} and spec.grid["seed"] == [0, 1]
     assert Reproduction(["table6"], budget=100).common_options()["eval_every"] == 5  # 20 evaluations a run
+    by_epochs = Reproduction(["table18"], budget=10, options={"epochs": 2}).common_options()  # --set epochs=2
+    assert by_epochs["epochs"] == 2 and "steps" not in by_epochs
     rows = [{"task": "bit-xor", "variant": "output+layernorm", "status": "done", "accuracy": a} for a in (0.9, 1.0)]
     rows.append(
         {

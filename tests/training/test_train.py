@@ -414,6 +414,9 @@ def test_a_config_asks_one_budget_and_a_plans_config_json_runs_its_steps(tiny_gp
     capsys.readouterr()
     assert main([*argv, "--config", plan, "--steps", "3", "--epochs", "1", "--out", str(tmp_path / "both")]) == 2
     assert "give one of them, not both" in one_line_error(capsys) and not (tmp_path / "both").exists()
+    (tmp_path / "mine.yaml").write_text(f"task: npz:{tmp_path / 'd.npz'}\nsteps: 3\nepochs: 1\n")  # not a run's plan
+    assert main([*argv, "--config", str(tmp_path / "mine.yaml"), "--out", str(tmp_path / "mine")]) == 2
+    assert "give one of them, not both" in one_line_error(capsys) and not (tmp_path / "mine").exists()
 
 
 def test_without_steps_a_run_takes_100_passes_over_its_examples_at_most_2000_steps(tiny_gpt2, tmp_path, capsys):

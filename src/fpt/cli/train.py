@@ -37,16 +37,21 @@ def _config_file(path: Path | None) -> dict:
         raise FptError(f"{path}: task_options maps the task's option names to values, e.g. {{'n_bits': 5}}")
     from fpt.tasks.registry import NOT_OPTIONS
 
-    # a run's plan also records what its task's name says (npz:PATH's path) and a forecast file's hash, pinned for
-    # a resume; a new run takes both from the task's name again
-    nested = {k: v for k, v in nested.items() if k not in NOT_OPTIONS}
+    # a run's plan also records what its task's name says (npz:PATH's path), a forecast file's hash pinned for a
+    # resume, which a new run takes from the task's name again, and its task's unset options, as null
+    nested = {k: v for k, v in nested.items() if k not in NOT_OPTIONS and v is not None}
     known = _train_option_names()
     unknown = sorted(str(k) for k in [*data, *nested] if k not in known or (k in nested and k not in TASK_OPTIONS))
     if unknown:
         raise FptError(f"{path}: unknown option {unknown[0]!r}; use `fpt train` option names with underscores")
-    # null leaves an option unset, as a flag not given does (a run's plan records a task's unset options as null)
-    given = {key: value for key, value in {**nested, **data}.items() if value is not None}
-    return {key: coerce_option(key, value, str(path)) for key, value in given.items()}
+    return {key: coerce_option(key, value, str(path)) for key, value in {**nested, **data}.items()}
+
+
+def _is_run_plan(path: Path | None) -> bool:
+    """Whether a --config file is a run's config.json, its plan (beside the run's metrics)."""
+    from fpt.training.run_dir import RunDir
+
+    return path is not None and path.name == RunDir.CONFIG and (path.parent / RunDir.METRICS).is_file()
 
 
 def _train_option_names() -> set[str]:
@@ -64,7 +69,7 @@ def _config_from_args(args: argparse.Namespace):
     from_file = _config_file(getattr(args, "config", None))
     if {"steps", "epochs"} & set(given):  # a budget given here replaces the file's, both of its fields
         from_file = {k: v for k, v in from_file.items() if k not in ("steps", "epochs")}
-    elif from_file.get("steps") is not None:  # a run's config.json: the epochs asked and the steps they came to
+    elif _is_run_plan(getattr(args, "config", None)):  # the epochs a run was asked and the steps they came to
         from_file.pop("epochs", None)
     merged = {**from_file, **given}  # flags override the file; TrainConfig.validate checks them all
     task_options = {k: merged.pop(k) for k in list(merged) if k in TASK_OPTIONS}

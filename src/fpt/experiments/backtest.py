@@ -135,7 +135,8 @@ def origin_config(plan: Plan, origin: Origin, device: str | None = None) -> Trai
     for key in PINNED:
         if options.get(key) is None:
             options[key] = plan.task.notes[key]
-    config = dataclasses.replace(plan.config, task_options=options, baselines=True)
+    # the run's steps (its plan records the epochs they came from too; a new run takes one of the two)
+    config = dataclasses.replace(plan.config, task_options=options, baselines=True, epochs=None)
     if device is not None:
         config.device = device
     return config

@@ -136,6 +136,8 @@ class Reproduction:
         # the reference methods are no row of these tables: a cell scores them only where --set asks (an
         # ETTh1 cell's took 5 minutes), a competition's in one cell per subset (baselines_once)
         options = {"steps": self.budget, "backbone": self.backbone, "baselines": False}
+        if "epochs" in self.options:  # --set epochs=N gives the budget instead
+            del options["steps"]
         if (
             "table6" in self.tables
         ):  # steps to convergence (each run's own plateau) are read from 20 evaluations per run

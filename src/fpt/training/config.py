@@ -236,7 +236,10 @@ class TrainConfig:
 
         if self.steps is not None and self.epochs is not None and not getattr(self, "_frozen", False):
             # a plan records both: the epochs asked and the steps they came to (fpt.training.build.resolve_steps)
-            raise FptError("--epochs sets --steps from the data's size: give one of them, not both")
+            raise FptError(
+                "--epochs sets --steps from the data's size: give one of them, not both (a run's config.json "
+                "records both: drop its epochs to train its steps again)"
+            )
         for key in ("steps", "batch_size", "eval_every", "eval_batch_size"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise FptError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(self, key)}")
