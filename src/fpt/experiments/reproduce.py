@@ -138,9 +138,7 @@ class Reproduction:
         options = {"steps": self.budget, "backbone": self.backbone, "baselines": False}
         if "epochs" in self.options:  # --set epochs=N gives the budget instead
             del options["steps"]
-        if (
-            "table6" in self.tables
-        ):  # steps to convergence (each run's own plateau) are read from 20 evaluations per run
+        if "table6" in self.tables:  # steps to convergence (each run's own plateau) are read from 20 evaluations
             options["eval_every"] = max(1, self.budget // 20)
         if "controls" in self.tables:
             options.update(same_dropout(self.options))
