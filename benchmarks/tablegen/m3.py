@@ -91,7 +91,19 @@ ARMS = {
     "none": "no blocks: input layer, positions, head (Tan et al.'s w/o LLM)",
     "attention": "one fresh self-attention layer, trained (Tan et al.'s LLM2Attn)",
     "block": "one fresh block of the backbone's architecture, trained (Tan et al.'s LLM2Trsf)",
+    "full": "every weight trained from a random init, at its own rate chosen on validation (Lu et al.'s Full)",
 }
+
+
+def _full_rate(subset: str, steps: int) -> str | None:
+    """The full arm's rate on `subset`: the one whose seed-0 run scored the lower validation sMAPE
+    (benchmarks/m3_fpt.py --full-lrs), as it names the runs (fastSTEPS-full-lrRATE-seedK)."""
+    val = {}
+    for run in (RESULTS / "m3" / subset).glob(f"fast{steps}-full-lr*-seed0"):
+        rate = re.fullmatch(rf"fast{steps}-full-lr(.+)-seed0", run.name)
+        if rate and (run / "summary.json").is_file():
+            val[rate.group(1)] = _json(run / "summary.json")["final"]["smape"]
+    return min(val, key=val.get) if val else None
 
 
 def m3_controls_table() -> str:
@@ -101,12 +113,14 @@ def m3_controls_table() -> str:
     weights = _forecast_values(_json(RESULTS / "m3_baselines" / "results.json"))
     chosen = {s: _chosen_runs(s) for s in SUBSETS}
     rows = []
+    rates = {s: _full_rate(s, chosen[s][0]) for s in SUBSETS if chosen[s] is not None}
     for arm, what in {"fpt": "frozen pretrained MiniLM (fpt)", **ARMS}.items():
         scores: dict[str, dict[int, float]] = {}  # subset -> seed -> test sMAPE
         for subset in SUBSETS:
-            if chosen[subset] is None:
+            if chosen[subset] is None or (arm == "full" and rates[subset] is None):
                 continue
-            name = f"fast{chosen[subset][0]}-seed" if arm == "fpt" else f"fast{chosen[subset][0]}-{arm}-seed"
+            label = f"full-lr{rates[subset]}" if arm == "full" else arm
+            name = f"fast{chosen[subset][0]}-seed" if arm == "fpt" else f"fast{chosen[subset][0]}-{label}-seed"
             for run in (RESULTS / "m3" / subset).glob(f"{name}*"):
                 seed = re.fullmatch(rf"{re.escape(name)}(\d+)", run.name)
                 if seed and (run / "summary.json").is_file():
@@ -114,6 +128,8 @@ def m3_controls_table() -> str:
                     scores.setdefault(subset, {})[int(seed.group(1))] = smape
         if not scores:
             continue
+        if arm == "full":  # each subset's own rate
+            what += " (" + ", ".join(f"{s} {rates[s]}" for s in SUBSETS if s in scores) + ")"
         cells = [_mean_std(list(scores[s].values()), 2) if s in scores else "-" for s in SUBSETS]
         seeds = sorted(set.intersection(*(set(scores.get(s, {})) for s in SUBSETS)))
         overall = [_over_all({s: scores[s][k] for s in SUBSETS}, weights) for k in seeds]
