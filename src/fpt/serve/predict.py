@@ -392,10 +392,11 @@ def predict_forecast(
     e.g. (50, 90, 99); `intervals_for`)."""
     from fpt.core.scores import describe
 
-    if hasattr(unwrapped(task), "collection") and Path(out).suffix.lower() != ".csv":
+    collection = hasattr(unwrapped(task), "collection")  # a run over many series: each continued past its end
+    if collection and Path(out).suffix.lower() != ".csv":
         raise FptError(f"--out {out}: the future of a table of series is written as a long-format .csv")
     intervals = intervals_for(model, task, source, out, levels, intervals)
-    if hasattr(unwrapped(task), "collection"):  # a run over many series: each continued past its end
+    if collection:
         from fpt.serve.future import predict_future
 
         return predict_future(model, unwrapped(task), source, out, intervals)

@@ -290,11 +290,14 @@ class TrainConfig:
         the task draws fresh examples every step; --keep-best choosing its step on a test split."""
         from fpt.tasks.base import training_examples
 
-        name = self.task
         if task.spec.regression and self.target_accuracy is not None:
-            raise FptError(f"--target-accuracy is for classifiers; {name} is a forecast: stop it with --target-mse")
+            raise FptError(
+                f"--target-accuracy is for classifiers; {self.task} is a forecast: stop it with --target-mse"
+            )
         if not task.spec.regression and self.target_mse is not None:
-            raise FptError(f"--target-mse is for forecasts; {name} is a classifier: stop it with --target-accuracy")
+            raise FptError(
+                f"--target-mse is for forecasts; {self.task} is a classifier: stop it with --target-accuracy"
+            )
         if self.epochs is not None and not training_examples(task):
             raise FptError(f"--epochs: {task.name} draws fresh examples every step, so it has no epochs; give --steps")
         if self.keep_best and task.eval_split in task.test_splits:
